@@ -1,0 +1,52 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "FMDBCipher",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "FMDB", targets: ["FMDB"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        // SQLCipher's C API, found through pkg-config `sqlcipher` (Debian: libsqlcipher-dev).
+        .systemLibrary(
+            name: "CSQLCipher",
+            pkgConfig: "sqlcipher",
+            providers: [.apt(["libsqlcipher-dev"])]
+        ),
+        // OpenSSL's libcrypto: key derivation, random bytes, OPENSSL_cleanse.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "FMDB",
+            dependencies: [
+                "CSQLCipher",
+                "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .target(
+            name: "TestSupport",
+            dependencies: ["FMDB"],
+            path: "Tests/TestSupport",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .testTarget(
+            name: "FMDBTests",
+            dependencies: ["FMDB", "TestSupport"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .testTarget(
+            name: "FMDBCipherTests",
+            dependencies: ["FMDB", "TestSupport"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+    ]
+)

@@ -1,0 +1,33 @@
+#ifndef FMDB_CSQLCIPHER_SHIM_H
+#define FMDB_CSQLCIPHER_SHIM_H
+
+// SQLCipher's header only declares sqlite3_key/sqlite3_rekey when SQLITE_HAS_CODEC is set.
+#ifndef SQLITE_HAS_CODEC
+#define SQLITE_HAS_CODEC 1
+#endif
+#include <sqlcipher/sqlite3.h>
+
+// SQLITE_TRANSIENT is a cast of -1 to a function pointer, which Swift cannot import.
+// These wrappers let Swift bind text and blobs that SQLite copies at once.
+static inline int fmdb_bind_text_transient(sqlite3_stmt *stmt, int index, const char *text, sqlite3_uint64 length) {
+    return sqlite3_bind_text64(stmt, index, text, length, SQLITE_TRANSIENT, SQLITE_UTF8);
+}
+
+static inline int fmdb_bind_blob_transient(sqlite3_stmt *stmt, int index, const void *bytes, sqlite3_uint64 length) {
+    return sqlite3_bind_blob64(stmt, index, bytes, length, SQLITE_TRANSIENT);
+}
+
+static inline void fmdb_result_text_transient(sqlite3_context *context, const char *text, sqlite3_uint64 length) {
+    sqlite3_result_text64(context, text, length, SQLITE_TRANSIENT, SQLITE_UTF8);
+}
+
+static inline void fmdb_result_blob_transient(sqlite3_context *context, const void *bytes, sqlite3_uint64 length) {
+    sqlite3_result_blob64(context, bytes, length, SQLITE_TRANSIENT);
+}
+
+// sqlite3_db_config is variadic; Swift cannot call it directly.
+static inline int fmdb_db_config_int(sqlite3 *db, int op, int value, int *result) {
+    return sqlite3_db_config(db, op, value, result);
+}
+
+#endif

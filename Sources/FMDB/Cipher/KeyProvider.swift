@@ -1,0 +1,71 @@
+import Foundation
+
+/// What a `KeyProvider` is asked for: the key of one database file.
+///
+/// ```swift
+/// struct EnvironmentKeyProvider: KeyProvider {
+///     func key(for request: KeyRequest) throws -> DatabaseKey {
+///         guard let value = ProcessInfo.processInfo.environment["APP_DB_KEY"] else { throw MyError.noKey }
+///         return .passphrase(value)
+///     }
+/// }
+/// ```
+public struct KeyRequest: Sendable {
+    /// The database's path; nil for an in-memory database.
+    public let databasePath: String?
+    /// The 16-byte salt at the start of an existing encrypted file; nil for a new, empty or plaintext file.
+    public let salt: Data?
+
+    public init(databasePath: String?, salt: Data?) {
+        self.databasePath = databasePath
+        self.salt = salt
+    }
+}
+
+/// A source of database keys. `FMDatabase.setKey(using:)`, and the keyed `FMDatabaseQueue` and
+/// `FMDatabasePool`, ask it for the key of every connection they open.
+///
+/// Providers must be safe to call from any thread (`Sendable`).
+public protocol KeyProvider: Sendable {
+    /// The key for the database described by `request`.
+    /// - Throws: any error; it is passed on to the caller that opened the database.
+    func key(for request: KeyRequest) throws -> DatabaseKey
+}
+
+/// A passphrase, handed to SQLCipher, which runs its own key derivation (PBKDF2-HMAC-SHA1, 64,000
+/// iterations in SQLCipher 3) on every connection: the same as `PRAGMA key = 'passphrase'`.
+///
+/// ```swift
+/// let queue = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("correct horse"))
+/// ```
+public struct PassphraseKeyProvider: KeyProvider {
+    private let key: DatabaseKey
+
+    public init(_ passphrase: String) {
+        key = .passphrase(passphrase)
+    }
+
+    public init(data: Data) {
+        key = .passphrase(data: data)
+    }
+
+    public func key(for request: KeyRequest) throws -> DatabaseKey {
+        try key.validated()
+    }
+}
+
+/// A 32-byte raw key: no key derivation at open. Every new file gets a fresh random salt from SQLCipher.
+///
+/// ```swift
+/// let provider = try RawKeyProvider(key: keyFromKeychain)   // 32 bytes
+/// ```
+public struct RawKeyProvider: KeyProvider {
+    private let key: DatabaseKey
+
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) unless `key` is exactly 32 bytes.
+    public init(key: Data) throws {
+        self.key = try .raw(key)
+    }
+
+    public func key(for request: KeyRequest) throws -> DatabaseKey { key }
+}

@@ -1,0 +1,122 @@
+internal import COpenSSL
+import Foundation
+import Synchronization
+
+/// Key bytes in memory that is wiped with `OPENSSL_cleanse` when the last copy goes.
+///
+/// Value semantics over one immutable, reference-counted buffer (swift-crypto's `SecureBytes`
+/// idea): copies share the buffer; it is wiped and freed when the last copy is released. Never
+/// printed: `description` does not show the bytes.
+struct SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    fileprivate final class Storage: @unchecked Sendable {
+        // Immutable after init; @unchecked because the buffer is a raw pointer.
+        let buffer: UnsafeMutableRawBufferPointer
+
+        init(count: Int) {
+            buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        }
+
+        deinit {
+            if let base = buffer.baseAddress {
+                OPENSSL_cleanse(base, buffer.count)
+            }
+            SecureBytes.notifyWiped(UnsafeRawBufferPointer(buffer))
+            buffer.deallocate()
+        }
+    }
+
+    private let storage: Storage
+    let count: Int
+
+    /// Allocates `count` bytes and lets `initializer` fill them.
+    init(count: Int, _ initializer: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+        storage = Storage(count: count)
+        self.count = count
+        try initializer(UnsafeMutableRawBufferPointer(rebasing: storage.buffer[0..<count]))
+    }
+
+    init(_ data: Data) {
+        self.init(count: data.count) { buffer in
+            data.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        }
+    }
+
+    init(utf8 string: String) {
+        var string = string
+        let count = string.utf8.count
+        self.init(count: count) { buffer in
+            string.withUTF8 { buffer.copyMemory(from: UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(rebasing: storage.buffer[0..<count]))
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Constant-time comparison (`CRYPTO_memcmp`).
+    func isEqual(to other: SecureBytes) -> Bool {
+        guard count == other.count else { return false }
+        if count == 0 { return true }
+        return withUnsafeBytes { lhs in
+            other.withUnsafeBytes { rhs in
+                guard let l = lhs.baseAddress, let r = rhs.baseAddress else { return false }
+                return CRYPTO_memcmp(l, r, count) == 0
+            }
+        }
+    }
+
+    /// `x'<hex>'`, SQLCipher's raw-key syntax, in secure storage of its own.
+    func sqlcipherHexLiteral(appending salt: SecureBytes? = nil) -> SecureBytes {
+        let saltCount = salt?.count ?? 0
+        let total = 3 + 2 * (count + saltCount)
+        return SecureBytes(count: total) { out in
+            let digits: StaticString = "0123456789ABCDEF"
+            digits.withUTF8Buffer { hex in
+                out[0] = UInt8(ascii: "x")
+                out[1] = UInt8(ascii: "'")
+                var position = 2
+                func append(_ bytes: UnsafeRawBufferPointer) {
+                    for byte in bytes {
+                        out[position] = hex[Int(byte >> 4)]
+                        out[position + 1] = hex[Int(byte & 0x0F)]
+                        position += 2
+                    }
+                }
+                withUnsafeBytes(append)
+                salt?.withUnsafeBytes(append)
+                out[position] = UInt8(ascii: "'")
+            }
+        }
+    }
+
+    var description: String { "SecureBytes(\(count) bytes)" }
+    var debugDescription: String { description }
+
+    // MARK: - Test hook
+
+    /// Called with each buffer right after it is wiped and before it is freed, so tests can check
+    /// that it holds only zeros. Internal: reachable from `@testable import FMDB` only.
+    typealias WipeObserver = @Sendable (UnsafeRawBufferPointer) -> Void
+    private static let observer = Mutex<WipeObserver?>(nil)
+
+    static func setWipeObserver(_ observer: WipeObserver?) {
+        self.observer.withLock { $0 = observer }
+    }
+
+    fileprivate static func notifyWiped(_ buffer: UnsafeRawBufferPointer) {
+        if let observer = observer.withLock({ $0 }) { observer(buffer) }
+    }
+}
+
+/// Fresh random bytes from OpenSSL's CSPRNG.
+func secureRandomBytes(_ count: Int) throws -> SecureBytes {
+    try SecureBytes(count: count) { buffer in
+        guard let base = buffer.baseAddress,
+              RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(count)) == 1 else {
+            throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL RAND_bytes failed.")
+        }
+    }
+}

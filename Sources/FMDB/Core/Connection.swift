@@ -1,0 +1,190 @@
+import CSQLCipher
+import Foundation
+
+/// One `sqlite3*` handle: the only owner that closes it.
+///
+/// Not Sendable: a connection is used by one thread at a time (its `FMDatabase`, or the queue or pool
+/// that serializes access to it).
+final class Connection {
+    private(set) var handle: OpaquePointer?
+
+    private init(handle: OpaquePointer) {
+        self.handle = handle
+    }
+
+    deinit {
+        // FMDatabase closes explicitly; this is the last line of defence against a leaked handle.
+        if let handle { sqlite3_close_v2(handle) }
+    }
+
+    var isClosed: Bool { handle == nil }
+
+    /// Opens a connection. A failed open still closes the handle SQLite hands back (see
+    /// https://www.sqlite.org/c3ref/open.html: "a database connection handle is usually returned ...
+    /// even if an error occurs").
+    static func open(path: String, flags: Int32, vfs: String?) throws -> Connection {
+        var db: OpaquePointer?
+        let rc: Int32
+        if let vfs {
+            rc = sqlite3_open_v2(path, &db, flags, vfs)
+        } else {
+            rc = sqlite3_open_v2(path, &db, flags, nil)
+        }
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) }
+            if let db { sqlite3_close_v2(db) }
+            throw FMDatabaseError(code: rc == SQLITE_OK ? SQLITE_NOMEM : rc, message: message)
+        }
+        return Connection(handle: db)
+    }
+
+    /// Closes the handle. Statements the library did not track (made through the C API on
+    /// `sqliteHandle`) are finalized first, as FMDB does.
+    func close() throws {
+        guard let db = handle else { return }
+        var rc = sqlite3_close(db)
+        if rc == SQLITE_BUSY || rc == SQLITE_LOCKED {
+            while let stmt = sqlite3_next_stmt(db, nil) {
+                sqlite3_finalize(stmt)
+            }
+            rc = sqlite3_close(db)
+        }
+        guard rc == SQLITE_OK else {
+            throw error(code: rc)
+        }
+        handle = nil
+    }
+
+    // MARK: - Errors
+
+    /// The connection's current error, with SQLite's message when it is about `code`.
+    func error(code: Int32? = nil, sql: String? = nil) -> FMDatabaseError {
+        guard let db = handle else { return .closed(sql: sql) }
+        let current = sqlite3_extended_errcode(db)
+        guard let code, (code & 0xFF) != (current & 0xFF) else {
+            return FMDatabaseError(code: current, message: String(cString: sqlite3_errmsg(db)), sql: sql)
+        }
+        return FMDatabaseError(code: code, sql: sql)
+    }
+
+    func check(_ rc: Int32, sql: String? = nil) throws {
+        if rc != SQLITE_OK { throw error(code: rc, sql: sql) }
+    }
+
+    // MARK: - Statements
+
+    func prepare(_ sql: String) throws -> Statement {
+        guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        var stmt: OpaquePointer?
+        let rc = sql.withCString { cSQL in
+            sqlite3_prepare_v2(db, cSQL, -1, &stmt, nil)
+        }
+        guard rc == SQLITE_OK else {
+            if let stmt { sqlite3_finalize(stmt) }
+            throw error(code: rc, sql: sql)
+        }
+        guard let stmt else {
+            // Only white space or a comment: nothing to run.
+            throw FMDatabaseError(code: SQLITE_MISUSE, message: "The SQL contains no statement.", sql: sql)
+        }
+        return Statement(connection: self, handle: stmt, sql: sql)
+    }
+
+    /// Runs SQL with no arguments and no rows to read, through `sqlite3_exec`.
+    func execute(_ sql: String) throws {
+        guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        var errmsg: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(db, sql, nil, nil, &errmsg)
+        if rc != SQLITE_OK {
+            let message = errmsg.map { String(cString: $0) }
+            sqlite3_free(errmsg)
+            throw FMDatabaseError(code: sqlite3_extended_errcode(db), message: message, sql: sql)
+        }
+    }
+
+    /// The first column of the first row of `sql` as text, or nil.
+    func pragmaText(_ sql: String) throws -> String? {
+        let statement = try prepare(sql)
+        defer { statement.finalize() }
+        let rc = statement.step()
+        if rc == SQLITE_ROW { return statement.string(at: 0) }
+        if rc == SQLITE_DONE { return nil }
+        throw error(code: rc, sql: sql)
+    }
+
+    /// Whether this connection has touched the database file's pages: SQLite's page-cache counters are
+    /// non-zero once it has read or written a page (https://www.sqlite.org/c3ref/c_dbstatus_options.html).
+    var hasTouchedPages: Bool {
+        guard let db = handle else { return false }
+        for op in [SQLITE_DBSTATUS_CACHE_HIT, SQLITE_DBSTATUS_CACHE_MISS, SQLITE_DBSTATUS_CACHE_WRITE] {
+            var current: Int32 = 0
+            var high: Int32 = 0
+            if sqlite3_db_status(db, op, &current, &high, 0) == SQLITE_OK, current > 0 { return true }
+        }
+        return false
+    }
+
+    var pagesWritten: Int32 {
+        guard let db = handle else { return 0 }
+        var current: Int32 = 0
+        var high: Int32 = 0
+        sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_WRITE, &current, &high, 0)
+        return current
+    }
+
+    var isAutocommit: Bool {
+        guard let db = handle else { return true }
+        return sqlite3_get_autocommit(db) != 0
+    }
+}
+
+// MARK: - sqlite3_exec with a row handler
+
+private final class RowHandlerBox {
+    let handler: FMDBExecuteStatementsCallbackBlock
+    init(_ handler: @escaping FMDBExecuteStatementsCallbackBlock) { self.handler = handler }
+}
+
+extension Connection {
+    /// Runs `;`-separated SQL through `sqlite3_exec`, calling `rowHandler` for each row.
+    func execute(_ sql: String, rowHandler: FMDBExecuteStatementsCallbackBlock?) throws {
+        guard let rowHandler else {
+            try execute(sql)
+            return
+        }
+        guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        try withoutActuallyEscaping(rowHandler) { handler in
+            let box = RowHandlerBox(handler)
+            var errmsg: UnsafeMutablePointer<CChar>?
+            let rc = withExtendedLifetime(box) {
+                sqlite3_exec(db, sql, { context, columnCount, values, names in
+                    guard let context else { return SQLITE_ABORT }
+                    let box = Unmanaged<RowHandlerBox>.fromOpaque(context).takeUnretainedValue()
+                    var row: [AnyHashable: Any] = [:]
+                    for index in 0..<Int(columnCount) {
+                        let name = names?[index].map { String(cString: $0) } ?? "\(index)"
+                        if let value = values?[index] {
+                            row[name] = String(cString: value)
+                        } else {
+                            row[name] = NSNull()
+                        }
+                    }
+                    return box.handler(row)
+                }, Unmanaged.passUnretained(box).toOpaque(), &errmsg)
+            }
+            if rc != SQLITE_OK {
+                let message = errmsg.map { String(cString: $0) }
+                sqlite3_free(errmsg)
+                throw FMDatabaseError(code: sqlite3_extended_errcode(db), message: message, sql: sql)
+            }
+        }
+    }
+}
+
+extension Connection {
+    func checkpoint(mode: Int32, name: String?, logFrameCount: UnsafeMutablePointer<Int32>?, checkpointCount: UnsafeMutablePointer<Int32>?) throws {
+        guard let db = handle else { throw FMDatabaseError.closed() }
+        let rc = sqlite3_wal_checkpoint_v2(db, name, mode, logFrameCount, checkpointCount)
+        try check(rc)
+    }
+}

@@ -1,0 +1,175 @@
+import CSQLCipher
+import Foundation
+
+/// One prepared `sqlite3_stmt`, finalized exactly once by this owner.
+///
+/// Not Sendable. The column-name map is built once per statement (not per row or per lookup), so
+/// a cached statement reuses it for every query that uses it.
+final class Statement {
+    let connection: Connection
+    private(set) var handle: OpaquePointer?
+    let sql: String
+    /// Handed out to an open result set or an update in progress: the cache must not hand it out again.
+    var inUse = false
+    /// Owned by the statement cache (reset, not finalized, when a result set is done with it).
+    var isCached = false
+
+    private var columnMaps: (exact: [String: Int32], lowercased: [String: Int32])?
+
+    init(connection: Connection, handle: OpaquePointer, sql: String) {
+        self.connection = connection
+        self.handle = handle
+        self.sql = sql
+    }
+
+    deinit { finalize() }
+
+    func finalize() {
+        guard let stmt = handle else { return }
+        handle = nil
+        // After the connection closed, SQLite has already finalized every statement left on it.
+        if !connection.isClosed { sqlite3_finalize(stmt) }
+    }
+
+    var isFinalized: Bool { handle == nil || connection.isClosed }
+
+    func reset() {
+        if let stmt = handle, !connection.isClosed { sqlite3_reset(stmt) }
+    }
+
+    func clearBindings() {
+        if let stmt = handle, !connection.isClosed { sqlite3_clear_bindings(stmt) }
+    }
+
+    @inline(__always)
+    func step() -> Int32 {
+        guard let stmt = handle, !connection.isClosed else { return SQLITE_MISUSE }
+        return sqlite3_step(stmt)
+    }
+
+    var parameterCount: Int32 {
+        guard let stmt = handle else { return 0 }
+        return sqlite3_bind_parameter_count(stmt)
+    }
+
+    func parameterIndex(_ name: String) -> Int32 {
+        guard let stmt = handle else { return 0 }
+        return sqlite3_bind_parameter_index(stmt, name)
+    }
+
+    var isReadOnly: Bool {
+        guard let stmt = handle else { return true }
+        return sqlite3_stmt_readonly(stmt) != 0
+    }
+
+    // MARK: - Columns
+
+    var columnCount: Int32 {
+        guard let stmt = handle else { return 0 }
+        return sqlite3_column_count(stmt)
+    }
+
+    func columnName(_ index: Int32) -> String? {
+        guard let stmt = handle, index >= 0, index < sqlite3_column_count(stmt),
+              let name = sqlite3_column_name(stmt, index) else { return nil }
+        return String(cString: name)
+    }
+
+    private func buildColumnMaps() -> (exact: [String: Int32], lowercased: [String: Int32]) {
+        if let columnMaps { return columnMaps }
+        var exact: [String: Int32] = [:]
+        var lowercased: [String: Int32] = [:]
+        let count = columnCount
+        exact.reserveCapacity(Int(count))
+        lowercased.reserveCapacity(Int(count))
+        for index in 0..<count {
+            guard let name = columnName(index) else { continue }
+            // Duplicate names: the last column wins, as in FMDB (its map is built in column order with
+            // setObject:forKey:, so later columns overwrite earlier ones).
+            exact[name] = index
+            lowercased[name.lowercased()] = index
+        }
+        let maps = (exact, lowercased)
+        columnMaps = maps
+        return maps
+    }
+
+    /// Lowercased column name to index, as FMDB's `columnNameToIndexMap`.
+    var columnNameToIndexMap: [String: Int32] { buildColumnMaps().lowercased }
+
+    /// Case-insensitive column lookup; -1 when absent. The exact spelling hits without lowercasing.
+    func columnIndex(forName name: String) -> Int32 {
+        let maps = buildColumnMaps()
+        if let index = maps.exact[name] { return index }
+        return maps.lowercased[name.lowercased()] ?? -1
+    }
+
+    @inline(__always)
+    func isValidColumn(_ index: Int32) -> Bool {
+        guard let stmt = handle else { return false }
+        return index >= 0 && index < sqlite3_column_count(stmt)
+    }
+
+    @inline(__always)
+    func columnType(_ index: Int32) -> Int32 {
+        guard let stmt = handle else { return SQLITE_NULL }
+        return sqlite3_column_type(stmt, index)
+    }
+
+    @inline(__always)
+    func int64(at index: Int32) -> Int64 {
+        guard let stmt = handle else { return 0 }
+        return sqlite3_column_int64(stmt, index)
+    }
+
+    @inline(__always)
+    func int32(at index: Int32) -> Int32 {
+        guard let stmt = handle else { return 0 }
+        return sqlite3_column_int(stmt, index)
+    }
+
+    @inline(__always)
+    func double(at index: Int32) -> Double {
+        guard let stmt = handle else { return 0 }
+        return sqlite3_column_double(stmt, index)
+    }
+
+    /// Text of a column, decoded with its full byte length (embedded NULs kept; invalid UTF-8
+    /// repaired with U+FFFD). Nil for NULL.
+    @inline(__always)
+    func string(at index: Int32) -> String? {
+        guard let stmt = handle, let text = sqlite3_column_text(stmt, index) else { return nil }
+        let count = Int(sqlite3_column_bytes(stmt, index))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+
+    func utf8Pointer(at index: Int32) -> UnsafePointer<UInt8>? {
+        guard let stmt = handle else { return nil }
+        return sqlite3_column_text(stmt, index)
+    }
+
+    /// Bytes of a column, copied. Nil for NULL and for a zero-length BLOB (as FMDB).
+    @inline(__always)
+    func data(at index: Int32) -> Data? {
+        guard let stmt = handle, sqlite3_column_type(stmt, index) != SQLITE_NULL,
+              let bytes = sqlite3_column_blob(stmt, index) else { return nil }
+        let count = Int(sqlite3_column_bytes(stmt, index))
+        return Data(bytes: bytes, count: count)
+    }
+
+    /// Bytes of a column without a copy: valid until the next step, reset or close.
+    func dataNoCopy(at index: Int32) -> Data? {
+        guard let stmt = handle, sqlite3_column_type(stmt, index) != SQLITE_NULL,
+              let bytes = sqlite3_column_blob(stmt, index) else { return nil }
+        let count = Int(sqlite3_column_bytes(stmt, index))
+        return Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: bytes), count: count, deallocator: .none)
+    }
+
+    /// Calls `body` with the column's bytes in place (no copy); nil for NULL.
+    func withUnsafeBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let stmt = handle, sqlite3_column_type(stmt, index) != SQLITE_NULL else { return try body(nil) }
+        let bytes = sqlite3_column_blob(stmt, index)
+        let count = Int(sqlite3_column_bytes(stmt, index))
+        return try body(UnsafeRawBufferPointer(start: bytes, count: bytes == nil ? 0 : count))
+    }
+}

@@ -1,0 +1,38 @@
+/// Prepared statements kept by SQL text for reuse (`FMDatabase.shouldCacheStatements`).
+///
+/// A statement handed out to an open result set is marked `inUse` and is never handed out again
+/// until that result set closes; a second query with the same SQL meanwhile prepares (and caches)
+/// another statement.
+struct StatementCache {
+    private var statements: [String: [Statement]] = [:]
+
+    var isEmpty: Bool { statements.isEmpty }
+
+    /// A cached statement for `sql` that nobody is using, reset and with its bindings cleared.
+    mutating func take(_ sql: String) -> Statement? {
+        guard let candidates = statements[sql] else { return nil }
+        for statement in candidates where !statement.inUse && !statement.isFinalized {
+            statement.reset()
+            statement.clearBindings()
+            return statement
+        }
+        return nil
+    }
+
+    mutating func insert(_ statement: Statement) {
+        statement.isCached = true
+        statements[statement.sql, default: []].append(statement)
+    }
+
+    /// Finalizes every cached statement; one in use by an open result set is finalized when that
+    /// set closes.
+    mutating func removeAll() {
+        for candidates in statements.values {
+            for statement in candidates {
+                statement.isCached = false
+                if !statement.inUse { statement.finalize() }
+            }
+        }
+        statements.removeAll()
+    }
+}

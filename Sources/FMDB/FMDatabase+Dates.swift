@@ -1,0 +1,31 @@
+import Foundation
+
+extension FMDatabase {
+    /// A formatter for storing dates as text: `format`, en_US_POSIX, GMT (as FMDB).
+    ///
+    /// ```swift
+    /// db.setDateFormat(FMDatabase.storeableDateFormat("yyyy-MM-dd HH:mm:ss"))
+    /// ```
+    public static func storeableDateFormat(_ format: String) -> DateFormatter {
+        let formatter = DateFormatter()
+        formatter.dateFormat = format
+        formatter.timeZone = TimeZone(secondsFromGMT: 0)
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        return formatter
+    }
+
+    public func hasDateFormatter() -> Bool { dateFormatter != nil }
+
+    /// Dates bind as text in this format (and are read back with it); nil: seconds since 1970.
+    public func setDateFormat(_ format: DateFormatter?) {
+        dateFormatter = format
+    }
+
+    public func date(from string: String) -> Date? {
+        dateFormatter?.date(from: string)
+    }
+
+    public func string(from date: Date) -> String? {
+        dateFormatter?.string(from: date)
+    }
+}

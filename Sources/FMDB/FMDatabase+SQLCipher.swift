@@ -1,0 +1,234 @@
+import CSQLCipher
+import Foundation
+
+/// SQLCipher on one connection: keys, rekeys, and the cipher's facts.
+///
+/// Key safety on SQLCipher 3.4.1, whose own calls do not report these (API.md):
+/// - keying a connection again with a *different* key after it has read or written the file is an
+///   error (SQLITE_MISUSE); keying again with the *same* key is a no-op that succeeds;
+/// - rekeying inside a transaction or savepoint, with open result sets, or a plaintext database is
+///   an error (SQLITE_MISUSE);
+/// - a rekey that did not take (another connection holds a lock) is an error (SQLITE_BUSY), and the
+///   connection is reopened with the old key so it never writes under a half-applied key.
+///
+/// Keys reach SQLCipher only through `sqlite3_key_v2`/`sqlite3_rekey_v2`, never as SQL text, so no
+/// trace or log line shows one. Every keyed connection runs `PRAGMA temp_store = MEMORY`.
+extension FMDatabase {
+    /// Keys the connection with a passphrase (SQLCipher derives the key, as `PRAGMA key = '...'`).
+    /// Call right after `open()`, before any other statement.
+    ///
+    /// ```swift
+    /// let db = FMDatabase(path: path)
+    /// db.open()
+    /// db.setKey("correct horse battery staple")
+    /// ```
+    /// - Returns: false on error (empty key; a used connection keyed with a different key).
+    /// - Note: FMDB compatibility: FMDB does not verify the key here either; a wrong key shows at the
+    ///   first query (code 26). `setKey(using:)` verifies at once.
+    ///
+    /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#key>
+    @discardableResult
+    public func setKey(_ key: String) -> Bool {
+        recordingBool { try applyKey(SecureBytes(utf8: key)) }
+    }
+
+    /// Keys the connection with key bytes (a passphrase, or `x'<64 hex digits>'` for a raw key).
+    @discardableResult
+    public func setKeyWith(_ keyData: Data) -> Bool {
+        recordingBool { try applyKey(SecureBytes(keyData)) }
+    }
+
+    /// Changes the key of an encrypted database (every page is re-encrypted).
+    ///
+    /// ```swift
+    /// guard db.rekey("new passphrase") else { print(db.lastErrorMessage()); return }
+    /// ```
+    /// - Returns: false on error; the database then still opens with the old key.
+    @discardableResult
+    public func rekey(_ key: String) -> Bool {
+        recordingBool { try rekeyConnection(to: SecureBytes(utf8: key)) }
+    }
+
+    @discardableResult
+    public func rekeyWith(_ keyData: Data) -> Bool {
+        recordingBool { try rekeyConnection(to: SecureBytes(keyData)) }
+    }
+
+    /// Keys the connection with the key `provider` gives for this file, and verifies it: a wrong
+    /// key (or a plaintext file) throws code 26 (SQLITE_NOTADB) here, not at a later query. After a
+    /// wrong key the connection is reopened unkeyed, so another key can be tried.
+    ///
+    /// ```swift
+    /// try db.setKey(using: PBKDF2KeyProvider(passphrase: "secret"))
+    /// ```
+    public func setKey(using provider: any KeyProvider) throws {
+        try recordingThrows {
+            let connection = try requireConnection()
+            let key = try provider.key(for: keyRequest()).validated()
+            try applyKey(key.sqlcipherKeyBytes())
+            do {
+                try verifyKey(on: connection)
+            } catch let error as FMDatabaseError {
+                if isFileBacked { try? reopenConnection(key: nil) }
+                throw error
+            }
+        }
+    }
+
+    /// Changes the key to the one `provider` gives for this file, with the safety rules above.
+    public func rekey(using provider: any KeyProvider) throws {
+        try recordingThrows {
+            let key = try provider.key(for: keyRequest()).validated()
+            try rekeyConnection(to: key.sqlcipherKeyBytes())
+        }
+    }
+
+    /// SQLCipher's version (`PRAGMA cipher_version`), e.g. "3.4.1"; nil when not open.
+    public var cipherVersion: String? { cipherPragma("cipher_version") }
+
+    /// The crypto library SQLCipher uses (`PRAGMA cipher_provider`), e.g. "openssl".
+    public var cipherProvider: String? { cipherPragma("cipher_provider") }
+
+    public var cipherProviderVersion: String? { cipherPragma("cipher_provider_version") }
+
+    /// `PRAGMA cipher_fips_status`: "1" when the provider runs in FIPS mode.
+    public var cipherFipsStatus: String? { cipherPragma("cipher_fips_status") }
+
+    // MARK: - Engine
+
+    func keyRequest() -> KeyRequest {
+        guard isFileBacked, let path = databasePath else {
+            return KeyRequest(databasePath: databasePath, salt: nil)
+        }
+        if case .encrypted(let salt) = DatabaseFile.kind(atPath: path) {
+            return KeyRequest(databasePath: path, salt: salt)
+        }
+        return KeyRequest(databasePath: path, salt: nil)
+    }
+
+    private func cipherPragma(_ name: String) -> String? {
+        guard let connection else { return nil }
+        return (try? connection.pragmaText("PRAGMA \(name)")) ?? nil
+    }
+
+    private func recordingBool(_ body: () throws -> Void) -> Bool {
+        lastErrorValue = nil
+        do {
+            try body()
+            return true
+        } catch {
+            return record(error)
+        }
+    }
+
+    private func recordingThrows(_ body: () throws -> Void) throws {
+        lastErrorValue = nil
+        do {
+            try body()
+        } catch {
+            record(error)
+            throw error
+        }
+    }
+
+    /// Hands key bytes to `sqlite3_key_v2`, enforcing the keying rules.
+    func applyKey(_ key: SecureBytes) throws {
+        let connection = try requireConnection()
+        guard !key.isEmpty else {
+            throw FMDatabaseError.misuse("An empty key was given: the database would not be encrypted.")
+        }
+        if let current = appliedKey {
+            if current.isEqual(to: key) { return }
+            if connection.hasTouchedPages {
+                throw FMDatabaseError.misuse(
+                    "This connection was keyed and has used the database: keying it again with a different key "
+                        + "would corrupt the file (SQLCipher 3.4.1). Use rekey to change the key, or open a new connection."
+                )
+            }
+        } else if connection.hasTouchedPages {
+            throw FMDatabaseError.misuse(
+                "This connection has already read the database without a key: key it right after open(), "
+                    + "before any other statement."
+            )
+        }
+        guard let db = connection.handle else { throw FMDatabaseError.closed() }
+        let rc = key.withUnsafeBytes { bytes in
+            sqlite3_key_v2(db, "main", bytes.baseAddress, Int32(clamping: bytes.count))
+        }
+        try connection.check(rc)
+        appliedKey = key
+        // Temporary tables and sort files would otherwise be written to disk unencrypted.
+        try connection.execute("PRAGMA temp_store = MEMORY")
+    }
+
+    /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
+    func verifyKey(on connection: Connection) throws {
+        do {
+            _ = try connection.pragmaText("SELECT count(*) FROM sqlite_master")
+        } catch let error as FMDatabaseError where error.code == SQLITE_NOTADB {
+            throw FMDatabaseError(
+                code: SQLITE_NOTADB,
+                message: "file is not a database (wrong key, or the file is not an encrypted database)"
+            )
+        }
+    }
+
+    /// Closes and reopens the connection with the same path, flags and VFS, keyed with `key`.
+    func reopenConnection(key: SecureBytes?) throws {
+        let flags = openFlags
+        let vfs = openVFS
+        closeConnection()
+        try openConnection(flags: flags, vfs: vfs)
+        if let key { try applyKey(key) }
+    }
+
+    /// `sqlite3_rekey_v2` with the checks SQLCipher 3.4.1 does not make itself.
+    func rekeyConnection(to newKey: SecureBytes) throws {
+        let connection = try requireConnection()
+        guard !newKey.isEmpty else {
+            throw FMDatabaseError.misuse("An empty key was given: the database would not be encrypted.")
+        }
+        guard connection.isAutocommit else {
+            throw FMDatabaseError.misuse("Cannot rekey inside a transaction or savepoint: commit or roll back first.")
+        }
+        guard !hasOpenResultSets else {
+            throw FMDatabaseError.misuse("Cannot rekey while result sets are open: close them first.")
+        }
+        guard let oldKey = appliedKey else {
+            throw FMDatabaseError.misuse(
+                "Cannot rekey a database that is not encrypted (or not keyed through FMDB): rekey only changes "
+                    + "an existing key. Use sqlcipher_export (fmdb-cipher encrypt) to encrypt a plaintext database."
+            )
+        }
+        if isFileBacked, let path = databasePath, DatabaseFile.kind(atPath: path) == .plaintext {
+            throw FMDatabaseError.misuse("Cannot rekey a plaintext database: use sqlcipher_export (fmdb-cipher encrypt).")
+        }
+        clearCachedStatements()
+        // Reading the page count also checks that the current key works.
+        let pageCount = Int(try connection.pragmaText("PRAGMA page_count") ?? "0") ?? 0
+        let writtenBefore = connection.pagesWritten
+        guard let db = connection.handle else { throw FMDatabaseError.closed() }
+        let rc = newKey.withUnsafeBytes { bytes in
+            sqlite3_rekey_v2(db, "main", bytes.baseAddress, Int32(clamping: bytes.count))
+        }
+        // sqlite3_rekey_v2 returns OK even when it could not take the write lock: every page is
+        // rewritten when it took, so SQLite's written-pages counter tells.
+        let took = rc == SQLITE_OK && (pageCount == 0 || connection.pagesWritten > writtenBefore)
+        if took {
+            appliedKey = newKey
+            return
+        }
+        // SQLCipher may have left the new key as the write key: never write under a half-applied key.
+        if isFileBacked {
+            try? reopenConnection(key: oldKey)
+        } else {
+            _ = oldKey.withUnsafeBytes { bytes in
+                sqlite3_rekey_v2(db, "main", bytes.baseAddress, Int32(clamping: bytes.count))
+            }
+        }
+        throw FMDatabaseError(
+            code: rc == SQLITE_OK ? SQLITE_BUSY : rc,
+            message: "The rekey did not take (the database is locked by another connection); it still uses the old key."
+        )
+    }
+}

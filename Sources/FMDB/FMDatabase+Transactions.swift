@@ -1,0 +1,134 @@
+import CSQLCipher
+import Foundation
+
+extension FMDatabase {
+    /// Whether a transaction is open (`sqlite3_get_autocommit` is 0).
+    public var isInTransaction: Bool {
+        guard let connection else { return false }
+        return !connection.isAutocommit
+    }
+
+    private func run(_ sql: String) -> Bool {
+        lastErrorValue = nil
+        do {
+            try update(sql) { _ in }
+            return true
+        } catch {
+            return record(error)
+        }
+    }
+
+    /// Begins an exclusive transaction, as FMDB's `beginTransaction`.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
+    @discardableResult
+    public func beginTransaction() -> Bool { run("begin exclusive transaction") }
+
+    @discardableResult
+    public func beginDeferredTransaction() -> Bool { run("begin deferred transaction") }
+
+    @discardableResult
+    public func beginImmediateTransaction() -> Bool { run("begin immediate transaction") }
+
+    @discardableResult
+    public func beginExclusiveTransaction() -> Bool { run("begin exclusive transaction") }
+
+    @discardableResult
+    public func commit() -> Bool { run("commit transaction") }
+
+    @discardableResult
+    public func rollback() -> Bool { run("rollback transaction") }
+
+    // MARK: - Savepoints
+
+    /// A savepoint name quoted as an SQL string literal.
+    private static func quotedSavePointName(_ name: String) -> String {
+        "'" + name.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
+    private func runThrowing(_ sql: String) throws {
+        lastErrorValue = nil
+        do {
+            try update(sql) { _ in }
+        } catch {
+            record(error)
+            throw error
+        }
+    }
+
+    /// Starts a savepoint (`SAVEPOINT 'name'`).
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/lang_savepoint.html>
+    public func startSavePoint(withName name: String) throws {
+        try runThrowing("savepoint \(Self.quotedSavePointName(name));")
+    }
+
+    public func releaseSavePoint(withName name: String) throws {
+        try runThrowing("release savepoint \(Self.quotedSavePointName(name));")
+    }
+
+    public func rollback(toSavePointWithName name: String) throws {
+        try runThrowing("rollback transaction to savepoint \(Self.quotedSavePointName(name));")
+    }
+
+    /// Runs `block` inside a savepoint; setting `rollback.pointee = true` rolls it back.
+    /// Savepoint names are unique per connection (no process-wide counter).
+    ///
+    /// ```swift
+    /// let error = db.inSavePoint { rollback in
+    ///     if !db.executeUpdate("INSERT INTO t VALUES (1)") { rollback.pointee = true }
+    /// }
+    /// ```
+    /// - Returns: nil, or the error that starting, rolling back or releasing the savepoint met.
+    @discardableResult
+    public func inSavePoint(_ block: (UnsafeMutablePointer<ObjCBool>) -> Void) -> Error? {
+        savePointCounter += 1
+        let name = "dbSavePoint\(savePointCounter)"
+        do {
+            try startSavePoint(withName: name)
+        } catch {
+            return error
+        }
+        var shouldRollback: ObjCBool = false
+        block(&shouldRollback)
+        do {
+            if shouldRollback.boolValue {
+                // Roll back to the savepoint, then release it so it does not stay on the stack.
+                try rollback(toSavePointWithName: name)
+            }
+            try releaseSavePoint(withName: name)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    // MARK: - WAL checkpoints
+
+    public func checkpoint(_ mode: FMDBCheckpointMode) throws {
+        try checkpoint(mode, name: nil, logFrameCount: nil, checkpointCount: nil)
+    }
+
+    public func checkpoint(_ mode: FMDBCheckpointMode, name: String?) throws {
+        try checkpoint(mode, name: name, logFrameCount: nil, checkpointCount: nil)
+    }
+
+    /// Checkpoints the WAL of `name` (nil: every attached database).
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/wal_checkpoint_v2.html>
+    public func checkpoint(
+        _ mode: FMDBCheckpointMode,
+        name: String?,
+        logFrameCount: UnsafeMutablePointer<Int32>?,
+        checkpointCount: UnsafeMutablePointer<Int32>?
+    ) throws {
+        lastErrorValue = nil
+        do {
+            let connection = try requireConnection()
+            try connection.checkpoint(mode: mode.rawValue, name: name, logFrameCount: logFrameCount, checkpointCount: checkpointCount)
+        } catch {
+            record(error)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,563 @@
+import CSQLCipher
+import Foundation
+import Logging
+
+/// The callback of `executeStatements(_:withResultBlock:)`: one call per row, column name to
+/// value (`String`, or `NSNull` for NULL). Return 0 to go on, anything else to stop.
+public typealias FMDBExecuteStatementsCallbackBlock = ([AnyHashable: Any]) -> Int32
+
+/// The storage class of a value, as `sqlite3_column_type` and `sqlite3_value_type` report it.
+public enum SqliteValueType: Int32, Sendable {
+    case integer = 1, float = 2, text = 3, blob = 4, null = 5
+}
+
+/// The modes of `sqlite3_wal_checkpoint_v2`.
+///
+/// Related SQLite documentation: <https://www.sqlite.org/c3ref/wal_checkpoint_v2.html>
+public enum FMDBCheckpointMode: Int32, Sendable {
+    case passive = 0, full = 1, restart = 2, truncate = 3
+}
+
+/// One SQLite (SQLCipher) database connection: FMDB's `FMDatabase`, in Swift, on Linux.
+///
+/// ```swift
+/// let db = FMDatabase(path: "/tmp/app.sqlite")
+/// guard db.open() else { throw db.lastError() }
+/// db.setKey("correct horse battery staple")
+/// db.executeUpdate("CREATE TABLE IF NOT EXISTS t (a INTEGER, b TEXT)")
+/// db.executeUpdate("INSERT INTO t VALUES (?, ?)", 1, "one")
+/// if let rs = db.executeQuery("SELECT a, b FROM t") {
+///     while rs.next() { print(rs.int(forColumn: "a"), rs.string(forColumn: "b") ?? "") }
+/// }
+/// db.close()
+/// ```
+///
+/// Not Sendable: use one `FMDatabase` from one thread at a time, or use `FMDatabaseQueue` /
+/// `FMDatabasePool`.
+///
+/// Related SQLite documentation: <https://www.sqlite.org/c3ref/open.html>
+///
+/// - Note: FMDB compatibility: `final` (no subclassing); errors the library detects itself
+///   (wrong bind counts, closed databases, misuse) get real codes (`SQLITE_RANGE`,
+///   `SQLITE_MISUSE`) in `lastError()`, where FMDB only logged them.
+public final class FMDatabase {
+    /// The path given at init: nil for an in-memory database, "" for a temporary file.
+    public let databasePath: String?
+    /// Where log lines go (`traceExecution`, `logsErrors`). Swift-native addition.
+    public var logger: Logger
+
+    /// Log every SQL statement run (SQL text only, never bound values or keys), at `.info`.
+    public var traceExecution = false
+    /// Log every error, at `.error`. On by default, as FMDB.
+    public var logsErrors = true
+    /// Stop the process on any error (a debugging aid the program opts into, as FMDB's).
+    public var crashOnErrors = false
+    /// Set by `FMDatabasePool` while a block uses this connection.
+    public var checkedOut = false
+
+    /// Keep prepared statements for reuse by SQL text. Off by default, as FMDB.
+    public var shouldCacheStatements = false {
+        didSet { if !shouldCacheStatements { clearCachedStatements() } }
+    }
+
+    /// How long to retry when the database is busy (SQLite's busy timeout). Default 2 seconds, as
+    /// FMDB; 0 fails at once with `SQLITE_BUSY`.
+    public var maxBusyRetryTimeInterval: TimeInterval = 2 {
+        didSet { applyBusyTimeout() }
+    }
+
+    var connection: Connection?
+    var openFlags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+    var openVFS: String?
+    var statementCache = StatementCache()
+    var openResultSets: [ObjectIdentifier: Unmanaged<FMResultSet>] = [:]
+    var lastErrorValue: FMDatabaseError?
+    var dateFormatter: DateFormatter?
+    var savePointCounter = 0
+    /// The key this connection was keyed with through this API (kept to allow the same key again,
+    /// to refuse a different one, and to restore the old key after a failed rekey).
+    var appliedKey: SecureBytes?
+
+    /// A database at `path`. nil: in-memory; "": a temporary file, deleted on close.
+    public init(path: String?) {
+        databasePath = path
+        logger = Logger(label: "fmdb")
+    }
+
+    /// A database at `url` (a file URL); nil: in-memory.
+    public convenience init(url: URL?) {
+        self.init(path: url?.path)
+    }
+
+    /// An in-memory database.
+    public convenience init() {
+        self.init(path: nil)
+    }
+
+    deinit {
+        closeConnection()
+    }
+
+    /// `databasePath` as a file URL; nil for in-memory and temporary databases.
+    public var databaseURL: URL? {
+        guard let databasePath, !databasePath.isEmpty else { return nil }
+        return URL(fileURLWithPath: databasePath)
+    }
+
+    /// The `sqlite3*` handle, as Apple imports `void *`: `OpaquePointer(db.sqliteHandle)`.
+    public var sqliteHandle: UnsafeMutableRawPointer? {
+        connection?.handle.map { UnsafeMutableRawPointer($0) }
+    }
+
+    public var isOpen: Bool { connection != nil }
+
+    /// Whether the connection is open and can read its schema (with the right key, for an
+    /// encrypted database).
+    public var goodConnection: Bool {
+        guard isOpen else { return false }
+        guard let rs = executeQuery("SELECT name FROM sqlite_master WHERE type='table'") else { return false }
+        rs.close()
+        return true
+    }
+
+    /// The path SQLite is given: FMDB's mapping of nil and "".
+    var sqlitePath: String {
+        guard let databasePath else { return ":memory:" }
+        return databasePath
+    }
+
+    /// Whether the database lives in a file other connections could open.
+    var isFileBacked: Bool {
+        guard let databasePath, !databasePath.isEmpty, databasePath != ":memory:" else { return false }
+        return !databasePath.hasPrefix("file:")
+    }
+
+    // MARK: - Open and close
+
+    /// Opens the database read-write, creating it if needed.
+    @discardableResult
+    public func open() -> Bool {
+        open(withFlags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// Opens the database with `sqlite3_open_v2` flags (`SQLITE_OPEN_READONLY`, ...).
+    @discardableResult
+    public func open(withFlags flags: Int32) -> Bool {
+        open(withFlags: flags, vfs: nil)
+    }
+
+    /// Opens the database with flags and a VFS name.
+    ///
+    /// Checks that the linked library is SQLCipher (`PRAGMA cipher_version` answers) and fails with
+    /// a clear error if not. Returns true when already open.
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/open.html>
+    @discardableResult
+    public func open(withFlags flags: Int32, vfs vfsName: String?) -> Bool {
+        if connection != nil { return true }
+        lastErrorValue = nil
+        do {
+            try openConnection(flags: flags, vfs: vfsName)
+            return true
+        } catch {
+            return record(error)
+        }
+    }
+
+    func openConnection(flags: Int32, vfs vfsName: String?) throws {
+        guard SQLCipherRuntime.version != nil else {
+            throw FMDatabaseError(
+                code: SQLITE_ERROR,
+                message: "The linked SQLite library is not SQLCipher (PRAGMA cipher_version gave no answer)."
+                    + " Link libsqlcipher only, never a system libsqlite3 beside it."
+            )
+        }
+        if isFileBacked, let path = databasePath {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "unable to open database file: \(path) is a directory")
+            }
+        }
+        let opened = try Connection.open(path: sqlitePath, flags: flags, vfs: vfsName)
+        connection = opened
+        openFlags = flags
+        openVFS = vfsName
+        applyBusyTimeout()
+    }
+
+    private func applyBusyTimeout() {
+        guard let db = connection?.handle else { return }
+        let milliseconds = maxBusyRetryTimeInterval > 0 ? Int32(clamping: Int((maxBusyRetryTimeInterval * 1000).rounded())) : 0
+        sqlite3_busy_timeout(db, milliseconds)
+    }
+
+    /// Closes the database: finalizes cached statements, closes open result sets, closes the handle.
+    /// A temporary ("") database is deleted. Returns true when it was not open.
+    @discardableResult
+    public func close() -> Bool {
+        guard connection != nil else { return true }
+        lastErrorValue = nil
+        closeConnection()
+        return true
+    }
+
+    func closeConnection() {
+        clearCachedStatements()
+        closeOpenResultSets()
+        if let connection {
+            do {
+                try connection.close()
+            } catch {
+                record(error)
+            }
+        }
+        connection = nil
+        appliedKey = nil
+    }
+
+    /// Finalizes every cached statement.
+    public func clearCachedStatements() {
+        statementCache.removeAll()
+    }
+
+    /// Closes every open result set of this database.
+    public func closeOpenResultSets() {
+        let sets = openResultSets.values.map { $0.takeUnretainedValue() }
+        for rs in sets { rs.close() }
+        openResultSets.removeAll()
+    }
+
+    public var hasOpenResultSets: Bool { !openResultSets.isEmpty }
+
+    func resultSetDidOpen(_ rs: FMResultSet) {
+        openResultSets[ObjectIdentifier(rs)] = Unmanaged.passUnretained(rs)
+    }
+
+    func resultSetDidClose(_ rs: FMResultSet) {
+        openResultSets.removeValue(forKey: ObjectIdentifier(rs))
+    }
+
+    // MARK: - Errors
+
+    /// Records an error for `lastError()`, logs it when `logsErrors`, and returns false.
+    @discardableResult
+    func record(_ error: Error) -> Bool {
+        let value = (error as? FMDatabaseError)
+            ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
+        lastErrorValue = value
+        if logsErrors {
+            logger.error("DB Error: \(value.code) \"\(value.message)\"")
+            if let sql = value.sql { logger.error("DB Query: \(sql)") }
+            logger.error("DB Path: \(databasePath ?? ":memory:")")
+        }
+        if crashOnErrors {
+            preconditionFailure("FMDatabase.crashOnErrors: \(value)")
+        }
+        return false
+    }
+
+    /// The message of the last error, or SQLite's current message.
+    public func lastErrorMessage() -> String {
+        if let lastErrorValue { return lastErrorValue.message }
+        guard let db = connection?.handle else { return "not an error" }
+        return String(cString: sqlite3_errmsg(db))
+    }
+
+    /// The primary result code of the last error (0 when there was none).
+    public func lastErrorCode() -> Int32 {
+        if let lastErrorValue { return lastErrorValue.code }
+        guard let db = connection?.handle else { return SQLITE_OK }
+        return sqlite3_errcode(db) & 0xFF
+    }
+
+    /// The extended result code of the last error.
+    public func lastExtendedErrorCode() -> Int32 {
+        if let lastErrorValue { return lastErrorValue.extendedCode }
+        guard let db = connection?.handle else { return SQLITE_OK }
+        return sqlite3_extended_errcode(db)
+    }
+
+    /// Whether the last call failed (its code is an error, not OK/ROW/DONE).
+    public func hadError() -> Bool {
+        let code = lastErrorCode()
+        return code > SQLITE_OK && code < SQLITE_ROW
+    }
+
+    /// The last error as an `NSError`-bridging `FMDatabaseError` (domain "FMDatabase").
+    @discardableResult
+    public func lastError() -> Error {
+        if let lastErrorValue { return lastErrorValue }
+        return FMDatabaseError(code: lastExtendedErrorCode(), message: lastErrorMessage())
+    }
+
+    // MARK: - Statements (internal engine)
+
+    func requireConnection(sql: String? = nil) throws -> Connection {
+        guard let connection else { throw FMDatabaseError.closed(sql: sql) }
+        return connection
+    }
+
+    /// A statement for `sql`: from the cache when caching, else freshly prepared; marked in use.
+    func acquireStatement(_ sql: String) throws -> Statement {
+        let connection = try requireConnection(sql: sql)
+        if traceExecution { logger.info("\(databasePath ?? ":memory:") executeQuery: \(sql)") }
+        if shouldCacheStatements, let cached = statementCache.take(sql) {
+            cached.inUse = true
+            return cached
+        }
+        let statement = try connection.prepare(sql)
+        if shouldCacheStatements { statementCache.insert(statement) }
+        statement.inUse = true
+        return statement
+    }
+
+    /// Gives a statement back: reset for reuse when cached, finalized otherwise.
+    func releaseStatement(_ statement: Statement) {
+        statement.inUse = false
+        if statement.isCached {
+            statement.reset()
+        } else {
+            statement.finalize()
+        }
+    }
+
+    /// Prepares, binds, steps once; throws unless the statement completes.
+    func update(_ sql: String, bind: (Statement) throws -> Void) throws {
+        let statement = try acquireStatement(sql)
+        defer { releaseStatement(statement) }
+        try bind(statement)
+        let rc = statement.step()
+        switch rc {
+        case SQLITE_DONE, SQLITE_OK:
+            return
+        case SQLITE_ROW:
+            throw FMDatabaseError(
+                code: SQLITE_MISUSE,
+                message: "A executeUpdate is being called with a query string '\(sql)'",
+                sql: sql
+            )
+        default:
+            throw statement.connection.error(code: rc, sql: sql)
+        }
+    }
+
+    /// Prepares and binds; the result set owns the statement until it closes.
+    func query(_ sql: String, bind: (Statement) throws -> Void) throws -> FMResultSet {
+        let statement = try acquireStatement(sql)
+        do {
+            try bind(statement)
+        } catch {
+            releaseStatement(statement)
+            throw error
+        }
+        return FMResultSet(statement: statement, parent: self)
+    }
+
+    // MARK: - Updates
+
+    /// Runs one statement that returns no rows, with positional arguments.
+    ///
+    /// ```swift
+    /// db.executeUpdate("INSERT INTO t (a, b) VALUES (?, ?)", 42, "text")
+    /// ```
+    /// - Returns: false on error (see `lastError()`), including a bind count that does not match.
+    @discardableResult
+    public func executeUpdate(_ sql: String, _ arguments: Any?...) -> Bool {
+        executeUpdate(sql, arrayArguments: arguments)
+    }
+
+    /// Runs one statement that returns no rows, with an array of arguments.
+    @discardableResult
+    public func executeUpdate(_ sql: String, withArgumentsIn arguments: [Any]) -> Bool {
+        executeUpdate(sql, arrayArguments: arguments)
+    }
+
+    private func executeUpdate(_ sql: String, arrayArguments: [Any?]) -> Bool {
+        lastErrorValue = nil
+        do {
+            try update(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+            return true
+        } catch {
+            return record(error)
+        }
+    }
+
+    /// Runs one statement that returns no rows; throws on error (Swift's reading of FMDB's
+    /// `executeUpdate:values:error:`).
+    public func executeUpdate(_ sql: String, values: [Any]?) throws {
+        lastErrorValue = nil
+        do {
+            try update(sql) { try $0.bind(array: values ?? [], dateFormatter: dateFormatter) }
+        } catch {
+            record(error)
+            throw error
+        }
+    }
+
+    /// Runs one statement with named parameters: key `name` binds `:name` in the SQL.
+    @discardableResult
+    public func executeUpdate(_ sql: String, withParameterDictionary arguments: [AnyHashable: Any]) -> Bool {
+        lastErrorValue = nil
+        do {
+            try update(sql) { try $0.bind(dictionary: arguments, dateFormatter: dateFormatter) }
+            return true
+        } catch {
+            return record(error)
+        }
+    }
+
+    /// Runs one statement written as an interpolated string; every interpolated value is bound as a
+    /// `?` parameter, never pasted into the SQL.
+    ///
+    /// ```swift
+    /// db.executeUpdate(withFormat: "INSERT INTO t VALUES (\(id), \(name))")
+    /// ```
+    @discardableResult
+    public func executeUpdate(withFormat sql: FMSQLFormat) -> Bool {
+        executeUpdate(sql.sql, arrayArguments: sql.arguments)
+    }
+
+    // MARK: - Queries
+
+    /// Runs a query with positional arguments; iterate the result with `next()`.
+    ///
+    /// ```swift
+    /// if let rs = db.executeQuery("SELECT * FROM t WHERE a > ?", 10) {
+    ///     while rs.next() { ... }
+    /// }
+    /// ```
+    /// - Returns: nil on error (see `lastError()`).
+    @discardableResult
+    public func executeQuery(_ sql: String, _ arguments: Any?...) -> FMResultSet? {
+        executeQuery(sql, arrayArguments: arguments)
+    }
+
+    @discardableResult
+    public func executeQuery(_ sql: String, withArgumentsIn arguments: [Any]) -> FMResultSet? {
+        executeQuery(sql, arrayArguments: arguments)
+    }
+
+    private func executeQuery(_ sql: String, arrayArguments: [Any?]) -> FMResultSet? {
+        lastErrorValue = nil
+        do {
+            return try query(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+        } catch {
+            record(error)
+            return nil
+        }
+    }
+
+    /// Runs a query; throws on error.
+    public func executeQuery(_ sql: String, values: [Any]?) throws -> FMResultSet {
+        lastErrorValue = nil
+        do {
+            return try query(sql) { try $0.bind(array: values ?? [], dateFormatter: dateFormatter) }
+        } catch {
+            record(error)
+            throw error
+        }
+    }
+
+    /// Runs a query with named parameters (`:name` in the SQL, `name` in the dictionary).
+    @discardableResult
+    public func executeQuery(_ sql: String, withParameterDictionary arguments: [AnyHashable: Any]?) -> FMResultSet? {
+        lastErrorValue = nil
+        do {
+            return try query(sql) { try $0.bind(dictionary: arguments ?? [:], dateFormatter: dateFormatter) }
+        } catch {
+            record(error)
+            return nil
+        }
+    }
+
+    /// Runs a query written as an interpolated string, every value bound as a parameter.
+    @discardableResult
+    public func executeQuery(withFormat sql: FMSQLFormat) -> FMResultSet? {
+        executeQuery(sql.sql, arrayArguments: sql.arguments)
+    }
+
+    /// Compiles a statement without binding it: bind with `FMResultSet.bind(withArray:)` or
+    /// `bind(withDictionary:)`, then call `next()`.
+    @discardableResult
+    public func prepare(_ sql: String) -> FMResultSet? {
+        lastErrorValue = nil
+        do {
+            return try query(sql) { _ in }
+        } catch {
+            record(error)
+            return nil
+        }
+    }
+
+    // MARK: - Several statements
+
+    /// Runs any number of `;`-separated statements (no arguments).
+    @discardableResult
+    public func executeStatements(_ sql: String) -> Bool {
+        executeStatements(sql, withResultBlock: nil)
+    }
+
+    /// Runs `;`-separated statements, calling `block` for every row any of them returns; the block
+    /// returns non-zero to stop (the call then fails with SQLITE_ABORT).
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/exec.html>
+    @discardableResult
+    public func executeStatements(_ sql: String, withResultBlock block: FMDBExecuteStatementsCallbackBlock?) -> Bool {
+        lastErrorValue = nil
+        do {
+            let connection = try requireConnection(sql: sql)
+            if traceExecution { logger.info("\(databasePath ?? ":memory:") executeStatements: \(sql)") }
+            try connection.execute(sql, rowHandler: block)
+            return true
+        } catch {
+            return record(error)
+        }
+    }
+
+    // MARK: - Misc
+
+    public var lastInsertRowId: Int64 {
+        guard let db = connection?.handle else { return 0 }
+        return sqlite3_last_insert_rowid(db)
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    public var changes: Int32 {
+        guard let db = connection?.handle else { return 0 }
+        return sqlite3_changes(db)
+    }
+
+    /// Interrupts a running statement (from another thread). Returns false when not open.
+    @discardableResult
+    public func interrupt() -> Bool {
+        guard let db = connection?.handle else { return false }
+        sqlite3_interrupt(db)
+        return true
+    }
+
+    /// Sets a run-time limit (`SQLITE_LIMIT_...`); returns the previous value. -1 reads only.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/limit.html>
+    @discardableResult
+    public func limit(for type: Int32, value newLimit: Int32) -> Int32 {
+        guard let db = connection?.handle else { return -1 }
+        return sqlite3_limit(db, type, newLimit)
+    }
+
+    public static func isSQLiteThreadSafe() -> Bool {
+        sqlite3_threadsafe() != 0
+    }
+
+    /// SQLite's version, e.g. "3.15.2".
+    public static func sqliteLibVersion() -> String {
+        String(cString: sqlite3_libversion())
+    }
+
+    /// The FMDB API level this library implements.
+    public static func fmdbUserVersion() -> String {
+        "2.7.12"
+    }
+
+}
+
+@available(*, unavailable)
+extension FMDatabase: Sendable {}

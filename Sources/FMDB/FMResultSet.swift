@@ -1,0 +1,312 @@
+import CSQLCipher
+import Foundation
+
+/// The rows of a query: FMDB's `FMResultSet`.
+///
+/// ```swift
+/// let rs = try db.executeQuery("SELECT id, name FROM people WHERE age > ?", values: [30])
+/// while rs.next() {
+///     let id = rs.long(forColumn: "id")
+///     let name = rs.string(forColumnIndex: 1)
+/// }
+/// ```
+///
+/// A result set is closed when `next()` returns false, when its database closes, or on deinit.
+/// Getters on a closed set, on NULL, or on an unknown column return 0 / false / nil; they never crash.
+/// Not Sendable.
+///
+/// Related SQLite documentation: <https://www.sqlite.org/c3ref/column_blob.html>
+public final class FMResultSet {
+    /// The database this result set reads from (nil once closed).
+    public private(set) var parentDB: FMDatabase?
+    private var statement: Statement?
+    private var lastStepCode: Int32 = SQLITE_OK
+
+    init(statement: Statement, parent: FMDatabase) {
+        self.statement = statement
+        self.parentDB = parent
+        parent.resultSetDidOpen(self)
+    }
+
+    deinit {
+        close()
+    }
+
+    /// The SQL of the query.
+    public var query: String? { statement?.sql }
+
+    public var columnCount: Int32 { statement?.columnCount ?? 0 }
+
+    /// Lowercased column names to indexes. Built once per statement.
+    public var columnNameToIndexMap: [String: Int32] { statement?.columnNameToIndexMap ?? [:] }
+
+    /// Closes the result set: its statement is reset for reuse (cached) or finalized.
+    public func close() {
+        guard let statement else { return }
+        self.statement = nil
+        parentDB?.releaseStatement(statement)
+        parentDB?.resultSetDidClose(self)
+        parentDB = nil
+    }
+
+    // MARK: - Stepping
+
+    /// Moves to the next row. False at the end (the set then closes) or on error (see the
+    /// database's `lastError()`).
+    @discardableResult
+    public func next() -> Bool {
+        (try? internalStep()) == SQLITE_ROW
+    }
+
+    /// Moves to the next row; throws on error, and with code 21 (SQLITE_MISUSE) on a closed or
+    /// exhausted set.
+    public func nextWithError() throws -> Bool {
+        try internalStep() == SQLITE_ROW
+    }
+
+    /// Runs the statement one step; true when it completed (SQLITE_DONE), as FMDB's `step`.
+    @discardableResult
+    public func step() -> Bool {
+        (try? internalStep()) == SQLITE_DONE
+    }
+
+    private func internalStep() throws -> Int32 {
+        guard let statement, !statement.isFinalized else {
+            let error = FMDatabaseError.misuse("The result set is closed or exhausted.", sql: query)
+            parentDB?.lastErrorValue = error
+            throw error
+        }
+        let rc = statement.step()
+        lastStepCode = rc
+        if rc == SQLITE_ROW { return rc }
+        let parent = parentDB
+        if rc == SQLITE_DONE {
+            close()
+            return rc
+        }
+        let error = statement.connection.error(code: rc, sql: statement.sql)
+        close()
+        parent?.record(error)
+        throw error
+    }
+
+    /// Whether the last `next()` produced a row.
+    public func hasAnotherRow() -> Bool {
+        statement != nil && lastStepCode == SQLITE_ROW
+    }
+
+    // MARK: - Binding (after `FMDatabase.prepare`)
+
+    /// Binds positional values to a prepared statement (resetting it first).
+    @discardableResult
+    public func bind(withArray array: [Any]) -> Bool {
+        bind { try $0.bind(array: array, dateFormatter: parentDB?.dateFormatter) }
+    }
+
+    /// Binds named values (`:name` in the SQL, `name` in the dictionary).
+    @discardableResult
+    public func bind(withDictionary dictionary: [AnyHashable: Any]) -> Bool {
+        bind { try $0.bind(dictionary: dictionary, dateFormatter: parentDB?.dateFormatter) }
+    }
+
+    private func bind(_ body: (Statement) throws -> Void) -> Bool {
+        guard let statement, !statement.isFinalized else {
+            parentDB?.lastErrorValue = .misuse("The result set is closed.")
+            return false
+        }
+        statement.reset()
+        statement.clearBindings()
+        lastStepCode = SQLITE_OK
+        do {
+            try body(statement)
+            return true
+        } catch {
+            return parentDB?.record(error) ?? false
+        }
+    }
+
+    // MARK: - Columns
+
+    /// The index of a column, case-insensitively; -1 when absent.
+    public func columnIndex(forName columnName: String) -> Int32 {
+        guard let statement else { return -1 }
+        let index = statement.columnIndex(forName: columnName)
+        if index < 0 {
+            parentDB?.logger.warning("Warning: I could not find the column named '\(columnName)'.")
+        }
+        return index
+    }
+
+    public func columnName(for columnIdx: Int32) -> String? {
+        statement?.columnName(columnIdx)
+    }
+
+    /// The statement when `index` names a column of the current row.
+    @inline(__always)
+    private func valid(_ index: Int32) -> Statement? {
+        guard let statement, statement.isValidColumn(index) else { return nil }
+        return statement
+    }
+
+    public func int(forColumnIndex columnIdx: Int32) -> Int32 {
+        valid(columnIdx)?.int32(at: columnIdx) ?? 0
+    }
+
+    public func int(forColumn columnName: String) -> Int32 {
+        int(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    public func long(forColumnIndex columnIdx: Int32) -> Int {
+        Int(truncatingIfNeeded: valid(columnIdx)?.int64(at: columnIdx) ?? 0)
+    }
+
+    public func long(forColumn columnName: String) -> Int {
+        long(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    public func longLongInt(forColumnIndex columnIdx: Int32) -> Int64 {
+        valid(columnIdx)?.int64(at: columnIdx) ?? 0
+    }
+
+    public func longLongInt(forColumn columnName: String) -> Int64 {
+        longLongInt(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// The column as UInt64: the bit pattern of the stored 64-bit integer, as FMDB.
+    public func unsignedLongLongInt(forColumnIndex columnIdx: Int32) -> UInt64 {
+        UInt64(bitPattern: longLongInt(forColumnIndex: columnIdx))
+    }
+
+    public func unsignedLongLongInt(forColumn columnName: String) -> UInt64 {
+        unsignedLongLongInt(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    public func bool(forColumnIndex columnIdx: Int32) -> Bool {
+        int(forColumnIndex: columnIdx) != 0
+    }
+
+    public func bool(forColumn columnName: String) -> Bool {
+        bool(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    public func double(forColumnIndex columnIdx: Int32) -> Double {
+        valid(columnIdx)?.double(at: columnIdx) ?? 0
+    }
+
+    public func double(forColumn columnName: String) -> Double {
+        double(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// The column as text; nil for NULL or an unknown column.
+    public func string(forColumnIndex columnIdx: Int32) -> String? {
+        guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
+        return statement.string(at: columnIdx)
+    }
+
+    public func string(forColumn columnName: String) -> String? {
+        string(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// The column as a date: parsed with the database's date formatter when one is set, else read
+    /// as seconds since 1970. nil for NULL.
+    public func date(forColumnIndex columnIdx: Int32) -> Date? {
+        guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
+        if let formatter = parentDB?.dateFormatter {
+            guard let text = statement.string(at: columnIdx) else { return nil }
+            return formatter.date(from: text)
+        }
+        return Date(timeIntervalSince1970: statement.double(at: columnIdx))
+    }
+
+    public func date(forColumn columnName: String) -> Date? {
+        date(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// The column's bytes, copied; nil for NULL and for a zero-length BLOB, as FMDB.
+    public func data(forColumnIndex columnIdx: Int32) -> Data? {
+        valid(columnIdx)?.data(at: columnIdx)
+    }
+
+    public func data(forColumn columnName: String) -> Data? {
+        data(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// The column's bytes without a copy: valid only until the next `next()`, or the set closes.
+    public func dataNoCopy(forColumnIndex columnIdx: Int32) -> Data? {
+        valid(columnIdx)?.dataNoCopy(at: columnIdx)
+    }
+
+    public func dataNoCopy(forColumn columnName: String) -> Data? {
+        dataNoCopy(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// The column's UTF-8 text, owned by SQLite: valid until the next `next()` or close.
+    public func utf8String(forColumnIndex columnIdx: Int32) -> UnsafePointer<UInt8>? {
+        guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
+        return statement.utf8Pointer(at: columnIdx)
+    }
+
+    public func utf8String(forColumn columnName: String) -> UnsafePointer<UInt8>? {
+        utf8String(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// The column as FMDB's object: INTEGER → NSNumber (Int64), FLOAT → NSNumber (Double),
+    /// TEXT → String, BLOB → Data, NULL (and a zero-length BLOB) → NSNull; nil for an unknown column.
+    public func object(forColumnIndex columnIdx: Int32) -> Any? {
+        guard let statement = valid(columnIdx) else { return nil }
+        switch statement.columnType(columnIdx) {
+        case SQLITE_INTEGER: return NSNumber(value: statement.int64(at: columnIdx))
+        case SQLITE_FLOAT: return NSNumber(value: statement.double(at: columnIdx))
+        case SQLITE_BLOB: return statement.data(at: columnIdx) ?? NSNull()
+        case SQLITE_TEXT: return statement.string(at: columnIdx) ?? NSNull()
+        default: return NSNull()
+        }
+    }
+
+    public func object(forColumn columnName: String) -> Any? {
+        object(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    public subscript(columnIdx: Int32) -> Any? { object(forColumnIndex: columnIdx) }
+    public subscript(columnName: String) -> Any? { object(forColumn: columnName) }
+
+    /// The storage class of a column in the current row (`.null` for an unknown column).
+    public func type(forColumnIndex columnIdx: Int32) -> SqliteValueType {
+        guard let statement = valid(columnIdx) else { return .null }
+        return SqliteValueType(rawValue: statement.columnType(columnIdx)) ?? .null
+    }
+
+    public func type(forColumn columnName: String) -> SqliteValueType {
+        type(forColumnIndex: columnIndex(forName: columnName))
+    }
+
+    /// Whether a column is NULL (true for an unknown column).
+    public func columnIndexIsNull(_ columnIdx: Int32) -> Bool {
+        guard let statement = valid(columnIdx) else { return true }
+        return statement.columnType(columnIdx) == SQLITE_NULL
+    }
+
+    public func columnIsNull(_ columnName: String) -> Bool {
+        columnIndexIsNull(columnIndex(forName: columnName))
+    }
+
+    /// The current row: column name to `object(forColumnIndex:)`; nil on a closed set.
+    public var resultDictionary: [AnyHashable: Any]? {
+        guard let statement else { return nil }
+        let count = statement.columnCount
+        var row: [AnyHashable: Any] = [:]
+        row.reserveCapacity(Int(count))
+        for index in 0..<count {
+            guard let name = statement.columnName(index) else { continue }
+            row[name] = object(forColumnIndex: index) ?? NSNull()
+        }
+        return row
+    }
+
+    // MARK: - Internal fast access
+
+    var currentStatement: Statement? { statement }
+}
+
+@available(*, unavailable)
+extension FMResultSet: Sendable {}

@@ -1,0 +1,77 @@
+import FMDB
+import Foundation
+
+/// A unique temporary directory for one test, removed when the test is done.
+public final class TemporaryDirectory {
+    public let url: URL
+
+    public init(_ label: String = "fmdb") throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("\(label)-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: url)
+    }
+
+    public func path(_ name: String) -> String {
+        url.appendingPathComponent(name).path
+    }
+
+    /// Every file in the directory, and their bytes (for scanning for plaintext).
+    public func allFileBytes() -> [(String, Data)] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        return names.compactMap { name in
+            guard let data = FileManager.default.contents(atPath: path(name)) else { return nil }
+            return (name, data)
+        }
+    }
+}
+
+extension Data {
+    /// Whether these bytes contain `needle` anywhere.
+    public func contains(bytes needle: String) -> Bool {
+        range(of: Data(needle.utf8)) != nil
+    }
+}
+
+/// The NSError view of an error (domain, code), as FMDB users see it.
+public func nsError(_ error: Error) -> NSError { error as NSError }
+
+/// Runs a command and returns its exit status and output.
+@discardableResult
+public func runProcess(
+    _ executable: String,
+    _ arguments: [String],
+    input: String? = nil,
+    environment: [String: String]? = nil
+) throws -> (status: Int32, stdout: String, stderr: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let outPipe = Pipe()
+    let errPipe = Pipe()
+    let inPipe = Pipe()
+    process.standardOutput = outPipe
+    process.standardError = errPipe
+    process.standardInput = inPipe
+    try process.run()
+    if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
+    try inPipe.fileHandleForWriting.close()
+    let out = outPipe.fileHandleForReading.readDataToEndOfFile()
+    let err = errPipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+}
+
+/// The path of an executable on PATH, or nil.
+public func which(_ name: String) -> String? {
+    let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+    for dir in paths {
+        let candidate = "\(dir)/\(name)"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    return nil
+}
