@@ -1,0 +1,150 @@
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// Every public entry point survives hostile input with a clear error and no crash.
+final class BadInputTests: FMDBTempDBTestCase {
+    override class func populateDatabase(_ db: FMDatabase) {
+        db.executeUpdate("create table t (a integer, b text)")
+        db.executeUpdate("insert into t values (1, 'one')")
+    }
+
+    func testWrongBindCountsInEveryForm() throws {
+        XCTAssertFalse(db.executeUpdate("insert into t values (?, ?)", 1))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_RANGE)
+        XCTAssertFalse(db.executeUpdate("insert into t values (?, ?)", withArgumentsIn: [1, 2, 3]))
+        XCTAssertNil(db.executeQuery("select * from t where a = ?"))
+        XCTAssertNil(db.executeQuery("select * from t where a = ?", withArgumentsIn: [1, 2]))
+        XCTAssertThrowsError(try db.executeQuery("select * from t where a = ?", values: [])) { error in
+            XCTAssertEqual(nsError(error).code, Int(SQLITE_RANGE))
+            XCTAssertEqual(nsError(error).domain, "FMDatabase")
+        }
+        XCTAssertThrowsError(try db.executeUpdate("insert into t values (?)", values: [1, 2]))
+        XCTAssertFalse(db.executeUpdate("insert into t values (:a, :b)", withParameterDictionary: ["a": 1]))
+        XCTAssertNil(db.executeQuery("select * from t where a = :a", withParameterDictionary: [:]))
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 1, "nothing was written")
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t where a = ?"), 0, "Additions with a wrong count return 0")
+    }
+
+    func testInvalidSQL() {
+        for sql in ["", "   ", "-- just a comment", "select * from", "select * from nosuchtable", "\u{0}select 1", "drop table"] {
+            XCTAssertFalse(db.executeUpdate(sql), sql)
+            XCTAssertTrue(db.hadError(), sql)
+            XCTAssertNil(db.executeQuery(sql), sql)
+            XCTAssertNil(db.prepare(sql), sql)
+        }
+    }
+
+    func testExecuteUpdateWithAQueryIsAnError() {
+        XCTAssertFalse(db.executeUpdate("select * from t"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_MISUSE)
+    }
+
+    func testClosedDatabaseEverywhere() throws {
+        db.close()
+        XCTAssertFalse(db.executeUpdate("insert into t values (1, 'x')"))
+        XCTAssertTrue(db.hadError())
+        XCTAssertNil(db.executeQuery("select 1"))
+        XCTAssertThrowsError(try db.executeQuery("select 1", values: nil))
+        XCTAssertFalse(db.executeStatements("select 1"))
+        XCTAssertFalse(db.beginTransaction())
+        XCTAssertThrowsError(try db.checkpoint(.passive))
+        XCTAssertThrowsError(try db.validateSQL("select 1"))
+        XCTAssertEqual(db.int(forQuery: "select 1"), 0)
+        XCTAssertFalse(db.tableExists("t"))
+        XCTAssertEqual(db.userVersion, 0)
+        XCTAssertFalse(db.goodConnection)
+        XCTAssertEqual(db.lastInsertRowId, 0)
+        XCTAssertEqual(db.changes, 0)
+        XCTAssertNil(db.sqliteHandle)
+        XCTAssertFalse(db.setKey("key"))
+        XCTAssertFalse(db.rekey("key"))
+        XCTAssertNil(db.cipherVersion)
+        db.makeFunctionNamed("f", arguments: 0) { _, _, _ in }
+        XCTAssertTrue(db.hadError())
+        XCTAssertTrue(db.close(), "closing twice is harmless")
+    }
+
+    func testNulBytesAndInvalidUTF8InValues() throws {
+        let nasty = "x\u{0}y\u{0}"
+        XCTAssertTrue(db.executeUpdate("insert into t values (?, ?)", 2, nasty))
+        XCTAssertEqual(db.string(forQuery: "select b from t where a = 2"), nasty)
+        XCTAssertTrue(db.executeUpdate("insert into t values (?, ?)", 3, Data([0xFF, 0xFE, 0x00])))
+        XCTAssertEqual(db.data(forQuery: "select b from t where a = 3"), Data([0xFF, 0xFE, 0x00]))
+        // Reading invalid UTF-8 bytes as text repairs them instead of trapping.
+        XCTAssertNotNil(db.string(forQuery: "select b from t where a = 3"))
+    }
+
+    func testUnknownColumnNamesAndIndexes() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select * from t"))
+        XCTAssertTrue(rs.next())
+        for name in ["", "nope", "\u{0}", "a\u{0}", String(repeating: "x", count: 10_000)] {
+            XCTAssertEqual(rs.columnIndex(forName: name), -1)
+            XCTAssertNil(rs.object(forColumn: name))
+            XCTAssertEqual(rs.int(forColumn: name), 0)
+        }
+        for index: Int32 in [-1, 2, Int32.max, Int32.min] {
+            XCTAssertNil(rs.object(forColumnIndex: index))
+            XCTAssertEqual(rs.longLongInt(forColumnIndex: index), 0)
+            XCTAssertNil(rs.data(forColumnIndex: index))
+            XCTAssertNil(rs.dataNoCopy(forColumnIndex: index))
+            XCTAssertNil(rs.date(forColumnIndex: index))
+            XCTAssertTrue(rs.columnIndexIsNull(index))
+        }
+    }
+
+    func testHugeBlobIsTooBig() {
+        XCTAssertEqual(db.limit(for: SQLITE_LIMIT_LENGTH, value: 1_000_000) > 0, true)
+        let huge = Data(count: 2_000_000)
+        XCTAssertFalse(db.executeUpdate("insert into t values (9, ?)", huge))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_TOOBIG)
+        XCTAssertFalse(db.executeUpdate("insert into t values (9, ?)", String(repeating: "x", count: 2_000_000)))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_TOOBIG)
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 1)
+    }
+
+    func testPathThatIsADirectory() {
+        let db = FMDatabase(path: directory.url.path)
+        XCTAssertFalse(db.open())
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_CANTOPEN)
+        XCTAssertTrue(db.lastErrorMessage().contains("directory"))
+    }
+
+    func testFileThatIsNotADatabase() throws {
+        let path = directory.path("notes.txt")
+        try Data(String(repeating: "this is not a database, just text. ", count: 100).utf8).write(to: URL(fileURLWithPath: path))
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open(), "SQLite opens lazily")
+        XCTAssertNil(db.executeQuery("select * from sqlite_master"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_NOTADB)
+        XCTAssertFalse(db.executeUpdate("create table x (a)"))
+        XCTAssertFalse(db.goodConnection)
+        db.close()
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        XCTAssertTrue(bytes.contains(bytes: "this is not a database"), "the file is left as it was")
+    }
+
+    func testUnconvertibleValuesBindTheirDescription() {
+        struct Custom: CustomStringConvertible { var description: String { "custom!" } }
+        XCTAssertTrue(db.executeUpdate("insert into t values (?, ?)", 4, Custom()))
+        XCTAssertEqual(db.string(forQuery: "select b from t where a = 4"), "custom!")
+        XCTAssertTrue(db.executeUpdate("insert into t values (?, ?)", 5, [1, 2] as [Int]))
+        XCTAssertEqual(db.string(forQuery: "select b from t where a = 5"), "[1, 2]")
+        XCTAssertTrue(db.executeUpdate("insert into t values (?, ?)", 6, [UInt8]()))
+        XCTAssertEqual(db.string(forQuery: "select typeof(b) from t where a = 6"), "blob")
+    }
+
+    func testInterpolatedFormatBindsInsteadOfPasting() {
+        let hostile = "x'); drop table t; --"
+        let missing: Int? = nil
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into t values (\(7), \(hostile))"))
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into t values (\(missing), \("q"))"))
+        XCTAssertEqual(db.string(forQuery: "select b from t where a = 7"), hostile)
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t where a is null"), 1)
+        let rs = db.executeQuery(withFormat: "select b from t where a = \(7)")
+        XCTAssertTrue(rs?.next() ?? false)
+        XCTAssertEqual(rs?.string(forColumnIndex: 0), hostile)
+        XCTAssertTrue(db.tableExists("t"))
+    }
+}

@@ -1,0 +1,214 @@
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// A port of FMDB's Tests/FMResultSetTests.m, plus the result-set rules of API.md.
+final class FMResultSetTests: FMDBTempDBTestCase {
+    override class func populateDatabase(_ db: FMDatabase) {
+        db.executeUpdate("create table test (a text, b text, c integer, d double, e double)")
+        db.beginTransaction()
+        for i in 1...20 {
+            db.executeUpdate("insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
+                             "hi'", "number \(i)", NSNumber(value: i), Date(), NSNumber(value: Float(2.2)))
+        }
+        db.commit()
+    }
+
+    private func makeTestTable() {
+        db.executeUpdate("CREATE TABLE testTable(key INTEGER PRIMARY KEY, value INTEGER)")
+        db.executeUpdate("INSERT INTO testTable (key, value) VALUES (1, 2)")
+        db.executeUpdate("INSERT INTO testTable (key, value) VALUES (2, 4)")
+    }
+
+    func testNextWithError_WithoutError() throws {
+        makeTestTable()
+        let resultSet = try XCTUnwrap(db.executeQuery("SELECT * FROM testTable WHERE key=1"))
+        XCTAssertTrue(try resultSet.nextWithError())
+        XCTAssertFalse(try resultSet.nextWithError())
+        resultSet.close()
+    }
+
+    func testNextWithError_WithBusyError() throws {
+        makeTestTable()
+        db.maxBusyRetryTimeInterval = 0.1
+        let resultSet = try XCTUnwrap(db.executeQuery("SELECT * FROM testTable WHERE key=1"))
+        let newDB = FMDatabase(path: databasePath)
+        XCTAssertTrue(newDB.open())
+        XCTAssertTrue(newDB.beginExclusiveTransaction())
+        XCTAssertThrowsError(try resultSet.nextWithError()) { error in
+            XCTAssertEqual(nsError(error).code, Int(SQLITE_BUSY), "SQLITE_BUSY should be the last error")
+        }
+        newDB.commit()
+        newDB.close()
+        resultSet.close()
+    }
+
+    func testNextWithError_WithMisuseError() throws {
+        makeTestTable()
+        let resultSet = try XCTUnwrap(db.executeQuery("SELECT * FROM testTable WHERE key=9"))
+        XCTAssertFalse(resultSet.next())
+        XCTAssertThrowsError(try resultSet.nextWithError()) { error in
+            XCTAssertEqual(nsError(error).code, Int(SQLITE_MISUSE), "SQLITE_MISUSE should be the last error")
+        }
+    }
+
+    func testColumnTypes() throws {
+        db.executeUpdate("CREATE TABLE testTable (intValue INTEGER, floatValue FLOAT, textValue TEXT, blobValue BLOB)")
+        let sql = "INSERT INTO testTable (intValue, floatValue, textValue, blobValue) VALUES (?, ?, ?, ?)"
+        try db.executeUpdate(sql, values: [42, Double.pi, "test", Data("foo".utf8)])
+        try db.executeUpdate(sql, values: [NSNull(), NSNull(), NSNull(), NSNull()])
+        try db.executeUpdate(sql, values: [NSNull(), NSNull(), NSNull(), Data()])
+        let resultSet = try XCTUnwrap(db.executeQuery("SELECT * FROM testTable"))
+        XCTAssertTrue(resultSet.next())
+        XCTAssertEqual(resultSet.type(forColumn: "intValue"), .integer)
+        XCTAssertEqual(resultSet.type(forColumn: "floatValue"), .float)
+        XCTAssertEqual(resultSet.type(forColumn: "textValue"), .text)
+        XCTAssertEqual(resultSet.type(forColumn: "blobValue"), .blob)
+        XCTAssertNotNil(resultSet.data(forColumn: "blobValue"))
+        XCTAssertTrue(resultSet.next())
+        for column in ["intValue", "floatValue", "textValue", "blobValue"] {
+            XCTAssertEqual(resultSet.type(forColumn: column), .null)
+        }
+        XCTAssertNil(resultSet.data(forColumn: "blobValue"))
+        XCTAssertTrue(resultSet.next())
+        // An empty Data stays a zero-length BLOB (not NULL); FMDB reads it back as nil / NSNull.
+        XCTAssertEqual(resultSet.type(forColumn: "blobValue"), .blob)
+        XCTAssertNil(resultSet.data(forColumn: "blobValue"))
+        XCTAssertNil(resultSet.dataNoCopy(forColumn: "blobValue"))
+        XCTAssertTrue(resultSet.object(forColumn: "blobValue") is NSNull)
+        XCTAssertTrue(resultSet.resultDictionary?["blobValue"] is NSNull)
+        resultSet.close()
+        XCTAssertEqual(db.int(forQuery: "select count(*) from testTable where blobValue = x''"), 1)
+    }
+
+    func testObjectSemantics() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select 42 as i, 1.5 as f, 'text' as t, x'0001' as b, NULL as n"))
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.object(forColumn: "i") as? NSNumber, NSNumber(value: Int64(42)))
+        XCTAssertEqual(rs.object(forColumn: "f") as? NSNumber, NSNumber(value: 1.5))
+        XCTAssertEqual(rs.object(forColumn: "t") as? String, "text")
+        XCTAssertEqual(rs.object(forColumn: "b") as? Data, Data([0, 1]))
+        XCTAssertTrue(rs.object(forColumn: "n") is NSNull)
+        XCTAssertNil(rs.object(forColumn: "missing"))
+        XCTAssertNil(rs.object(forColumnIndex: 99))
+        XCTAssertNil(rs[Int32(-1)])
+        XCTAssertEqual(rs["I"] as? NSNumber, NSNumber(value: 42), "column names are case-insensitive")
+        let dictionary = try XCTUnwrap(rs.resultDictionary)
+        XCTAssertEqual(dictionary.count, 5)
+        XCTAssertTrue(dictionary["n"] is NSNull)
+        XCTAssertEqual(dictionary["t"] as? String, "text")
+        XCTAssertEqual(rs.columnCount, 5)
+        XCTAssertEqual(rs.columnIndex(forName: "T"), 2)
+        XCTAssertEqual(rs.columnIndex(forName: "nope"), -1)
+        XCTAssertNil(rs.columnName(for: 5))
+        XCTAssertEqual(rs.query, "select 42 as i, 1.5 as f, 'text' as t, x'0001' as b, NULL as n")
+        XCTAssertTrue(rs.parentDB === db)
+        XCTAssertTrue(rs.columnIsNull("n"))
+        XCTAssertTrue(rs.columnIsNull("missing"))
+        XCTAssertFalse(rs.columnIsNull("i"))
+    }
+
+    func testTypedGettersOnNullAndUnknownColumns() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select NULL as n"))
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.int(forColumn: "n"), 0)
+        XCTAssertEqual(rs.long(forColumn: "n"), 0)
+        XCTAssertEqual(rs.longLongInt(forColumn: "n"), 0)
+        XCTAssertEqual(rs.unsignedLongLongInt(forColumn: "n"), 0)
+        XCTAssertEqual(rs.double(forColumn: "n"), 0)
+        XCTAssertFalse(rs.bool(forColumn: "n"))
+        XCTAssertNil(rs.string(forColumn: "n"))
+        XCTAssertNil(rs.date(forColumn: "n"))
+        XCTAssertNil(rs.data(forColumn: "n"))
+        XCTAssertNil(rs.utf8String(forColumn: "n"))
+        XCTAssertEqual(rs.type(forColumn: "n"), .null)
+        XCTAssertEqual(rs.int(forColumn: "zzz"), 0)
+        XCTAssertNil(rs.string(forColumnIndex: 7))
+        XCTAssertEqual(rs.type(forColumnIndex: -3), .null)
+    }
+
+    func testClosedResultSetIsHarmless() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select * from test"))
+        XCTAssertTrue(rs.next())
+        rs.close()
+        XCTAssertFalse(rs.next())
+        XCTAssertFalse(rs.hasAnotherRow())
+        XCTAssertNil(rs.string(forColumnIndex: 0))
+        XCTAssertNil(rs.resultDictionary)
+        XCTAssertEqual(rs.columnCount, 0)
+        XCTAssertFalse(rs.bind(withArray: [1]))
+        XCTAssertThrowsError(try rs.nextWithError()) { XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE)) }
+        rs.close()
+    }
+
+    func testResultSetClosesWhenDatabaseCloses() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select * from test"))
+        XCTAssertTrue(rs.next())
+        db.close()
+        XCTAssertNil(rs.parentDB)
+        XCTAssertFalse(rs.next())
+        XCTAssertNil(rs.string(forColumnIndex: 0))
+    }
+
+    func testResultSetClosesOnDeinit() {
+        do {
+            let rs = db.executeQuery("select * from test")
+            XCTAssertTrue(rs?.next() ?? false)
+            XCTAssertTrue(db.hasOpenResultSets)
+        }
+        XCTAssertFalse(db.hasOpenResultSets)
+    }
+
+    func testPrepareThenBind() throws {
+        let rs = try XCTUnwrap(db.prepare("select c from test where c = ? or b = :name"))
+        XCTAssertTrue(rs.bind(withArray: [3, "number 7"]))
+        var found: [Int32] = []
+        while rs.next() { found.append(rs.int(forColumnIndex: 0)) }
+        XCTAssertEqual(found, [3, 7])
+        let named = try XCTUnwrap(db.prepare("select c from test where c = :c"))
+        XCTAssertTrue(named.bind(withDictionary: ["c": 5]))
+        XCTAssertTrue(named.next())
+        XCTAssertEqual(named.int(forColumnIndex: 0), 5)
+        XCTAssertTrue(named.bind(withDictionary: ["c": 6]), "a prepared statement can be bound again")
+        XCTAssertTrue(named.next())
+        XCTAssertEqual(named.int(forColumnIndex: 0), 6)
+        XCTAssertFalse(named.bind(withArray: [1, 2]), "wrong bind count")
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_RANGE)
+        named.close()
+    }
+
+    func testStepReportsCompletion() throws {
+        let rs = try XCTUnwrap(db.prepare("insert into test (a) values (?)"))
+        XCTAssertTrue(rs.bind(withArray: ["stepped"]))
+        XCTAssertTrue(rs.step())
+        XCTAssertEqual(db.int(forQuery: "select count(*) from test where a = 'stepped'"), 1)
+    }
+
+    func testStringsKeepEmbeddedNULsAndEmptiness() throws {
+        db.executeUpdate("create table s (v text)")
+        let withNUL = "a\u{0}b"
+        XCTAssertTrue(db.executeUpdate("insert into s values (?)", withNUL))
+        XCTAssertTrue(db.executeUpdate("insert into s values (?)", ""))
+        XCTAssertEqual(db.int(forQuery: "select length(cast(v as blob)) from s where rowid = 1"), 3)
+        XCTAssertEqual(db.string(forQuery: "select v from s where rowid = 1"), withNUL)
+        XCTAssertEqual(db.string(forQuery: "select v from s where rowid = 2"), "")
+        XCTAssertEqual(db.string(forQuery: "select typeof(v) from s where rowid = 2"), "text")
+    }
+
+    func testInvalidUTF8IsRepairedNotCrashed() throws {
+        db.executeUpdate("create table s (v)")
+        db.executeUpdate("insert into s values (cast(x'61ff62' as text))")
+        XCTAssertEqual(db.string(forQuery: "select v from s"), "a\u{FFFD}b")
+    }
+
+    func testHasAnotherRow() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select c from test where c <= 2 order by c"))
+        XCTAssertFalse(rs.hasAnotherRow())
+        XCTAssertTrue(rs.next())
+        XCTAssertTrue(rs.hasAnotherRow())
+        XCTAssertTrue(rs.next())
+        XCTAssertFalse(rs.next())
+        XCTAssertFalse(rs.hasAnotherRow())
+    }
+}
