@@ -34,8 +34,13 @@ let package = Package(
         ),
         .target(
             name: "TestSupport",
-            dependencies: ["FMDB"],
+            dependencies: ["FMDB", .product(name: "Logging", package: "swift-log")],
             path: "Tests/TestSupport",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(
+            name: "fmdb-demo",
+            dependencies: ["FMDB"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .testTarget(

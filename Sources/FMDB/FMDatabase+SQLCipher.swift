@@ -86,7 +86,7 @@ extension FMDatabase {
     /// SQLCipher's version (`PRAGMA cipher_version`), e.g. "3.4.1"; nil when not open.
     public var cipherVersion: String? { cipherPragma("cipher_version") }
 
-    /// The crypto library SQLCipher uses (`PRAGMA cipher_provider`), e.g. "openssl".
+    /// The crypto library SQLCipher uses (`PRAGMA cipher_provider`), e.g. "openssl"; nil when not open.
     public var cipherProvider: String? { cipherPragma("cipher_provider") }
 
     public var cipherProviderVersion: String? { cipherPragma("cipher_provider_version") }
@@ -106,9 +106,12 @@ extension FMDatabase {
         return KeyRequest(databasePath: path, salt: nil)
     }
 
+    /// A cipher pragma's answer on this connection; for the provider facts, which SQLCipher gives
+    /// only on a keyed connection, the process-wide answer when this one is not keyed.
     private func cipherPragma(_ name: String) -> String? {
         guard let connection else { return nil }
-        return (try? connection.pragmaText("PRAGMA \(name)")) ?? nil
+        if let value = (try? connection.pragmaText("PRAGMA \(name)")) ?? nil { return value }
+        return SQLCipherRuntime.providerFacts[name]
     }
 
     private func recordingBool(_ body: () throws -> Void) -> Bool {
@@ -165,7 +168,7 @@ extension FMDatabase {
     func verifyKey(on connection: Connection) throws {
         do {
             _ = try connection.pragmaText("SELECT count(*) FROM sqlite_master")
-        } catch let error as FMDatabaseError where error.code == SQLITE_NOTADB {
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB {
             throw FMDatabaseError(
                 code: SQLITE_NOTADB,
                 message: "file is not a database (wrong key, or the file is not an encrypted database)"

@@ -264,7 +264,7 @@ public final class FMDatabase {
 
     /// The primary result code of the last error (0 when there was none).
     public func lastErrorCode() -> Int32 {
-        if let lastErrorValue { return lastErrorValue.code }
+        if let lastErrorValue { return lastErrorValue.resultCode }
         guard let db = connection?.handle else { return SQLITE_OK }
         return sqlite3_errcode(db) & 0xFF
     }

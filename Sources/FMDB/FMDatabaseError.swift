@@ -1,27 +1,35 @@
 import CSQLCipher
 import Foundation
 
-/// The one error type of the library.
+/// The one error type of the library: an `NSError` with domain `"FMDatabase"`, `code` = SQLite's
+/// primary result code and `localizedDescription` = SQLite's message (or the library's own, for misuse).
 ///
 /// Every error the library throws, and every error `FMDatabase.lastError()` returns, is an
-/// `FMDatabaseError`. It bridges to `NSError` with domain `"FMDatabase"`, `code` = SQLite's primary
-/// result code and `localizedDescription` = SQLite's message (or the library's own, for misuse).
+/// `FMDatabaseError`.
 ///
 /// ```swift
 /// do {
 ///     try db.executeUpdate("INSERT INTO missing VALUES (?)", values: [1])
 /// } catch let error as NSError {
-///     print(error.domain, error.code)   // FMDatabase 1
+///     print(error.domain, error.code, error.localizedDescription)   // FMDatabase 1 no such table: missing
 /// }
 /// ```
 ///
-/// Descriptions never contain bound values or key bytes; they may contain SQL text, which
-/// never contains a key (keys reach SQLCipher through `sqlite3_key_v2`, not SQL).
+/// Descriptions never contain bound values or key bytes; they may contain SQL text, which never
+/// contains a key (keys reach SQLCipher through `sqlite3_key_v2`, not SQL).
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/rescode.html>
-public struct FMDatabaseError: Error, CustomNSError, CustomStringConvertible, Sendable, Equatable {
-    /// The primary result code (`extendedCode & 0xFF`), e.g. 26 for `SQLITE_NOTADB`.
-    public let code: Int32
+///
+/// - Note: FMDB compatibility: FMDB returns `NSError`s; so does this library, as a subclass, because
+///   on Linux `catch let error as NSError` only matches real `NSError` instances (a Swift error
+///   that merely conforms to `CustomNSError` bridges with `as NSError` but not with `as?`), and FMDB
+///   code written for Apple platforms relies on that pattern.
+public final class FMDatabaseError: NSError, @unchecked Sendable {
+    // @unchecked Sendable: every stored property is an immutable value, as in NSError itself.
+
+    /// The errors' domain, "FMDatabase".
+    public static let domain = "FMDatabase"
+
     /// The extended result code, e.g. 1555 for `SQLITE_CONSTRAINT_PRIMARYKEY`.
     public let extendedCode: Int32
     /// SQLite's message, or the library's own for misuse.
@@ -29,12 +37,22 @@ public struct FMDatabaseError: Error, CustomNSError, CustomStringConvertible, Se
     /// The SQL that failed, when there is one.
     public let sql: String?
 
-    /// Creates an error from a result code and a message.
+    /// The primary result code as SQLite spells it (`Int32`), e.g. `SQLITE_NOTADB`.
+    public var resultCode: Int32 { Int32(truncatingIfNeeded: code) }
+
+    /// Creates an error from a (primary or extended) result code and a message.
     public init(code: Int32, message: String? = nil, sql: String? = nil) {
+        let text = message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
-        self.code = code & 0xFF
-        self.message = message ?? FMDatabaseError.defaultMessage(for: code)
+        self.message = text
         self.sql = sql
+        var info: [String: Any] = [NSLocalizedDescriptionKey: text, "extendedCode": Int(code)]
+        if let sql { info["sql"] = sql }
+        super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
+    }
+
+    public required init?(coder: NSCoder) {
+        nil
     }
 
     /// SQLite's own English text for a result code.
@@ -43,22 +61,11 @@ public struct FMDatabaseError: Error, CustomNSError, CustomStringConvertible, Se
         return String(cString: text)
     }
 
-    public static var errorDomain: String { "FMDatabase" }
-    public var errorCode: Int { Int(code) }
-    public var errorUserInfo: [String: Any] {
-        var info: [String: Any] = [NSLocalizedDescriptionKey: message]
-        if let sql { info["sql"] = sql }
-        info["extendedCode"] = Int(extendedCode)
-        return info
-    }
-
-    public var description: String {
+    public override var description: String {
         var text = "SQLite error \(code): \(message)"
         if let sql { text += " - while executing `\(sql)`" }
         return text
     }
-
-    public var localizedDescription: String { message }
 
     // MARK: - Library errors
 

@@ -148,3 +148,24 @@ final class BadInputTests: FMDBTempDBTestCase {
         XCTAssertTrue(db.tableExists("t"))
     }
 }
+
+final class ErrorBridgingTests: XCTestCase {
+    func testErrorsAreNSErrorsInDomainFMDatabase() {
+        let db = FMDatabase()
+        XCTAssertTrue(db.open())
+        do {
+            try db.executeUpdate("insert into missing values (?)", values: [1])
+            XCTFail("should throw")
+        } catch let error as NSError {
+            XCTAssertEqual(error.domain, "FMDatabase")
+            XCTAssertEqual(error.code, Int(SQLITE_ERROR))
+            XCTAssertEqual(error.localizedDescription, "no such table: missing")
+        } catch {
+            XCTFail("catch let error as NSError must match, as on Apple platforms: \(error)")
+        }
+        let last = db.lastError() as NSError
+        XCTAssertEqual(last.code, 1)
+        XCTAssertEqual(last.domain, "FMDatabase")
+        XCTAssertFalse(last.description.contains("1, "), "bound values are not described")
+    }
+}

@@ -1,0 +1,116 @@
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// The README's examples, compiled and run as written (keep the two in step).
+final class ReadmeExamplesTests: XCTestCase {
+    func testReadmeUsage() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("app.sqlite")
+
+        // README: Open, key, write, read
+        let db = FMDatabase(path: path)
+        guard db.open() else { throw db.lastError() }
+        try db.setKey(using: PassphraseKeyProvider("correct horse battery staple"))
+
+        db.executeUpdate("CREATE TABLE IF NOT EXISTS people (id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
+        db.executeUpdate("INSERT INTO people (name, age) VALUES (?, ?)", "Ada", 36)
+        try db.executeUpdate("INSERT INTO people (name, age) VALUES (?, ?)", values: ["Grace", 45])
+        db.executeUpdate("INSERT INTO people (name, age) VALUES (:name, :age)",
+                         withParameterDictionary: ["name": "Linus", "age": 28])
+        let name = "Margaret"
+        db.executeUpdate(withFormat: "INSERT INTO people (name, age) VALUES (\(name), \(33))")
+
+        if let rs = db.executeQuery("SELECT name, age FROM people WHERE age > ? ORDER BY age", 30) {
+            while rs.next() {
+                print(rs.string(forColumn: "name") ?? "", rs.int(forColumn: "age"))
+            }
+        }
+        let count = db.int(forQuery: "SELECT count(*) FROM people")
+
+        // README: Transactions and savepoints
+        db.beginTransaction()
+        db.executeUpdate("UPDATE people SET age = age + 1")
+        db.commit()
+        let error = db.inSavePoint { rollback in
+            if !db.executeUpdate("DELETE FROM people") { rollback.pointee = true }
+        }
+
+        // README: Errors
+        do {
+            try db.executeUpdate("INSERT INTO nowhere VALUES (1)", values: nil)
+        } catch let error as NSError {
+            print(error.domain, error.code, error.localizedDescription) // FMDatabase 1 no such table: nowhere
+        }
+
+        // README: Change the key
+        guard db.rekey("a new passphrase") else { throw db.lastError() }
+        db.close()
+
+        XCTAssertEqual(count, 4)
+        XCTAssertNil(error)
+        let check = FMDatabase(path: path)
+        XCTAssertTrue(check.open())
+        XCTAssertNoThrow(try check.setKey(using: PassphraseKeyProvider("a new passphrase")))
+        XCTAssertEqual(check.int(forQuery: "SELECT count(*) FROM people"), 0)
+        check.close()
+    }
+
+    func testFMDBReadmeRemoveDiacriticsExample() throws {
+        let db = FMDatabase()
+        XCTAssertTrue(db.open())
+        // FMDB 2.7's README example, as written.
+        db.makeFunctionNamed("RemoveDiacritics", arguments: 1) { context, argc, argv in
+            guard db.valueType(argv[0]) == .text || db.valueType(argv[0]) == .null else {
+                db.resultError("Expected string parameter", context: context)
+                return
+            }
+            if let string = db.valueString(argv[0])?.folding(options: .diacriticInsensitive, locale: nil) {
+                db.resultString(string, context: context)
+            } else {
+                db.resultNull(context: context)
+            }
+        }
+        XCTAssertEqual(db.string(forQuery: "SELECT RemoveDiacritics('Crème Brûlée')"), "Creme Brulee")
+        XCTAssertNil(db.string(forQuery: "SELECT RemoveDiacritics(NULL)"))
+        XCTAssertNil(db.executeQuery("SELECT RemoveDiacritics(42)")?.next() == true ? "row" : nil)
+        XCTAssertEqual(db.lastErrorMessage(), "Expected string parameter")
+        db.close()
+    }
+
+    func testFunctionHelpersRoundTripEveryType() throws {
+        let db = FMDatabase()
+        XCTAssertTrue(db.open())
+        db.makeFunctionNamed("echo", arguments: 1) { context, _, argv in
+            switch db.valueType(argv[0]) {
+            case .integer: db.resultLong(db.valueLong(argv[0]), context: context)
+            case .float: db.resultDouble(db.valueDouble(argv[0]), context: context)
+            case .text: db.resultString(db.valueString(argv[0]) ?? "", context: context)
+            case .blob: db.resultData(db.valueData(argv[0]) ?? Data(), context: context)
+            case .null: db.resultNull(context: context)
+            }
+        }
+        db.makeFunctionNamed("int32", arguments: 1) { context, _, argv in
+            db.resultInt(db.valueInt(argv[0]), context: context)
+        }
+        db.makeFunctionNamed("toobig", arguments: 0) { context, _, _ in db.resultErrorTooBig(context: context) }
+        db.makeFunctionNamed("nomem", arguments: 0) { context, _, _ in db.resultErrorNoMemory(context: context) }
+        db.makeFunctionNamed("busy", arguments: 0) { context, _, _ in db.resultErrorCode(SQLITE_BUSY, context: context) }
+        XCTAssertEqual(db.long(forQuery: "select echo(?)", Int64(1) << 40), 1 << 40)
+        XCTAssertEqual(db.double(forQuery: "select echo(2.5)"), 2.5)
+        XCTAssertEqual(db.string(forQuery: "select echo('tëxt')"), "tëxt")
+        XCTAssertEqual(db.string(forQuery: "select typeof(echo(''))"), "text")
+        XCTAssertEqual(db.data(forQuery: "select echo(x'00ff')"), Data([0, 255]))
+        XCTAssertEqual(db.string(forQuery: "select typeof(echo(x''))"), "blob")
+        XCTAssertEqual(db.string(forQuery: "select typeof(echo(NULL))"), "null")
+        XCTAssertEqual(db.int(forQuery: "select int32(7)"), 7)
+        XCTAssertEqual(db.int(forQuery: "select toobig()"), 0)
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_TOOBIG)
+        XCTAssertEqual(db.int(forQuery: "select nomem()"), 0)
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_NOMEM)
+        XCTAssertEqual(db.int(forQuery: "select busy()"), 0)
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_BUSY)
+        db.close()
+    }
+}
