@@ -43,6 +43,11 @@ let package = Package(
             dependencies: ["FMDB"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        .executableTarget(
+            name: "fmdb-test-helper",
+            dependencies: ["FMDB"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .testTarget(
             name: "FMDBTests",
             dependencies: ["FMDB", "TestSupport"],

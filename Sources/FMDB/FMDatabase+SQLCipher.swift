@@ -64,13 +64,21 @@ extension FMDatabase {
     public func setKey(using provider: any KeyProvider) throws {
         try recordingThrows {
             let connection = try requireConnection()
-            let key = try provider.key(for: keyRequest()).validated()
+            let request = keyRequest()
+            let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
             do {
                 try verifyKey(on: connection)
             } catch let error as FMDatabaseError {
                 if isFileBacked { try? reopenConnection(key: nil) }
                 throw error
+            }
+            // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
+            // first page now, so the salt the key was made for is on disk before another connection
+            // (of a pool, say) asks for a key for this file.
+            if request.salt == nil, isFileBacked, (openFlags & SQLITE_OPEN_READONLY) == 0,
+               let path = databasePath, DatabaseFile.kind(atPath: path) == .empty {
+                try connection.execute("PRAGMA user_version = 0")
             }
         }
     }

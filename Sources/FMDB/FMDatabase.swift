@@ -250,7 +250,7 @@ public final class FMDatabase {
             logger.error("DB Path: \(databasePath ?? ":memory:")")
         }
         if crashOnErrors {
-            preconditionFailure("FMDatabase.crashOnErrors: \(value)")
+            programmingError("FMDatabase.crashOnErrors is set and an error occurred: \(value)")
         }
         return false
     }

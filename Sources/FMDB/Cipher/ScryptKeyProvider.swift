@@ -1,0 +1,80 @@
+internal import COpenSSL
+import Foundation
+
+/// A memory-hard key derivation: scrypt (OpenSSL `EVP_PBE_scrypt`) over the file's 16-byte salt, once
+/// per salt, handing the raw key to every connection.
+///
+/// ```swift
+/// let provider = ScryptKeyProvider(passphrase: "correct horse battery staple")  // N=2^15, r=8, p=1
+/// let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
+/// ```
+///
+/// Parameters (RFC 7914): `n` is the CPU/memory cost (a power of two), `r` the block size, `p` the
+/// parallelism. Memory use is about `128 * n * r * p` bytes: 32 MiB for the defaults (N=2^15, r=8,
+/// p=1). `maxMemory` caps what OpenSSL may allocate (default 64 MiB); parameters that need more fail.
+/// `n` below 2^14 is refused unless `unsafeAllowWeakParameters` is set (tests only).
+///
+/// Files keyed this way open in the `sqlcipher` shell with `PRAGMA key = "x'<hex of the derived key>'"`.
+///
+/// Related OpenSSL documentation: <https://www.openssl.org/docs/man3.0/man3/EVP_PBE_scrypt.html>
+public final class ScryptKeyProvider: KeyProvider {
+    /// The lowest `n` accepted without `unsafeAllowWeakParameters`.
+    public static let minimumN: UInt64 = 1 << 14
+
+    public let n: UInt64
+    public let r: UInt64
+    public let p: UInt64
+    public let maxMemory: UInt64
+    private let passphrase: SecureBytes
+    private let allowsWeak: Bool
+    private let cache = DerivedKeyCache()
+
+    public init(
+        passphrase: String,
+        n: UInt64 = 1 << 15,
+        r: UInt64 = 8,
+        p: UInt64 = 1,
+        maxMemory: UInt64 = 64 * 1024 * 1024,
+        unsafeAllowWeakParameters: Bool = false
+    ) {
+        self.passphrase = SecureBytes(utf8: passphrase)
+        self.n = n
+        self.r = r
+        self.p = p
+        self.maxMemory = maxMemory
+        self.allowsWeak = unsafeAllowWeakParameters
+    }
+
+    /// How many derivations this provider has run (one per distinct salt).
+    public var derivationCount: Int { cache.derivationCount }
+
+    public func key(for request: KeyRequest) throws -> DatabaseKey {
+        guard !passphrase.isEmpty else { throw FMDatabaseError.misuse("An empty passphrase was given.") }
+        guard n > 1, n & (n - 1) == 0, r > 0, p > 0 else {
+            throw FMDatabaseError.misuse("scrypt needs n a power of two greater than 1, and r, p > 0.")
+        }
+        guard allowsWeak || n >= Self.minimumN else {
+            throw FMDatabaseError.misuse("scrypt n=\(n) is below the floor of \(Self.minimumN).")
+        }
+        return try cache.key(for: request) { salt in
+            try SecureBytes(count: 32) { out in
+                let ok = passphrase.withUnsafeBytes { pass in
+                    salt.withUnsafeBytes { saltBytes in
+                        EVP_PBE_scrypt(
+                            pass.baseAddress?.assumingMemoryBound(to: CChar.self), pass.count,
+                            saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), saltBytes.count,
+                            n, r, p, maxMemory,
+                            out.baseAddress?.assumingMemoryBound(to: UInt8.self), 32
+                        )
+                    }
+                }
+                guard ok == 1 else {
+                    throw FMDatabaseError(
+                        code: SQLITE_ERROR,
+                        message: "OpenSSL EVP_PBE_scrypt failed (n=\(n), r=\(r), p=\(p) may need more than maxMemory=\(maxMemory) bytes)."
+                    )
+                }
+            }
+        }
+    }
+}

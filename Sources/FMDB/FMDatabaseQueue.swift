@@ -1,0 +1,377 @@
+import CSQLCipher
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// Serializes every use of one `FMDatabase` on a private serial queue: FMDB's `FMDatabaseQueue`.
+///
+/// ```swift
+/// let queue = try FMDatabaseQueue(path: path, keyProvider: PBKDF2KeyProvider(passphrase: "secret"))
+/// queue.inDatabase { db in
+///     db.executeUpdate("INSERT INTO t VALUES (?)", 1)
+/// }
+/// queue.inTransaction { db, rollback in
+///     if !db.executeUpdate("INSERT INTO t VALUES (?)", 2) { rollback.pointee = true }
+/// }
+/// let count = try queue.inDatabase { db in try db.executeQuery("SELECT count(*) FROM t", values: nil) }
+/// ```
+///
+/// Blocks run one at a time, in the order called, and the calls block. Calling the queue from inside
+/// one of its own blocks is a programming error reported with a precondition failure (it would
+/// deadlock). After `close()` the next call reopens (and re-keys) the database.
+///
+/// Sendable: safe to share between threads and tasks.
+///
+/// Related SQLite documentation: <https://www.sqlite.org/threadsafe.html>
+///
+/// - Note: FMDB compatibility: when the database cannot be opened (or keyed), FMDB passed nil to a
+///   non-optional block; here the block is not called, the error is logged and kept in `lastError`,
+///   and the Swift-native throwing variants throw it. When BEGIN fails, the transaction block is not
+///   called either. Result sets left open by a block are closed after it (FMDB only warned).
+public final class FMDatabaseQueue: @unchecked Sendable {
+    // @unchecked Sendable. Lock invariant: `database` and `keyProvider` are read and written only on
+    // `dispatchQueue` (a serial queue), so one thread at a time touches the FMDatabase. `lastErrorBox`
+    // and `interruptTarget` are Mutexes, readable from any thread.
+
+    public let path: String?
+    /// The flags given at init.
+    public let openFlags: Int32
+    public let vfsName: String?
+    /// Where the queue logs (errors it could not hand to a block). Set before sharing the queue.
+    public let logger: Logger
+
+    private let dispatchQueue: DispatchQueue
+    private let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    private var database: FMDatabase?
+    private var keyProvider: (any KeyProvider)?
+    private let lastErrorBox = Mutex<FMDatabaseError?>(nil)
+    private let interruptTarget = Mutex<InterruptHandle?>(nil)
+
+    /// The last error met while supplying a database to a block (open, key, BEGIN), or nil.
+    public var lastError: Error? { lastErrorBox.withLock { $0 } }
+
+    // MARK: - Initializers
+
+    /// An in-memory database.
+    public convenience init() {
+        // Opening an in-memory database only fails when memory is exhausted.
+        self.init(uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil)
+        _ = try? onQueue { try self.openDatabase() }
+    }
+
+    public convenience init?(path: String?) {
+        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    public convenience init?(url: URL?) {
+        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    public convenience init?(path: String?, flags: Int32) {
+        self.init(path: path, flags: flags, vfs: nil)
+    }
+
+    public convenience init?(url: URL?, flags: Int32) {
+        self.init(path: url?.path, flags: flags, vfs: nil)
+    }
+
+    /// Opens the database at init; nil when it cannot be opened.
+    public init?(path: String?, flags: Int32, vfs: String?) {
+        self.path = path
+        self.openFlags = flags
+        self.vfsName = vfs
+        self.logger = Logger(label: "fmdb")
+        self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
+        dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
+        do {
+            try onQueue { try self.openDatabase() }
+        } catch {
+            return nil
+        }
+    }
+
+    public convenience init?(url: URL?, flags: Int32, vfs: String?) {
+        self.init(path: url?.path, flags: flags, vfs: vfs)
+    }
+
+    /// Opens, keys and verifies the database at init.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key (or a plaintext file), the open error otherwise.
+    public init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        self.path = path
+        self.openFlags = flags
+        self.vfsName = vfs
+        self.logger = Logger(label: "fmdb")
+        self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
+        self.keyProvider = keyProvider
+        dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
+        try onQueue { try self.openDatabase() }
+    }
+
+    public convenience init(
+        url: URL?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider)
+    }
+
+    private init(uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?) {
+        self.path = path
+        self.openFlags = flags
+        self.vfsName = vfs
+        self.logger = Logger(label: "fmdb")
+        self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
+        self.keyProvider = keyProvider
+        dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
+    }
+
+    deinit {
+        // The last reference is gone, so no block can be running: close without the queue.
+        database?.close()
+    }
+
+    // MARK: - The queue
+
+    /// Runs `body` on the serial queue, refusing re-entrant calls (they would deadlock).
+    @discardableResult
+    private func onQueue<T>(_ body: () throws -> T) rethrows -> T {
+        if DispatchQueue.getSpecific(key: queueKey) == ObjectIdentifier(self) {
+            programmingError(
+                "FMDatabaseQueue: a call was made from inside a block of the same queue, which would deadlock. "
+                    + "Use the FMDatabase the block was given instead."
+            )
+        }
+        return try dispatchQueue.sync(execute: body)
+    }
+
+    /// The open database, opening and keying it when needed. Runs on the queue.
+    private func openDatabase() throws -> FMDatabase {
+        if let database, database.isOpen { return database }
+        let db = FMDatabase(path: path)
+        db.logger = logger
+        guard db.open(withFlags: openFlags, vfs: vfsName) else {
+            throw db.lastError()
+        }
+        if let keyProvider {
+            do {
+                try db.setKey(using: keyProvider)
+            } catch {
+                db.close()
+                throw error
+            }
+        }
+        database = db
+        interruptTarget.withLock { $0 = InterruptHandle(db.sqliteHandle) }
+        return db
+    }
+
+    private func record(_ error: Error) {
+        let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
+        lastErrorBox.withLock { $0 = value }
+        logger.error("FMDatabaseQueue could not supply a database for \(path ?? ":memory:"): \(value.message)")
+    }
+
+    /// After a block: close result sets it left open, roll back a transaction it left open.
+    private func tidy(_ db: FMDatabase) {
+        if db.hasOpenResultSets {
+            logger.warning("Warning: there is at least one open result set around after performing [FMDatabaseQueue inDatabase:]")
+            db.closeOpenResultSets()
+        }
+    }
+
+    // MARK: - FMDB API
+
+    /// Closes the database; the next call reopens (and re-keys) it.
+    public func close() {
+        onQueue {
+            interruptTarget.withLock { $0 = nil }
+            database?.close()
+            database = nil
+        }
+    }
+
+    /// Interrupts the statement running in the current block (callable from any thread).
+    public func interrupt() {
+        interruptTarget.withLock { target in
+            if let handle = target?.handle { sqlite3_interrupt(OpaquePointer(handle)) }
+        }
+    }
+
+    /// Runs `block` with the database, on the queue.
+    public func inDatabase(_ block: (FMDatabase) -> Void) {
+        onQueue {
+            do {
+                let db = try openDatabase()
+                block(db)
+                tidy(db)
+            } catch {
+                record(error)
+            }
+        }
+    }
+
+    /// Runs `block` in an exclusive transaction (as FMDB 2.7); `rollback.pointee = true` rolls it back.
+    public func inTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
+        inTransaction(kind: .exclusive, block)
+    }
+
+    public func inDeferredTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
+        inTransaction(kind: .deferred, block)
+    }
+
+    public func inExclusiveTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
+        inTransaction(kind: .exclusive, block)
+    }
+
+    public func inImmediateTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
+        inTransaction(kind: .immediate, block)
+    }
+
+    private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
+        onQueue {
+            do {
+                let db = try openDatabase()
+                try db.runTransaction(kind: kind, block)
+                tidy(db)
+            } catch {
+                record(error)
+            }
+        }
+    }
+
+    /// Runs `block` inside a savepoint on the queue; `rollback.pointee = true` rolls it back.
+    @discardableResult
+    public func inSavePoint(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Error? {
+        onQueue {
+            do {
+                let db = try openDatabase()
+                defer { tidy(db) }
+                return db.inSavePoint { rollback in block(db, rollback) }
+            } catch {
+                record(error)
+                return error
+            }
+        }
+    }
+
+    public func checkpoint(_ mode: FMDBCheckpointMode) throws {
+        try checkpoint(mode, name: nil)
+    }
+
+    public func checkpoint(_ mode: FMDBCheckpointMode, name: String?) throws {
+        try onQueue {
+            try openDatabase().checkpoint(mode, name: name, logFrameCount: nil, checkpointCount: nil)
+        }
+    }
+
+    /// Changes the key with SQLCipher's rekey, safely: on the queue (so outside any block and any
+    /// transaction), with a busy timeout; the new key is verified on a fresh connection, and the WAL
+    /// is checkpointed (TRUNCATE) so no page under the old key stays behind. Later reopens use the new
+    /// provider. If anything fails the database still opens with the old key.
+    public func rekey(using provider: any KeyProvider) throws {
+        try onQueue {
+            let db = try openDatabase()
+            try db.rekeySafely(using: provider, path: path, flags: openFlags, vfs: vfsName)
+            keyProvider = provider
+        }
+    }
+
+    // MARK: - Swift-native API
+
+    /// Runs `block` with the database on the queue and returns its result; nil when no database could
+    /// be supplied (see `lastError`).
+    @discardableResult
+    public func inDatabase<T>(_ block: (FMDatabase) -> T) -> T? {
+        onQueue {
+            do {
+                let db = try openDatabase()
+                defer { tidy(db) }
+                return block(db)
+            } catch {
+                record(error)
+                return nil
+            }
+        }
+    }
+
+    /// Runs a throwing `block` with the database on the queue and returns its result.
+    ///
+    /// ```swift
+    /// let names: [String] = try queue.inDatabase { db in
+    ///     let rs = try db.executeQuery("SELECT name FROM people", values: nil)
+    ///     var names: [String] = []
+    ///     while rs.next() { names.append(rs.string(forColumnIndex: 0) ?? "") }
+    ///     return names
+    /// }
+    /// ```
+    /// - Throws: the block's error, or the error met opening or keying the database.
+    @discardableResult
+    public func inDatabase<T>(_ block: (FMDatabase) throws -> T) throws -> T {
+        try onQueue {
+            let db = try openDatabase()
+            defer { tidy(db) }
+            return try block(db)
+        }
+    }
+
+    /// Runs `block` in a transaction and returns its result: commits when it returns, rolls back when
+    /// it throws (and rethrows).
+    ///
+    /// ```swift
+    /// try queue.inTransaction(.immediate) { db in
+    ///     try db.executeUpdate("UPDATE accounts SET balance = balance - 10 WHERE id = ?", values: [1])
+    ///     try db.executeUpdate("UPDATE accounts SET balance = balance + 10 WHERE id = ?", values: [2])
+    /// }
+    /// ```
+    @discardableResult
+    public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
+        try onQueue {
+            let db = try openDatabase()
+            defer { tidy(db) }
+            return try db.inTransaction(kind, block)
+        }
+    }
+
+    /// Runs `block` on the queue without blocking the calling task: the work is scheduled on the
+    /// queue's own thread, and the task is resumed with the result.
+    ///
+    /// ```swift
+    /// let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+    /// ```
+    public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            dispatchQueue.async {
+                do {
+                    let db = try self.openDatabase()
+                    defer { self.tidy(db) }
+                    continuation.resume(returning: try block(db))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// `inTransaction(_:_:)` without blocking the calling task.
+    public func performTransaction<T: Sendable>(
+        _ kind: FMDBTransactionKind = .exclusive,
+        _ block: @escaping @Sendable (FMDatabase) throws -> T
+    ) async throws -> T {
+        try await perform { db in try db.inTransaction(kind, block) }
+    }
+}
+
+/// A connection handle that may be used from another thread for `sqlite3_interrupt` only.
+struct InterruptHandle: @unchecked Sendable {
+    // @unchecked: only ever passed to sqlite3_interrupt, which SQLite allows from any thread while the
+    // connection is open; the owner clears it (under its Mutex) before closing the connection.
+    let handle: UnsafeMutableRawPointer?
+    init(_ handle: UnsafeMutableRawPointer?) { self.handle = handle }
+}
