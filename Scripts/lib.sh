@@ -25,4 +25,4 @@ ensure_swift() {
 }
 
 # The native packages the library, its tests and its tools need.
-FMDB_PACKAGES=(libsqlcipher-dev libssl-dev sqlcipher pkg-config)
+FMDB_PACKAGES=(libsqlcipher-dev libssl-dev sqlcipher pkg-config openssl)
