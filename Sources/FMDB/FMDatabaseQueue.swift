@@ -2,7 +2,6 @@ import CSQLCipher
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 
 /// Serializes every use of one `FMDatabase` on a private serial queue: FMDB's `FMDatabaseQueue`.
 ///
@@ -32,7 +31,7 @@ import Synchronization
 public final class FMDatabaseQueue: @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: `database` and `keyProvider` are read and written only on
     // `dispatchQueue` (a serial queue), so one thread at a time touches the FMDatabase. `lastErrorBox`
-    // and `interruptTarget` are Mutexes, readable from any thread.
+    // and `interruptTarget` are `Protected` (lock-guarded), readable from any thread.
 
     public let path: String?
     /// The flags given at init.
@@ -45,8 +44,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private let queueKey = DispatchSpecificKey<ObjectIdentifier>()
     private var database: FMDatabase?
     private var keyProvider: (any KeyProvider)?
-    private let lastErrorBox = Mutex<FMDatabaseError?>(nil)
-    private let interruptTarget = Mutex<InterruptHandle?>(nil)
+    private let lastErrorBox = Protected<FMDatabaseError?>(nil)
+    private let interruptTarget = Protected<InterruptHandle?>(nil)
 
     /// The last error met while supplying a database to a block (open, key, BEGIN), or nil.
     public var lastError: Error? { lastErrorBox.withLock { $0 } }
@@ -371,7 +370,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 /// A connection handle that may be used from another thread for `sqlite3_interrupt` only.
 struct InterruptHandle: @unchecked Sendable {
     // @unchecked: only ever passed to sqlite3_interrupt, which SQLite allows from any thread while the
-    // connection is open; the owner clears it (under its Mutex) before closing the connection.
+    // connection is open; the owner clears it (under its lock) before closing the connection.
     let handle: UnsafeMutableRawPointer?
     init(_ handle: UnsafeMutableRawPointer?) { self.handle = handle }
 }

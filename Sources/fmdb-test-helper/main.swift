@@ -37,6 +37,55 @@ case "crash-on-errors":
     _ = db.open()
     db.executeUpdate("this is not sql")
     print("not reached")
+case "kdf-costs":
+    // The cost of each key derivation, measured through the library (SECURITY.md quotes these).
+    func median(_ runs: Int, _ body: () throws -> Void) rethrows -> Double {
+        var times: [Double] = []
+        for _ in 0..<runs {
+            let start = DispatchTime.now().uptimeNanoseconds
+            try body()
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        }
+        return times.sorted()[runs / 2]
+    }
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("fmdb-kdf-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let salt = Data(repeating: 7, count: 16)
+    let request = KeyRequest(databasePath: "/x", salt: salt)
+    let providers: [(String, () -> any KeyProvider)] = [
+        ("PBKDF2-HMAC-SHA512 x 256,000 (PBKDF2KeyProvider default)", { PBKDF2KeyProvider(passphrase: "p") }),
+        ("PBKDF2-HMAC-SHA1 x 64,000 (sqlcipherCompatible)", { PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p") }),
+        ("scrypt N=2^15 r=8 p=1, 32 MiB (ScryptKeyProvider default)", { ScryptKeyProvider(passphrase: "p") }),
+    ]
+    do {
+        for (name, make) in providers {
+            let ms = try median(5) { _ = try make().key(for: request) }
+            print(name.padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per derivation (once per salt)", ms))
+        }
+        let path = folder.appendingPathComponent("open.db").path
+        let seed = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("p"))
+        seed.inDatabase { db in db.executeUpdate("create table t (a)") }
+        seed.close()
+        let passphraseOpen = try median(5) {
+            let db = FMDatabase(path: path)
+            _ = db.open()
+            try db.setKey(using: PassphraseKeyProvider("p"))
+            db.close()
+        }
+        print("open + key + verify, PassphraseKeyProvider (SQLCipher KDF)".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", passphraseOpen))
+        let cached = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p")
+        let cachedOpen = try median(5) {
+            let db = FMDatabase(path: path)
+            _ = db.open()
+            try db.setKey(using: cached)
+            db.close()
+        }
+        print("open + key + verify, reused sqlcipherCompatible provider".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", cachedOpen))
+    } catch {
+        FileHandle.standardError.write(Data("kdf-costs failed: \(error)\n".utf8))
+        exit(1)
+    }
 default:
     FileHandle.standardError.write(Data("unknown scenario \(scenario)\n".utf8))
     exit(64)

@@ -1,6 +1,5 @@
 @testable import FMDB
 import Foundation
-import Synchronization
 import TestSupport
 import XCTest
 
@@ -96,7 +95,7 @@ final class FMDatabasePoolTests: XCTestCase {
         for mode in StorageMode.allCases {
             let (pool, _) = try makePool(mode, wal: true)
             pool.maximumNumberOfDatabasesToCreate = 2
-            let peak = Mutex((current: 0, max: 0))
+            let peak = Locked((current: 0, max: 0))
             DispatchQueue.concurrentPerform(iterations: 8) { _ in
                 pool.inDatabase { db in
                     peak.withLock { $0.current += 1; $0.max = max($0.max, $0.current) }
@@ -246,7 +245,7 @@ final class FMDatabasePoolTests: XCTestCase {
         for mode in StorageMode.allCases {
             let (pool, _) = try makePool(mode, wal: true)
             pool.inDatabase { db in db.executeUpdate("create table counter (n integer)") }
-            let errors = Mutex(0)
+            let errors = Locked(0)
             DispatchQueue.concurrentPerform(iterations: 200) { i in
                 if i % 4 == 0 {
                     pool.inImmediateTransaction { db, _ in
@@ -267,8 +266,8 @@ final class FMDatabasePoolTests: XCTestCase {
 
     final class Delegate: FMDatabasePoolDelegate {
         let refuse: Bool
-        let added = Mutex(0)
-        let asked = Mutex(0)
+        let added = Locked(0)
+        let asked = Locked(0)
         init(refuse: Bool) { self.refuse = refuse }
         func databasePool(_ pool: FMDatabasePool, shouldAddDatabaseToPool database: FMDatabase) -> Bool {
             asked.withLock { $0 += 1 }
@@ -322,7 +321,7 @@ final class FMDatabasePoolTests: XCTestCase {
             XCTAssertEqual(db.string(forQuery: "pragma journal_mode=wal"), "wal")
             db.executeUpdate("create table t (a)")
         }
-        let opened = Mutex(Set<ObjectIdentifier>())
+        let opened = Locked(Set<ObjectIdentifier>())
         let barrier = DispatchGroup()
         // Eight threads inside the pool at once: eight connections.
         let gate = DispatchSemaphore(value: 0)

@@ -1,6 +1,5 @@
 @testable import FMDB
 import Foundation
-import Synchronization
 import TestSupport
 import XCTest
 
@@ -87,7 +86,7 @@ final class QueueAndPoolRekeyTests: XCTestCase {
         pool.inDatabase { db in db.executeUpdate("create table t (a)") }
         let inBlock = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
-        let order = Mutex<[String]>([])
+        let order = Locked<[String]>([])
         let group = DispatchGroup()
         DispatchQueue.global().async(group: group) {
             pool.inDatabase { db in

@@ -114,3 +114,53 @@ final class ReadmeExamplesTests: XCTestCase {
         db.close()
     }
 }
+
+/// The README's "Keys, queues and pools" examples, compiled and run as written.
+final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
+    func testReadmeKeysQueuesAndPools() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("store.sqlite")
+
+        // README: A keyed queue
+        let provider = PBKDF2KeyProvider(passphrase: "correct horse battery staple")  // derives once per file
+        let queue = try FMDatabaseQueue(path: path, keyProvider: provider)             // wrong key: throws code 26
+        queue.inDatabase { db in
+            db.executeUpdate("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT)")
+        }
+        queue.inTransaction { db, rollback in
+            if !db.executeUpdate("INSERT INTO notes (body) VALUES (?)", "first") { rollback.pointee = true }
+        }
+        let count: Int32 = try queue.inDatabase { db in
+            let rs = try db.executeQuery("SELECT count(*) FROM notes", values: nil)
+            return rs.next() ? rs.int(forColumnIndex: 0) : 0
+        }
+        try queue.inTransaction(.immediate) { db in                                   // rolls back if it throws
+            try db.executeUpdate("INSERT INTO notes (body) VALUES (?)", values: ["second"])
+        }
+        let bodies = try await queue.perform { db -> [String] in                      // async: never blocks the pool
+            var bodies: [String] = []
+            if let rs = db.executeQuery("SELECT body FROM notes ORDER BY id") {
+                while rs.next() { bodies.append(rs.string(forColumnIndex: 0) ?? "") }
+            }
+            return bodies
+        }
+        try queue.rekey(using: PBKDF2KeyProvider(passphrase: "a new passphrase"))
+        queue.close()
+
+        // README: A keyed pool
+        let pool = try FMDatabasePool(path: path, keyProvider: PBKDF2KeyProvider(passphrase: "a new passphrase"))
+        pool.maximumNumberOfDatabasesToCreate = 4
+        pool.inDatabase { db in
+            _ = db.string(forQuery: "PRAGMA journal_mode = WAL")
+        }
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            pool.inDatabase { db in
+                _ = db.int(forQuery: "SELECT count(*) FROM notes")
+            }
+        }
+
+        XCTAssertEqual(count, 1)
+        XCTAssertEqual(bodies, ["first", "second"])
+        XCTAssertLessThanOrEqual(pool.countOfOpenDatabases, 4)
+    }
+}

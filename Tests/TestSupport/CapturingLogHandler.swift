@@ -1,10 +1,9 @@
 import Foundation
 import Logging
-import Synchronization
 
 /// Collects every log line, for tests that check what was (and was not) logged.
 public final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
 
     public init() {}
 

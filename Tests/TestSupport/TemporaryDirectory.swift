@@ -39,7 +39,8 @@ extension Data {
 /// The NSError view of an error (domain, code), as FMDB users see it.
 public func nsError(_ error: Error) -> NSError { error as NSError }
 
-/// Runs a command and returns its exit status and output.
+/// Runs a command and returns its exit status and output. Output goes through temporary files, so a
+/// child that writes a lot to both streams can never block on a full pipe.
 @discardableResult
 public func runProcess(
     _ executable: String,
@@ -47,22 +48,32 @@ public func runProcess(
     input: String? = nil,
     environment: [String: String]? = nil
 ) throws -> (status: Int32, stdout: String, stderr: String) {
+    let scratch = try TemporaryDirectory("fmdb-process")
+    let outURL = scratch.url.appendingPathComponent("stdout")
+    let errURL = scratch.url.appendingPathComponent("stderr")
+    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+    let outHandle = try FileHandle(forWritingTo: outURL)
+    let errHandle = try FileHandle(forWritingTo: errURL)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
-    if let environment { process.environment = environment }
-    let outPipe = Pipe()
-    let errPipe = Pipe()
+    // A child that traps must end at once: Swift's crash backtracer would make it linger.
+    var childEnvironment = environment ?? ProcessInfo.processInfo.environment
+    childEnvironment["SWIFT_BACKTRACE"] = "enable=no"
+    process.environment = childEnvironment
     let inPipe = Pipe()
-    process.standardOutput = outPipe
-    process.standardError = errPipe
+    process.standardOutput = outHandle
+    process.standardError = errHandle
     process.standardInput = inPipe
     try process.run()
     if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
     try inPipe.fileHandleForWriting.close()
-    let out = outPipe.fileHandleForReading.readDataToEndOfFile()
-    let err = errPipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    try outHandle.close()
+    try errHandle.close()
+    let out = (try? Data(contentsOf: outURL)) ?? Data()
+    let err = (try? Data(contentsOf: errURL)) ?? Data()
     return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
 }
 

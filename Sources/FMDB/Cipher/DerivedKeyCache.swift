@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The shared machinery of the deriving providers (PBKDF2, scrypt): one derivation per salt, reused
 /// for every connection, and a stable salt for a new file so every connection that opens it before
@@ -11,7 +10,7 @@ final class DerivedKeyCache: Sendable {
         var derivations = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Protected(State())
 
     /// How many derivations ran (for tests and benchmarks: a pool of 8 connections costs one).
     var derivationCount: Int { state.withLock { $0.derivations } }

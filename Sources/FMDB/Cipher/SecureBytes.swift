@@ -1,6 +1,5 @@
 internal import COpenSSL
 import Foundation
-import Synchronization
 
 /// Key bytes in memory that is wiped with `OPENSSL_cleanse` when the last copy goes.
 ///
@@ -100,7 +99,7 @@ struct SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConverti
     /// Called with each buffer right after it is wiped and before it is freed, so tests can check
     /// that it holds only zeros. Internal: reachable from `@testable import FMDB` only.
     typealias WipeObserver = @Sendable (UnsafeRawBufferPointer) -> Void
-    private static let observer = Mutex<WipeObserver?>(nil)
+    private static let observer = Protected<WipeObserver?>(nil)
 
     static func setWipeObserver(_ observer: WipeObserver?) {
         self.observer.withLock { $0 = observer }
