@@ -6,9 +6,11 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FMDB", targets: ["FMDB"]),
+        .executable(name: "fmdb-cipher", targets: ["fmdb-cipher"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         // SQLCipher's C API, found through pkg-config `sqlcipher` (Debian: libsqlcipher-dev).
@@ -39,6 +41,11 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(
+            name: "fmdb-cipher",
+            dependencies: ["FMDB", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(
             name: "fmdb-demo",
             dependencies: ["FMDB"],
             swiftSettings: [.swiftLanguageMode(.v6)]
@@ -50,6 +57,11 @@ let package = Package(
         ),
         .testTarget(
             name: "FMDBTests",
+            dependencies: ["FMDB", "TestSupport"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .testTarget(
+            name: "fmdb-cipherTests",
             dependencies: ["FMDB", "TestSupport"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

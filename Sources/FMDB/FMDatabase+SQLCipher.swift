@@ -62,11 +62,24 @@ extension FMDatabase {
     /// try db.setKey(using: PBKDF2KeyProvider(passphrase: "secret"))
     /// ```
     public func setKey(using provider: any KeyProvider) throws {
+        try setKey(using: provider, settings: CipherSettings())
+    }
+
+    /// Keys the connection, applies cipher `settings` (a file written with a non-default page size or
+    /// KDF iteration count needs the same settings to open), then verifies the key.
+    ///
+    /// ```swift
+    /// try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(pageSize: 4096))
+    /// ```
+    public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
         try recordingThrows {
+            try settings.validate()
             let connection = try requireConnection()
             let request = keyRequest()
             let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
+            if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
+            if let iterations = settings.kdfIterations { try connection.execute("PRAGMA kdf_iter = \(iterations)") }
             do {
                 try verifyKey(on: connection)
             } catch let error as FMDatabaseError {

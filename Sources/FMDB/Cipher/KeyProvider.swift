@@ -49,6 +49,10 @@ public struct PassphraseKeyProvider: KeyProvider {
         key = .passphrase(data: data)
     }
 
+    init(key: DatabaseKey) {
+        self.key = key
+    }
+
     public func key(for request: KeyRequest) throws -> DatabaseKey {
         try key.validated()
     }
@@ -65,6 +69,10 @@ public struct RawKeyProvider: KeyProvider {
     /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) unless `key` is exactly 32 bytes.
     public init(key: Data) throws {
         self.key = try .raw(key)
+    }
+
+    init(key: DatabaseKey) {
+        self.key = key
     }
 
     public func key(for request: KeyRequest) throws -> DatabaseKey { key }

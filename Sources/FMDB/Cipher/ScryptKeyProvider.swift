@@ -29,7 +29,7 @@ public final class ScryptKeyProvider: KeyProvider {
     private let allowsWeak: Bool
     private let cache = DerivedKeyCache()
 
-    public init(
+    public convenience init(
         passphrase: String,
         n: UInt64 = 1 << 15,
         r: UInt64 = 8,
@@ -37,12 +37,16 @@ public final class ScryptKeyProvider: KeyProvider {
         maxMemory: UInt64 = 64 * 1024 * 1024,
         unsafeAllowWeakParameters: Bool = false
     ) {
-        self.passphrase = SecureBytes(utf8: passphrase)
+        self.init(secret: SecureBytes(utf8: passphrase), n: n, r: r, p: p, maxMemory: maxMemory, allowsWeak: unsafeAllowWeakParameters)
+    }
+
+    init(secret: SecureBytes, n: UInt64, r: UInt64, p: UInt64, maxMemory: UInt64, allowsWeak: Bool) {
+        self.passphrase = secret
         self.n = n
         self.r = r
         self.p = p
         self.maxMemory = maxMemory
-        self.allowsWeak = unsafeAllowWeakParameters
+        self.allowsWeak = allowsWeak
     }
 
     /// How many derivations this provider has run (one per distinct salt).

@@ -188,3 +188,30 @@ extension Connection {
         try check(rc)
     }
 }
+
+extension Connection {
+    /// Prepares the first statement of `bytes[offset...]`; returns it and how many bytes it used, or
+    /// nil when only white space and comments are left.
+    func prepare(_ bytes: [UInt8], from offset: Int) throws -> (Statement, Int)? {
+        guard let db = handle else { throw FMDatabaseError.closed() }
+        var stmt: OpaquePointer?
+        var consumed = 0
+        let rc = bytes.withUnsafeBufferPointer { buffer -> Int32 in
+            guard let base = buffer.baseAddress else { return SQLITE_OK }
+            return base.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: buffer.count - offset) { start in
+                var tail: UnsafePointer<CChar>?
+                let rc = sqlite3_prepare_v2(db, start, Int32(clamping: buffer.count - offset), &stmt, &tail)
+                consumed = tail.map { start.distance(to: $0) } ?? (buffer.count - offset)
+                return rc
+            }
+        }
+        guard rc == SQLITE_OK else {
+            if let stmt { sqlite3_finalize(stmt) }
+            let text = String(decoding: bytes[offset...], as: UTF8.self)
+            throw error(code: rc, sql: text)
+        }
+        guard let stmt else { return nil }
+        let sql = sqlite3_sql(stmt).map { String(cString: $0) } ?? ""
+        return (Statement(connection: self, handle: stmt, sql: sql), max(consumed, 1))
+    }
+}

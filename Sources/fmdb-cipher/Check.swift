@@ -1,0 +1,58 @@
+import ArgumentParser
+import FMDB
+import Foundation
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Open a database with its key and run PRAGMA integrity_check; exit 2 on any problem.",
+        discussion: """
+            PRAGMA cipher_integrity_check (page HMACs) runs too where the linked SQLCipher has it (4.x); \
+            SQLCipher 3.4.1 checks every page's HMAC as integrity_check reads it.
+
+            Examples:
+              DB_KEY=... fmdb-cipher check app.db --key-env DB_KEY && echo healthy
+              fmdb-cipher check app.db --key-file key.txt --json
+            """
+    )
+
+    @Argument(help: "The database file.") var database: String
+    @OptionGroup var key: KeyOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try runReportingErrors {
+            let kind = try DatabaseFiles.requireInput(database)
+            let provider: (any KeyProvider)? = kind == .plaintext && key.source == nil
+                ? nil
+                : try key.kdf.provider(KeyReader().read(key.source, what: "key for \(database)"))
+            let db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: true)
+            defer { db.close() }
+            var problems: [String]
+            do {
+                problems = try DatabaseFiles.integrityCheck(db)
+            } catch {
+                let ns = error as NSError
+                if ns.code == Int(SQLITE_CORRUPT) || ns.code == Int(SQLITE_NOTADB) {
+                    problems = [ns.localizedDescription]
+                } else {
+                    throw CLIError.from(error, context: database)
+                }
+            }
+            var cipherCheck = "not available in SQLCipher \(db.cipherVersion ?? "?")"
+            if provider != nil, let rs = db.executeQuery("PRAGMA cipher_integrity_check") {
+                var lines: [String] = []
+                while rs.next() { lines.append(rs.string(forColumnIndex: 0) ?? "") }
+                if !lines.isEmpty {
+                    cipherCheck = lines == ["ok"] ? "ok" : "failed"
+                    problems += lines.filter { $0 != "ok" }
+                }
+            }
+            if json {
+                try Output.json(["path": database, "ok": problems.isEmpty, "problems": problems, "cipher_integrity_check": cipherCheck])
+            } else {
+                Output.line(problems.isEmpty ? "ok" : problems.joined(separator: "\n"))
+            }
+            if !problems.isEmpty { throw ExitCode(Exit.integrity) }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import FMDB
+import Foundation
+
+/// What the first 16 bytes of a file say, read without a key.
+enum FileKind {
+    case missing, directory, empty, plaintext, encryptedOrOther, tooShort
+
+    init(path: String) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            self = .missing
+            return
+        }
+        if isDirectory.boolValue {
+            self = .directory
+            return
+        }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            self = .missing
+            return
+        }
+        defer { try? handle.close() }
+        let head = (try? handle.read(upToCount: 16)) ?? Data()
+        if head.isEmpty { self = .empty }
+        else if head == Data("SQLite format 3\u{0}".utf8) { self = .plaintext }
+        else if head.count < 16 { self = .tooShort }
+        else { self = .encryptedOrOther }
+    }
+}
+
+enum DatabaseFiles {
+    /// Checks that `path` is a readable file; exit 66 otherwise.
+    static func requireInput(_ path: String) throws -> FileKind {
+        let kind = FileKind(path: path)
+        switch kind {
+        case .missing: throw CLIError("\(path): no such file", code: Exit.noInput)
+        case .directory: throw CLIError("\(path): is a directory, not a database file", code: Exit.noInput)
+        default:
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw CLIError("\(path): not readable (permission denied)", code: Exit.noInput)
+            }
+            return kind
+        }
+    }
+
+    /// Checks that DEST may be written (exit 73 otherwise) and returns a temporary path beside it.
+    static func prepareOutput(_ path: String, force: Bool, source: String) throws -> String {
+        let dest = URL(fileURLWithPath: path).standardizedFileURL
+        if dest.path == URL(fileURLWithPath: source).standardizedFileURL.path {
+            throw CLIError.usage("DEST must differ from SRC")
+        }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: dest.path, isDirectory: &isDirectory) {
+            if isDirectory.boolValue { throw CLIError("\(path): is a directory", code: Exit.cannotCreate) }
+            if !force { throw CLIError("\(path): already exists (use --force to replace it)", code: Exit.cannotCreate) }
+        }
+        let folder = dest.deletingLastPathComponent().path
+        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CLIError("\(folder): no such directory", code: Exit.cannotCreate)
+        }
+        guard FileManager.default.isWritableFile(atPath: folder) else {
+            throw CLIError("\(folder): not writable", code: Exit.cannotCreate)
+        }
+        return dest.deletingLastPathComponent()
+            .appendingPathComponent(".\(dest.lastPathComponent).fmdb-cipher-\(UUID().uuidString.prefix(8)).tmp").path
+    }
+
+    /// Removes a temporary database and its side files.
+    static func removeTemporary(_ path: String) {
+        for suffix in ["", "-journal", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: path + suffix)
+        }
+    }
+
+    /// Moves a verified temporary file into place (rename(2): atomic within a folder).
+    static func commit(_ temporary: String, to destination: String) throws {
+        guard rename(temporary, destination) == 0 else {
+            let reason = String(cString: strerror(errno))
+            removeTemporary(temporary)
+            throw CLIError("cannot move the new database into place at \(destination): \(reason)", code: Exit.ioError)
+        }
+    }
+
+    /// Opens a database, keyed with `provider` when given (verified: a wrong key throws code 26).
+    static func open(
+        _ path: String,
+        provider: (any KeyProvider)?,
+        settings: CipherSettings = CipherSettings(),
+        readOnly: Bool = false,
+        canAttachNewFiles: Bool = false
+    ) throws -> FMDatabase {
+        let db = FMDatabase(path: path)
+        db.logsErrors = false
+        // Attached databases inherit the main connection's flags: creating DEST needs SQLITE_OPEN_CREATE
+        // (harmless for SRC, which exists).
+        let flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (canAttachNewFiles ? SQLITE_OPEN_CREATE : 0)
+        guard db.open(withFlags: flags) else { throw CLIError.from(db.lastError(), context: path) }
+        if let provider {
+            do {
+                try db.setKey(using: provider, settings: settings)
+            } catch {
+                db.close()
+                throw CLIError.from(error, context: path)
+            }
+        }
+        return db
+    }
+
+    /// Every user table and its row count (quoted identifiers, so any table name works).
+    static func tableCounts(_ db: FMDatabase) throws -> [(String, Int64)] {
+        var names: [String] = []
+        let rs = try db.executeQuery(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name", values: nil)
+        while rs.next() { if let name = rs.string(forColumnIndex: 0) { names.append(name) } }
+        return try names.map { name in
+            let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            let count = try db.executeQuery("SELECT count(*) FROM \(quoted)", values: nil)
+            return (name, count.next() ? count.longLongInt(forColumnIndex: 0) : 0)
+        }
+    }
+
+    static func integrityCheck(_ db: FMDatabase) throws -> [String] {
+        var problems: [String] = []
+        let rs = try db.executeQuery("PRAGMA integrity_check", values: nil)
+        while rs.next() {
+            let line = rs.string(forColumnIndex: 0) ?? ""
+            if line != "ok" { problems.append(line) }
+        }
+        return problems
+    }
+}
+
+/// encrypt, decrypt and export: SRC → a temporary file beside DEST → verified → renamed into place.
+struct DatabaseCopy {
+    let source: String
+    let sourceProvider: (any KeyProvider)?
+    let sourceSettings: CipherSettings
+    let destination: String
+    let destinationProvider: (any KeyProvider)?
+    let settings: CipherSettings
+    let force: Bool
+    let quiet: Bool
+    let verb: String
+
+    func run() throws {
+        let temporary = try DatabaseFiles.prepareOutput(destination, force: force, source: source)
+        let progress = ProgressReporter(quiet: quiet)
+        var succeeded = false
+        defer { if !succeeded { DatabaseFiles.removeTemporary(temporary) } }
+
+        let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
+        defer { db.close() }
+        let expected: [(String, Int64)]
+        do {
+            expected = try DatabaseFiles.tableCounts(db)
+        } catch {
+            throw CLIError.from(error, context: source)
+        }
+        let total = max(Double(fileSize(source)), 1)
+        progress.start(verb) { Double(fileSize(temporary)) / total }
+        do {
+            try db.attachDatabase(atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: destinationProvider, settings: settings)
+            try db.exportContents(to: "fmdb_cipher_dest")
+            try db.detachDatabase(schema: "fmdb_cipher_dest")
+        } catch {
+            progress.finish("\(verb): failed")
+            throw CLIError.from(error, context: "\(verb) \(source) → \(destination)")
+        }
+        progress.finish("\(verb): verifying")
+        try verify(temporary, expected: expected)
+        try DatabaseFiles.commit(temporary, to: destination)
+        succeeded = true
+    }
+
+    /// Opens the new file with its own key and checks integrity and every table's row count.
+    private func verify(_ path: String, expected: [(String, Int64)]) throws {
+        let copy = try DatabaseFiles.open(path, provider: destinationProvider, settings: settings, readOnly: true)
+        defer { copy.close() }
+        do {
+            let problems = try DatabaseFiles.integrityCheck(copy)
+            guard problems.isEmpty else {
+                throw CLIError("the new database failed its integrity check: \(problems.prefix(3).joined(separator: "; "))", code: Exit.integrity)
+            }
+            let actual = try DatabaseFiles.tableCounts(copy)
+            guard actual.map(\.0) == expected.map(\.0), actual.map(\.1) == expected.map(\.1) else {
+                throw CLIError("the new database does not hold the same tables and rows as \(source)", code: Exit.integrity)
+            }
+        } catch let error as CLIError {
+            throw error
+        } catch {
+            throw CLIError.from(error, context: "verifying the new database")
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import ArgumentParser
+import FMDB
+import Foundation
+
+struct Decrypt: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Decrypt an encrypted database into a new plaintext SQLite database.",
+        discussion: """
+            Written to a temporary file beside DEST, verified and renamed into place; SRC is not changed. \
+            The result is readable by anyone who can read the file.
+
+            Example:
+              DB_KEY=... fmdb-cipher decrypt secret.db plain.db --key-env DB_KEY
+            """
+    )
+
+    @Argument(help: "The encrypted database to read.") var source: String
+    @Argument(help: "The plaintext database to create.") var destination: String
+    @OptionGroup var key: KeyOptions
+    @Flag(help: "Replace DEST if it exists.") var force = false
+    @Flag(help: "No progress output.") var quiet = false
+
+    func run() throws {
+        try runReportingErrors {
+            let kind = try DatabaseFiles.requireInput(source)
+            if kind == .plaintext { throw CLIError("\(source): is already a plaintext SQLite database", code: Exit.wrongKey) }
+            let material = try KeyReader().read(key.source, what: "key for \(source)")
+            let provider = try key.kdf.provider(material)
+            try DatabaseCopy(
+                source: source, sourceProvider: provider, sourceSettings: key.settings,
+                destination: destination, destinationProvider: nil, settings: CipherSettings(),
+                force: force, quiet: quiet, verb: "decrypt"
+            ).run()
+            if !quiet { FileHandle.standardError.write(Data("decrypted \(source) → \(destination)\n".utf8)) }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import ArgumentParser
+import FMDB
+import Foundation
+
+/// The tool's documented exit codes (also in `fmdb-cipher --help` and README.md).
+enum Exit {
+    static let success: Int32 = 0
+    static let failure: Int32 = 1
+    static let integrity: Int32 = 2
+    static let usage: Int32 = 64          // EX_USAGE, as swift-argument-parser's own
+    static let wrongKey: Int32 = 65       // EX_DATAERR: wrong key, or not a database
+    static let noInput: Int32 = 66        // EX_NOINPUT: missing or unreadable input file
+    static let cannotCreate: Int32 = 73   // EX_CANTCREAT: output exists or cannot be created
+    static let ioError: Int32 = 74        // EX_IOERR: I/O error, disk full, read-only
+    static let busy: Int32 = 75           // EX_TEMPFAIL: busy or locked, try again
+}
+
+/// An error the tool reports: a message for standard error and an exit code.
+struct CLIError: Error, CustomStringConvertible {
+    let message: String
+    let code: Int32
+
+    init(_ message: String, code: Int32 = Exit.failure) {
+        self.message = message
+        self.code = code
+    }
+
+    var description: String { message }
+
+    static func usage(_ message: String) -> CLIError { CLIError(message, code: Exit.usage) }
+
+    /// Maps a library error to the tool's exit code, with a message that says what to do.
+    static func from(_ error: Error, context: String) -> CLIError {
+        if let cli = error as? CLIError { return cli }
+        let ns = error as NSError
+        guard ns.domain == "FMDatabase" else { return CLIError("\(context): \(ns.localizedDescription)") }
+        let message = "\(context): \(ns.localizedDescription)"
+        switch Int32(ns.code) {
+        case SQLITE_NOTADB, SQLITE_CORRUPT:
+            let hint = message.contains("wrong key") ? "" : " (wrong key, or not an encrypted database)"
+            return CLIError(message + hint, code: Exit.wrongKey)
+        case SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_AUTH:
+            return CLIError(message, code: Exit.noInput)
+        case SQLITE_BUSY, SQLITE_LOCKED:
+            return CLIError(message + " (another process is using the database; try again)", code: Exit.busy)
+        case SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY:
+            return CLIError(message, code: Exit.ioError)
+        default:
+            return CLIError(message, code: Exit.failure)
+        }
+    }
+}
+
+/// Runs a subcommand body, turning every error into a message on standard error and an exit code.
+func runReportingErrors(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as CLIError {
+        FileHandle.standardError.write(Data("fmdb-cipher: \(error.message)\n".utf8))
+        throw ExitCode(error.code)
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        let cli = CLIError.from(error, context: "error")
+        FileHandle.standardError.write(Data("fmdb-cipher: \(cli.message)\n".utf8))
+        throw ExitCode(cli.code)
+    }
+}

@@ -1,0 +1,33 @@
+import ArgumentParser
+import FMDB
+import Foundation
+
+@main
+struct FMDBCipherCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fmdb-cipher",
+        abstract: "Encrypted SQLite (SQLCipher) databases from scripts: rekey, encrypt, decrypt, export, inspect, check, query.",
+        discussion: """
+            Keys are never taken on the command line (every user on the machine can read it). Give them \
+            with --key-env VAR, --key-file PATH or --key-stdin (and --new-key-env, --new-key-file, \
+            --new-key-stdin for a new key); with none of these and a terminal, you are prompted.
+
+            Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed; \
+            64 usage error; 65 wrong key or not a database; 66 input file missing or unreadable; \
+            73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only; \
+            75 database busy or locked (try again).
+            """,
+        version: "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
+        subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Info.self, Check.self, SQL.self]
+    )
+}
+
+enum FMDBCipherVersion {
+    static let string = "1.0.0"
+    static var sqlcipher: String {
+        let db = FMDatabase()
+        defer { db.close() }
+        guard db.open() else { return "?" }
+        return db.cipherVersion ?? "?"
+    }
+}

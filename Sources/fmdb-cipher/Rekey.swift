@@ -1,0 +1,86 @@
+import ArgumentParser
+import FMDB
+import Foundation
+
+struct Rekey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Change the key of an encrypted database, safely.",
+        discussion: """
+            SQLCipher re-encrypts every page in one transaction. The tool waits up to --busy-timeout for other \
+            connections, checks that the rekey took (SQLCipher 3.4.1 itself does not), verifies the new key on \
+            a fresh connection and checkpoints the WAL, so no page under the old key stays behind. If anything \
+            fails the database still opens with the old key. --backup first writes a verified encrypted copy \
+            (with the old key).
+
+            Recovery after an interrupted rekey (killed, power loss): the rekey is one transaction, so the file \
+            opens with exactly one of the two keys. Try `fmdb-cipher check DB` with the old key, then with the new.
+
+            Examples:
+              OLD_KEY=... NEW_KEY=... fmdb-cipher rekey app.db --key-env OLD_KEY --new-key-env NEW_KEY --backup app.db.bak
+              printf '%s\\n%s\\n' "$OLD" "$NEW" | fmdb-cipher rekey app.db --key-stdin --new-key-stdin
+            """
+    )
+
+    @Argument(help: "The encrypted database.") var database: String
+    @OptionGroup var key: KeyOptions
+    @OptionGroup var newKey: NewKeyOptions
+    @Option(help: ArgumentHelp("First write a verified encrypted copy (old key) here.", valueName: "PATH"))
+    var backup: String?
+    @Option(name: .customLong("busy-timeout"), help: ArgumentHelp("Seconds to wait for other connections' locks.", valueName: "SECONDS"))
+    var busyTimeout: Double = 5
+    @Flag(help: "Replace the --backup file if it exists.") var force = false
+    @Flag(help: "No progress output.") var quiet = false
+
+    func validate() throws {
+        guard busyTimeout >= 0, busyTimeout.isFinite else { throw ValidationError("--busy-timeout must be 0 or more seconds") }
+    }
+
+    func run() throws {
+        try runReportingErrors {
+            let kind = try DatabaseFiles.requireInput(database)
+            switch kind {
+            case .plaintext: throw CLIError("\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)
+            case .empty, .tooShort: throw CLIError("\(database): is not a database", code: Exit.wrongKey)
+            default: break
+            }
+            let reader = KeyReader()
+            let oldMaterial = try reader.read(key.source, what: "current key for \(database)")
+            let oldProvider = try key.kdf.provider(oldMaterial)
+            let newMaterial = try reader.read(newKey.source, what: "new key for \(database)", confirm: true)
+            let newProvider = try (newKey.newKDF ?? key.kdf).provider(newMaterial)
+
+            if let backup {
+                try DatabaseCopy(
+                    source: database, sourceProvider: oldProvider, sourceSettings: key.settings,
+                    destination: backup, destinationProvider: oldProvider, settings: key.settings,
+                    force: force, quiet: quiet, verb: "backup"
+                ).run()
+                if !quiet { Output.message("backup written to \(backup)") }
+            }
+
+            let db = try DatabaseFiles.open(database, provider: oldProvider, settings: key.settings)
+            defer { db.close() }
+            db.maxBusyRetryTimeInterval = busyTimeout
+            let progress = ProgressReporter(quiet: quiet)
+            progress.start("rekey") { nil }
+            do {
+                try db.rekey(using: newProvider)
+            } catch {
+                progress.finish("rekey: failed; the database still uses the old key")
+                throw CLIError.from(error, context: "rekey \(database)")
+            }
+            progress.finish("rekey: verifying")
+            // The new key must open the file on a fresh connection before we call it done.
+            let fresh = try DatabaseFiles.open(database, provider: newProvider, settings: key.settings)
+            fresh.close()
+            if db.string(forQuery: "PRAGMA journal_mode") == "wal" {
+                do {
+                    try db.checkpoint(.truncate)
+                } catch {
+                    throw CLIError.from(error, context: "the key was changed, but the WAL checkpoint failed")
+                }
+            }
+            if !quiet { Output.message("rekeyed \(database)") }
+        }
+    }
+}
