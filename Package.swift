@@ -46,11 +46,6 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(
-            name: "fmdb-demo",
-            dependencies: ["FMDB"],
-            swiftSettings: [.swiftLanguageMode(.v6)]
-        ),
-        .executableTarget(
             name: "fmdb-test-helper",
             dependencies: ["FMDB"],
             swiftSettings: [.swiftLanguageMode(.v6)]

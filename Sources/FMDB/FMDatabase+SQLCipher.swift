@@ -250,9 +250,33 @@ extension FMDatabase {
                 sqlite3_rekey_v2(db, "main", bytes.baseAddress, Int32(clamping: bytes.count))
             }
         }
-        throw FMDatabaseError(
-            code: rc == SQLITE_OK ? SQLITE_BUSY : rc,
-            message: "The rekey did not take (the database is locked by another connection); it still uses the old key."
-        )
+        throw rekeyFailure(rc)
+    }
+
+    /// Why a rekey did not take, asked of the (reopened) connection: another connection's lock, or a
+    /// damaged file that SQLCipher could not read every page of.
+    private func rekeyFailure(_ rc: Int32) -> FMDatabaseError {
+        let suffix = "; the database still uses the old key."
+        if rc != SQLITE_OK {
+            return FMDatabaseError(code: rc, message: "The rekey failed (\(FMDatabaseError.defaultMessage(for: rc)))" + suffix)
+        }
+        guard let connection else {
+            return FMDatabaseError(code: SQLITE_ERROR, message: "The rekey did not take" + suffix)
+        }
+        let savedTimeout = maxBusyRetryTimeInterval
+        maxBusyRetryTimeInterval = 0
+        defer { maxBusyRetryTimeInterval = savedTimeout }
+        do {
+            try connection.execute("BEGIN IMMEDIATE")
+            try connection.execute("ROLLBACK")
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED {
+            return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database is locked by another connection)" + suffix)
+        } catch {
+            // Judged below.
+        }
+        if let check = try? connection.pragmaText("PRAGMA quick_check"), check != "ok" {
+            return FMDatabaseError(code: SQLITE_CORRUPT, message: "The rekey did not take: the database is damaged (\(check))" + suffix)
+        }
+        return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database was locked by another connection)" + suffix)
     }
 }

@@ -119,9 +119,9 @@ enum DatabaseFiles {
         }
     }
 
-    static func integrityCheck(_ db: FMDatabase) throws -> [String] {
+    static func integrityCheck(_ db: FMDatabase, quick: Bool = false) throws -> [String] {
         var problems: [String] = []
-        let rs = try db.executeQuery("PRAGMA integrity_check", values: nil)
+        let rs = try db.executeQuery(quick ? "PRAGMA quick_check" : "PRAGMA integrity_check", values: nil)
         while rs.next() {
             let line = rs.string(forColumnIndex: 0) ?? ""
             if line != "ok" { problems.append(line) }
@@ -150,9 +150,17 @@ struct DatabaseCopy {
 
         let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
         defer { db.close() }
+        // A damaged SRC is refused rather than copied: sqlcipher_export would silently lose what it cannot read.
         let expected: [(String, Int64)]
         do {
+            let problems = try DatabaseFiles.integrityCheck(db, quick: true)
+            guard problems.isEmpty else {
+                throw CLIError("\(source) fails its integrity check, so it is not copied: \(problems.prefix(3).joined(separator: "; "))",
+                               code: Exit.integrity)
+            }
             expected = try DatabaseFiles.tableCounts(db)
+        } catch let error as CLIError {
+            throw error
         } catch {
             throw CLIError.from(error, context: source)
         }
