@@ -371,7 +371,7 @@ public final class FMDatabase {
         executeUpdate(sql, arrayArguments: arguments)
     }
 
-    private func executeUpdate(_ sql: String, arrayArguments: [Any?]) -> Bool {
+    private func executeUpdate<C: Collection>(_ sql: String, arrayArguments: C) -> Bool {
         lastErrorValue = nil
         do {
             try update(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
@@ -436,7 +436,7 @@ public final class FMDatabase {
         executeQuery(sql, arrayArguments: arguments)
     }
 
-    private func executeQuery(_ sql: String, arrayArguments: [Any?]) -> FMResultSet? {
+    private func executeQuery<C: Collection>(_ sql: String, arrayArguments: C) -> FMResultSet? {
         lastErrorValue = nil
         do {
             return try query(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }

@@ -131,7 +131,9 @@ extension Statement {
     }
 
     /// Binds an array of values to parameters 1...n. The count must match the statement's.
-    func bind(array values: [Any?], dateFormatter: DateFormatter?) throws {
+    /// Generic over the array's element (`Any` or `Any?`), so FMDB's `[Any]` arguments are not copied
+    /// into a new `[Any?]` array on every call.
+    func bind<C: Collection>(array values: C, dateFormatter: DateFormatter?) throws {
         let expected = parameterCount
         guard values.count == Int(expected) else {
             throw FMDatabaseError.bindCount(expected: expected, got: values.count, sql: sql)

@@ -14,7 +14,9 @@ final class Statement {
     /// Owned by the statement cache (reset, not finalized, when a result set is done with it).
     var isCached = false
 
-    private var columnMaps: (exact: [String: Int32], lowercased: [String: Int32])?
+    /// Column name to index, as written and lowercased; built on first use, once per statement.
+    private var exactColumns: [String: Int32]?
+    private var lowercasedColumns: [String: Int32] = [:]
 
     init(connection: Connection, handle: OpaquePointer, sql: String) {
         self.connection = connection
@@ -75,8 +77,8 @@ final class Statement {
         return String(cString: name)
     }
 
-    private func buildColumnMaps() -> (exact: [String: Int32], lowercased: [String: Int32]) {
-        if let columnMaps { return columnMaps }
+    private func buildColumnMaps() -> [String: Int32] {
+        if let exactColumns { return exactColumns }
         var exact: [String: Int32] = [:]
         var lowercased: [String: Int32] = [:]
         let count = columnCount
@@ -89,19 +91,21 @@ final class Statement {
             exact[name] = index
             lowercased[name.lowercased()] = index
         }
-        let maps = (exact, lowercased)
-        columnMaps = maps
-        return maps
+        exactColumns = exact
+        lowercasedColumns = lowercased
+        return exact
     }
 
     /// Lowercased column name to index, as FMDB's `columnNameToIndexMap`.
-    var columnNameToIndexMap: [String: Int32] { buildColumnMaps().lowercased }
+    var columnNameToIndexMap: [String: Int32] {
+        _ = buildColumnMaps()
+        return lowercasedColumns
+    }
 
     /// Case-insensitive column lookup; -1 when absent. The exact spelling hits without lowercasing.
     func columnIndex(forName name: String) -> Int32 {
-        let maps = buildColumnMaps()
-        if let index = maps.exact[name] { return index }
-        return maps.lowercased[name.lowercased()] ?? -1
+        if let index = (exactColumns ?? buildColumnMaps())[name] { return index }
+        return lowercasedColumns[name.lowercased()] ?? -1
     }
 
     @inline(__always)

@@ -8,12 +8,11 @@ struct StatementCache {
 
     var isEmpty: Bool { statements.isEmpty }
 
-    /// A cached statement for `sql` that nobody is using, reset and with its bindings cleared.
+    /// A cached statement for `sql` that nobody is using. It was reset when it was given back; every
+    /// parameter is bound again before it runs (bind counts are checked), so bindings need no clearing.
     mutating func take(_ sql: String) -> Statement? {
         guard let candidates = statements[sql] else { return nil }
         for statement in candidates where !statement.inUse && !statement.isFinalized {
-            statement.reset()
-            statement.clearBindings()
             return statement
         }
         return nil

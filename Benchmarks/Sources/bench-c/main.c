@@ -1,0 +1,148 @@
+// bench-c: the workloads through SQLCipher's C API directly — the physical limit for a wrapper.
+// Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open; MODE: plain encrypted passphrase)
+// Prints: seconds checksum maxrss_kb
+#include <sqlcipher/sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static const char *RAW_KEY = "x'2DD29CA851E7B56E4697B0E1F08507293D761A05CE4D1B628663F411A8086D99'";
+static const char *PASSPHRASE = "benchmark passphrase";
+
+static long env_long(const char *name, long fallback) {
+    const char *v = getenv(name);
+    return v ? atol(v) : fallback;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(sqlite3 *db, const char *what) {
+    fprintf(stderr, "bench-c: %s: %s\n", what, db ? sqlite3_errmsg(db) : "?");
+    exit(1);
+}
+
+/* The shared deterministic data: a 64-bit LCG (Knuth MMIX constants). */
+static uint64_t lcg(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *state >> 11;
+}
+
+static sqlite3 *open_db(const char *path, const char *mode) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) die(db, "open");
+    if (strcmp(mode, "encrypted") == 0) {
+        if (sqlite3_key_v2(db, "main", RAW_KEY, (int)strlen(RAW_KEY)) != SQLITE_OK) die(db, "key");
+    } else if (strcmp(mode, "passphrase") == 0) {
+        if (sqlite3_key_v2(db, "main", PASSPHRASE, (int)strlen(PASSPHRASE)) != SQLITE_OK) die(db, "key");
+    }
+    const char *page = getenv("BENCH_CIPHER_PAGE_SIZE");
+    if (page && strcmp(mode, "plain") != 0) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA cipher_page_size = %s", page);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) die(db, "cipher_page_size");
+    }
+    if (sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL, NULL) != SQLITE_OK) die(db, "pragmas");
+    return db;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench-c WORKLOAD MODE DBPATH\n");
+        return 64;
+    }
+    const char *workload = argv[1], *mode = argv[2], *path = argv[3];
+    long rows = env_long("BENCH_ROWS", 200000), lookups = env_long("BENCH_LOOKUPS", 50000), opens = env_long("BENCH_OPENS", 50);
+    double checksum = 0, start = 0, elapsed = 0;
+
+    if (strcmp(workload, "insert") == 0) {
+        sqlite3 *db = open_db(path, mode);
+        if (sqlite3_exec(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, r REAL, s TEXT, b BLOB)", NULL, NULL, NULL) != SQLITE_OK) die(db, "create");
+        start = now();
+        sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+        sqlite3_stmt *stmt;
+        if (sqlite3_prepare_v2(db, "INSERT INTO t (id, a, r, s, b) VALUES (?, ?, ?, ?, ?)", -1, &stmt, NULL) != SQLITE_OK) die(db, "prepare");
+        uint64_t state = 42;
+        char text[32];
+        unsigned char blob[32];
+        for (long i = 1; i <= rows; i++) {
+            int64_t a = (int64_t)(lcg(&state) % 1000000);
+            double r = (double)(lcg(&state) % 100000) / 100.0;
+            snprintf(text, sizeof text, "name-%07ld", i % 10000000);
+            for (int k = 0; k < 32; k++) blob[k] = (unsigned char)(lcg(&state) & 0xFF);
+            sqlite3_bind_int64(stmt, 1, i);
+            sqlite3_bind_int64(stmt, 2, a);
+            sqlite3_bind_double(stmt, 3, r);
+            sqlite3_bind_text(stmt, 4, text, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_blob(stmt, 5, blob, 32, SQLITE_TRANSIENT);
+            if (sqlite3_step(stmt) != SQLITE_DONE) die(db, "insert");
+            sqlite3_reset(stmt);
+            checksum += (double)a + r;
+        }
+        sqlite3_finalize(stmt);
+        if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) die(db, "commit");
+        elapsed = now() - start;
+        sqlite3_close(db);
+    } else if (strcmp(workload, "scan") == 0) {
+        sqlite3 *db = open_db(path, mode);
+        start = now();
+        sqlite3_stmt *stmt;
+        if (sqlite3_prepare_v2(db, "SELECT id, a, r, s, b FROM t", -1, &stmt, NULL) != SQLITE_OK) die(db, "prepare");
+        while (sqlite3_step(stmt) == SQLITE_ROW) {
+            checksum += (double)sqlite3_column_int64(stmt, 0) + (double)sqlite3_column_int64(stmt, 1) + sqlite3_column_double(stmt, 2);
+            const unsigned char *s = sqlite3_column_text(stmt, 3);
+            checksum += (double)sqlite3_column_bytes(stmt, 3) + (s ? s[0] : 0);
+            const unsigned char *b = sqlite3_column_blob(stmt, 4);
+            int n = sqlite3_column_bytes(stmt, 4);
+            if (b && n > 0) checksum += b[0] + b[n - 1];
+        }
+        sqlite3_finalize(stmt);
+        elapsed = now() - start;
+        sqlite3_close(db);
+    } else if (strcmp(workload, "lookup") == 0) {
+        sqlite3 *db = open_db(path, mode);
+        start = now();
+        sqlite3_stmt *stmt;
+        if (sqlite3_prepare_v2(db, "SELECT a, r, s, b FROM t WHERE id = ?", -1, &stmt, NULL) != SQLITE_OK) die(db, "prepare");
+        uint64_t state = 7;
+        for (long i = 0; i < lookups; i++) {
+            sqlite3_bind_int64(stmt, 1, (int64_t)(lcg(&state) % (uint64_t)rows) + 1);
+            if (sqlite3_step(stmt) == SQLITE_ROW) {
+                checksum += (double)sqlite3_column_int64(stmt, 0) + sqlite3_column_double(stmt, 1);
+                checksum += (double)sqlite3_column_bytes(stmt, 2) + (double)sqlite3_column_bytes(stmt, 3);
+            }
+            sqlite3_reset(stmt);
+        }
+        sqlite3_finalize(stmt);
+        elapsed = now() - start;
+        sqlite3_close(db);
+    } else if (strcmp(workload, "open") == 0) {
+        start = now();
+        for (long i = 0; i < opens; i++) {
+            sqlite3 *db = NULL;
+            if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) die(db, "open");
+            if (strcmp(mode, "encrypted") == 0) sqlite3_key_v2(db, "main", RAW_KEY, (int)strlen(RAW_KEY));
+            if (strcmp(mode, "passphrase") == 0) sqlite3_key_v2(db, "main", PASSPHRASE, (int)strlen(PASSPHRASE));
+            sqlite3_stmt *stmt;
+            if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, NULL) != SQLITE_OK) die(db, "first query");
+            if (sqlite3_step(stmt) != SQLITE_ROW) die(db, "first query");
+            checksum += (double)sqlite3_column_int64(stmt, 0);
+            sqlite3_finalize(stmt);
+            sqlite3_close(db);
+        }
+        elapsed = now() - start;
+    } else {
+        fprintf(stderr, "bench-c: unknown workload %s\n", workload);
+        return 64;
+    }
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    printf("%.6f %.2f %ld\n", elapsed, checksum, usage.ru_maxrss);
+    return 0;
+}

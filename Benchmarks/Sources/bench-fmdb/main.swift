@@ -1,0 +1,259 @@
+// bench-fmdb: the workloads through this library.
+// Usage: bench-fmdb WORKLOAD MODE DBPATH VARIANT
+//   WORKLOAD insert | scan | lookup: VARIANT compat (FMDB's [Any] API, *ForColumn getters, cached
+//     statements) or fast (PreparedStatement); MODE plain | encrypted (raw key)
+//   WORKLOAD open: VARIANT plain | raw | passphrase | pbkdf2 (one PBKDF2KeyProvider reused)
+//   WORKLOAD pool: VARIANT queue (1 thread, FMDatabaseQueue) | pool (2 threads, FMDatabasePool, WAL)
+// Prints: seconds checksum maxrss_kb (pool also prints the number of key derivations)
+import FMDB
+import Foundation
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 5 else {
+    FileHandle.standardError.write(Data("usage: bench-fmdb WORKLOAD MODE DBPATH VARIANT\n".utf8))
+    exit(64)
+}
+let (workload, mode, path, variant) = (arguments[1], arguments[2], arguments[3], arguments[4])
+func envInt(_ name: String, _ fallback: Int) -> Int { ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? fallback }
+let rows = envInt("BENCH_ROWS", 200_000)
+let lookups = envInt("BENCH_LOOKUPS", 50_000)
+let opens = envInt("BENCH_OPENS", 50)
+let rawKey = Data([0x2D, 0xD2, 0x9C, 0xA8, 0x51, 0xE7, 0xB5, 0x6E, 0x46, 0x97, 0xB0, 0xE1, 0xF0, 0x85, 0x07, 0x29,
+                   0x3D, 0x76, 0x1A, 0x05, 0xCE, 0x4D, 0x1B, 0x62, 0x86, 0x63, 0xF4, 0x11, 0xA8, 0x08, 0x6D, 0x99])
+let passphrase = "benchmark passphrase"
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("bench-fmdb: \(message)\n".utf8))
+    exit(1)
+}
+
+func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+/// The shared deterministic data: a 64-bit LCG (Knuth MMIX constants), as bench-c.
+struct LCG {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        return state >> 11
+    }
+}
+
+func cipherSettings() -> CipherSettings {
+    CipherSettings(pageSize: ProcessInfo.processInfo.environment["BENCH_CIPHER_PAGE_SIZE"].flatMap(Int.init))
+}
+
+func openDatabase() -> FMDatabase {
+    let db = FMDatabase(path: path)
+    guard db.open() else { fail(db.lastErrorMessage()) }
+    do {
+        if mode == "encrypted" { try db.setKey(using: RawKeyProvider(key: rawKey), settings: cipherSettings()) }
+    } catch {
+        fail("key: \(error)")
+    }
+    guard db.string(forQuery: "PRAGMA journal_mode = WAL") == "wal" else { fail("WAL: \(db.lastErrorMessage())") }
+    db.executeStatements("PRAGMA synchronous = NORMAL")
+    return db
+}
+
+func maxRSS() -> Int {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return usage.ru_maxrss
+}
+
+var checksum = 0.0
+var elapsed = 0.0
+var extra = ""
+
+switch (workload, variant) {
+case ("insert", _):
+    let db = openDatabase()
+    guard db.executeUpdate("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, r REAL, s TEXT, b BLOB)") else { fail(db.lastErrorMessage()) }
+    let start = now()
+    db.beginDeferredTransaction()
+    var lcg = LCG(state: 42)
+    var blob = [UInt8](repeating: 0, count: 32)
+    let sql = "INSERT INTO t (id, a, r, s, b) VALUES (?, ?, ?, ?, ?)"
+    if variant == "fast" {
+        guard let insert = try? db.prepareStatement(sql) else { fail(db.lastErrorMessage()) }
+        for i in 1...rows {
+            let a = Int64(lcg.next() % 1_000_000)
+            let r = Double(lcg.next() % 100_000) / 100.0
+            let text = "name-" + String(i % 10_000_000).leftPadded(to: 7)
+            for k in 0..<32 { blob[k] = UInt8(truncatingIfNeeded: lcg.next()) }
+            do { try insert.execute(Int64(i), a, r, text, blob) } catch { fail("insert: \(error)") }
+            checksum += Double(a) + r
+        }
+    } else {
+        db.shouldCacheStatements = true
+        for i in 1...rows {
+            let a = Int64(lcg.next() % 1_000_000)
+            let r = Double(lcg.next() % 100_000) / 100.0
+            let text = "name-" + String(i % 10_000_000).leftPadded(to: 7)
+            for k in 0..<32 { blob[k] = UInt8(truncatingIfNeeded: lcg.next()) }
+            guard db.executeUpdate(sql, withArgumentsIn: [i, a, r, text, Data(blob)]) else { fail(db.lastErrorMessage()) }
+            checksum += Double(a) + r
+        }
+    }
+    guard db.commit() else { fail(db.lastErrorMessage()) }
+    elapsed = now() - start
+    db.close()
+
+case ("scan", _):
+    let db = openDatabase()
+    let start = now()
+    let sql = "SELECT id, a, r, s, b FROM t"
+    if variant == "fast" {
+        guard let scan = try? db.prepareStatement(sql) else { fail(db.lastErrorMessage()) }
+        do {
+            while try scan.step() {
+                checksum += Double(scan.int64(at: 0)) + Double(scan.int64(at: 1)) + scan.double(at: 2)
+                scan.withUnsafeBytes(at: 3) { text in
+                    checksum += Double(text?.count ?? 0) + Double(text?.first ?? 0)
+                }
+                scan.withUnsafeBytes(at: 4) { bytes in
+                    if let bytes, let first = bytes.first, let last = bytes.last { checksum += Double(first) + Double(last) }
+                }
+            }
+        } catch {
+            fail("scan: \(error)")
+        }
+    } else {
+        guard let rs = db.executeQuery(sql) else { fail(db.lastErrorMessage()) }
+        while rs.next() {
+            checksum += Double(rs.longLongInt(forColumn: "id")) + Double(rs.longLongInt(forColumn: "a")) + rs.double(forColumn: "r")
+            if let text = rs.string(forColumn: "s") {
+                checksum += Double(text.utf8.count) + Double(text.utf8.first ?? 0)
+            }
+            if let bytes = rs.data(forColumn: "b"), let first = bytes.first, let last = bytes.last {
+                checksum += Double(first) + Double(last)
+            }
+        }
+    }
+    elapsed = now() - start
+    db.close()
+
+case ("lookup", _):
+    let db = openDatabase()
+    let start = now()
+    var lcg = LCG(state: 7)
+    let sql = "SELECT a, r, s, b FROM t WHERE id = ?"
+    if variant == "fast" {
+        guard let lookup = try? db.prepareStatement(sql) else { fail(db.lastErrorMessage()) }
+        do {
+            for _ in 0..<lookups {
+                try lookup.bind(Int64(lcg.next() % UInt64(rows)) + 1)
+                if try lookup.step() {
+                    checksum += Double(lookup.int64(at: 0)) + lookup.double(at: 1)
+                    lookup.withUnsafeBytes(at: 2) { checksum += Double($0?.count ?? 0) }
+                    lookup.withUnsafeBytes(at: 3) { checksum += Double($0?.count ?? 0) }
+                }
+                lookup.reset()
+            }
+        } catch {
+            fail("lookup: \(error)")
+        }
+    } else {
+        db.shouldCacheStatements = true
+        for _ in 0..<lookups {
+            let id = Int64(lcg.next() % UInt64(rows)) + 1
+            guard let rs = db.executeQuery(sql, withArgumentsIn: [id]) else { fail(db.lastErrorMessage()) }
+            if rs.next() {
+                checksum += Double(rs.longLongInt(forColumn: "a")) + rs.double(forColumn: "r")
+                checksum += Double(rs.string(forColumn: "s")?.utf8.count ?? 0) + Double(rs.data(forColumn: "b")?.count ?? 0)
+            }
+            rs.close()
+        }
+    }
+    elapsed = now() - start
+    db.close()
+
+case ("open", _):
+    let reused = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: passphrase)
+    let start = now()
+    for _ in 0..<opens {
+        let db = FMDatabase(path: path)
+        guard db.open(withFlags: SQLITE_OPEN_READWRITE) else { fail(db.lastErrorMessage()) }
+        do {
+            switch variant {
+            case "raw": try db.setKey(using: RawKeyProvider(key: rawKey))
+            case "passphrase": try db.setKey(using: PassphraseKeyProvider(passphrase))
+            case "pbkdf2": try db.setKey(using: reused)
+            default: break
+            }
+        } catch {
+            fail("key: \(error)")
+        }
+        checksum += Double(db.int(forQuery: "SELECT count(*) FROM sqlite_master"))
+        db.close()
+    }
+    elapsed = now() - start
+    extra = " derivations=\(reused.derivationCount)"
+
+case ("pool", "queue"):
+    guard let queue = FMDatabaseQueue(path: path) else { fail("queue open") }
+    if mode == "encrypted" { fail("pool workload runs plain") }
+    queue.inDatabase { db in _ = db.string(forQuery: "PRAGMA journal_mode = WAL") }
+    var lcg = LCG(state: 7)
+    let ids = (0..<lookups).map { _ in Int64(lcg.next() % UInt64(rows)) + 1 }
+    let start = now()
+    var total = 0.0
+    for chunk in stride(from: 0, to: ids.count, by: 100) {
+        queue.inDatabase { db in
+            guard let lookup = try? db.prepareStatement("SELECT a, r FROM t WHERE id = ?") else { return }
+            for id in ids[chunk..<min(chunk + 100, ids.count)] {
+                try? lookup.bind(id)
+                if (try? lookup.step()) == true { total += Double(lookup.int64(at: 0)) + lookup.double(at: 1) }
+            }
+        }
+    }
+    elapsed = now() - start
+    checksum = total
+    queue.close()
+
+case ("pool", "pool"):
+    let pool = FMDatabasePool(path: path)
+    pool.inDatabase { db in _ = db.string(forQuery: "PRAGMA journal_mode = WAL") }
+    var lcg = LCG(state: 7)
+    let ids = (0..<lookups).map { _ in Int64(lcg.next() % UInt64(rows)) + 1 }
+    let halves = [Array(ids[0..<ids.count / 2]), Array(ids[(ids.count / 2)...])]
+    let sums = Locked([0.0, 0.0])
+    let start = now()
+    DispatchQueue.concurrentPerform(iterations: 2) { half in
+        var total = 0.0
+        let mine = halves[half]
+        for chunk in stride(from: 0, to: mine.count, by: 100) {
+            pool.inDatabase { db in
+                guard let lookup = try? db.prepareStatement("SELECT a, r FROM t WHERE id = ?") else { return }
+                for id in mine[chunk..<min(chunk + 100, mine.count)] {
+                    try? lookup.bind(id)
+                    if (try? lookup.step()) == true { total += Double(lookup.int64(at: 0)) + lookup.double(at: 1) }
+                }
+            }
+        }
+        sums.set(half, total)
+    }
+    elapsed = now() - start
+    checksum = sums.total
+    pool.releaseAllDatabases()
+
+default:
+    fail("unknown workload/variant \(workload) \(variant)")
+}
+
+print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()) + extra)
+
+/// Two doubles written from two threads.
+final class Locked: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [Double]
+    init(_ values: [Double]) { self.values = values }
+    func set(_ index: Int, _ value: Double) { lock.lock(); values[index] = value; lock.unlock() }
+    var total: Double { lock.lock(); defer { lock.unlock() }; return values.reduce(0, +) }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

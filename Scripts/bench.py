@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Runs the benchmark executables interleaved (A B C A B C ...) and prints one table.
+
+Each measurement is its own process (`bench-X WORKLOAD MODE DBPATH [VARIANT]`, printing
+`seconds checksum maxrss_kb`), so peak memory is per workload and nothing is cached between them.
+Ratios are to raw C within the same run: absolute times drift 20-50% between runs on a shared machine.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SIZES = {"full": dict(BENCH_ROWS="200000", BENCH_LOOKUPS="50000", BENCH_OPENS="50"),
+         "smoke": dict(BENCH_ROWS="2000", BENCH_LOOKUPS="500", BENCH_OPENS="3")}
+RAW_MODES = ["plain", "encrypted", "encrypted4k"]  # encrypted4k: raw key with PRAGMA cipher_page_size = 4096
+
+
+def run(binary, args, env):
+    out = subprocess.run([binary] + args, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"bench: {os.path.basename(binary)} {' '.join(args)} failed: {out.stderr.strip()}")
+    fields = out.stdout.split()
+    return float(fields[0]), fields[1], int(fields[2]), " ".join(fields[3:])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    size = "smoke" if args.smoke else "full"
+    rounds = 1 if args.smoke else args.rounds
+    base_env = dict(os.environ, **SIZES[size])
+    binary = {name: os.path.join(args.bin, f"bench-{name}") for name in ("c", "fmdb", "grdb")}
+    work = tempfile.mkdtemp(prefix="fmdb-bench-")
+    results = {}   # (workload, mode, impl) -> list of (seconds, checksum, rss, extra)
+
+    def env_for(mode):
+        env = dict(base_env)
+        if mode == "encrypted4k":
+            env["BENCH_CIPHER_PAGE_SIZE"] = "4096"
+        return env
+
+    def cmode(mode):  # the executables know plain / encrypted; 4k is the same key with a page size
+        return "encrypted" if mode.startswith("encrypted") else mode
+
+    def record(key, value):
+        results.setdefault(key, []).append(value)
+
+    impls = [("c", "c", None), ("fmdb-fast", "fmdb", "fast"), ("fmdb-compat", "fmdb", "compat"), ("grdb", "grdb", None)]
+    try:
+        for r in range(rounds):
+            print(f"round {r + 1}/{rounds}", file=sys.stderr)
+            for mode in RAW_MODES:
+                env = env_for(mode)
+                # W1 insert: a fresh file per implementation; C's file then serves W2 and W3 for everyone.
+                for name, exe, variant in impls:
+                    if exe == "grdb" and mode != "plain":
+                        continue
+                    path = os.path.join(work, f"insert-{name}-{mode}-{r}.db")
+                    record(("W1 insert", mode, name), run(binary[exe], ["insert", cmode(mode), path] + ([variant] if variant else []), env))
+                source = os.path.join(work, f"insert-c-{mode}-{r}.db")
+                for workload, label in (("scan", "W2 scan"), ("lookup", "W3 lookup")):
+                    for name, exe, variant in impls:
+                        if exe == "grdb" and mode != "plain":
+                            continue
+                        record((label, mode, name), run(binary[exe], [workload, cmode(mode), source] + ([variant] if variant else []), env))
+            # W4 open: 50 x (open, key, first query, close).
+            plain_db = os.path.join(work, f"insert-c-plain-{r}.db")
+            raw_db = os.path.join(work, f"insert-c-encrypted-{r}.db")
+            pass_db = os.path.join(work, f"passphrase-{r}.db")
+            small = dict(base_env, BENCH_ROWS="10")
+            run(binary["c"], ["insert", "passphrase", pass_db], small)
+            for name, exe, args_ in (("c plain", "c", ["open", "plain", plain_db]),
+                                     ("fmdb plain", "fmdb", ["open", "plain", plain_db, "plain"]),
+                                     ("grdb plain", "grdb", ["open", "plain", plain_db]),
+                                     ("c raw key", "c", ["open", "encrypted", raw_db]),
+                                     ("fmdb raw key", "fmdb", ["open", "encrypted", raw_db, "raw"]),
+                                     ("fmdb PBKDF2KeyProvider reused", "fmdb", ["open", "encrypted", pass_db, "pbkdf2"]),
+                                     ("c passphrase", "c", ["open", "passphrase", pass_db]),
+                                     ("fmdb passphrase", "fmdb", ["open", "encrypted", pass_db, "passphrase"])):
+                record(("W4 open", "", name), run(binary[exe], args_, base_env))
+            # W5: the same lookups through a queue (1 thread) and a pool (2 threads), WAL.
+            for variant in ("queue", "pool"):
+                record(("W5 pool", "plain", f"fmdb {variant}"), run(binary["fmdb"], ["pool", "plain", plain_db, variant], base_env))
+            for f in os.listdir(work):
+                os.remove(os.path.join(work, f))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def median(key):
+        return statistics.median(v[0] for v in results[key])
+
+    print(f"\nFMDBCipher benchmarks ({size} sizes: {SIZES[size]['BENCH_ROWS']} rows, {SIZES[size]['BENCH_LOOKUPS']} lookups, "
+          f"{SIZES[size]['BENCH_OPENS']} opens; {rounds} round(s), median seconds; ratio to raw C in the same run)\n")
+    print(f"| workload | mode | implementation | median s | vs C | checksum | peak RSS MiB |")
+    print(f"| --- | --- | --- | ---: | ---: | --- | ---: |")
+    mismatches = 0
+    for workload in ("W1 insert", "W2 scan", "W3 lookup"):
+        for mode in RAW_MODES:
+            c_key = (workload, mode, "c")
+            for name, _, _ in impls:
+                key = (workload, mode, name)
+                if key not in results:
+                    continue
+                checksums = {v[1] for v in results[key]} | {v[1] for v in results[c_key]}
+                ok = "same" if len(checksums) == 1 else "DIFFERS"
+                mismatches += ok != "same"
+                rss = statistics.median(v[2] for v in results[key]) / 1024
+                print(f"| {workload} | {mode} | {name} | {median(key):.3f} | {median(key) / median(c_key):.2f}x | {ok} | {rss:.1f} |")
+    c_raw = median(("W4 open", "", "c raw key"))
+    for name in ("c plain", "fmdb plain", "grdb plain", "c raw key", "fmdb raw key", "fmdb PBKDF2KeyProvider reused",
+                 "c passphrase", "fmdb passphrase"):
+        key = ("W4 open", "", name)
+        extra = results[key][0][3]
+        print(f"| W4 open | | {name} | {median(key):.3f} | {median(key) / c_raw:.2f}x of C raw key | | {extra} |")
+    queue = median(("W5 pool", "plain", "fmdb queue"))
+    pool = median(("W5 pool", "plain", "fmdb pool"))
+    print(f"| W5 pool | plain | fmdb queue, 1 thread | {queue:.3f} | | | |")
+    print(f"| W5 pool | plain | fmdb pool, 2 threads | {pool:.3f} | {queue / pool:.2f}x the lookups/s of the queue | | |")
+    print("\nEncryption cost (encrypted / plain, same implementation):")
+    for workload in ("W1 insert", "W2 scan", "W3 lookup"):
+        parts = []
+        for name in ("c", "fmdb-fast"):
+            plain = median((workload, "plain", name))
+            parts.append(f"{name} {median((workload, 'encrypted', name)) / plain:.2f}x (4096-byte cipher pages: "
+                         f"{median((workload, 'encrypted4k', name)) / plain:.2f}x)")
+        print(f"  {workload}: " + "; ".join(parts))
+    if mismatches:
+        sys.exit(f"bench: {mismatches} checksum mismatches: an implementation skipped or changed work")
+
+
+if __name__ == "__main__":
+    main()
