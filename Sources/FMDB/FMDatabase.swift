@@ -135,9 +135,14 @@ public final class FMDatabase {
     // MARK: - Open and close
 
     /// Opens the database read-write, creating it if needed.
+    ///
+    /// The connection is opened in SQLite's multi-thread mode (`SQLITE_OPEN_NOMUTEX`): an `FMDatabase`
+    /// is used by one thread at a time (it is not `Sendable`; share a queue or pool instead), so SQLite
+    /// need not lock its mutex around every call. `interrupt()` stays safe from any thread.
+    /// - Note: FMDB compatibility: FMDB's `open` uses SQLite's default (serialized) mode.
     @discardableResult
     public func open() -> Bool {
-        open(withFlags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+        open(withFlags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs: nil)
     }
 
     /// Opens the database with `sqlite3_open_v2` flags (`SQLITE_OPEN_READONLY`, ...).

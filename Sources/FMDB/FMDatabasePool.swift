@@ -184,7 +184,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
         let db = FMDatabase(path: path)
         db.logger = logger
-        guard db.open(withFlags: openFlags, vfs: vfsName) else { throw db.lastError() }
+        guard db.open(withFlags: multiThreadFlags(openFlags), vfs: vfsName) else { throw db.lastError() }
         if let keyProvider {
             do {
                 try db.setKey(using: keyProvider)

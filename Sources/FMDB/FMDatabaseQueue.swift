@@ -155,7 +155,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         if let database, database.isOpen { return database }
         let db = FMDatabase(path: path)
         db.logger = logger
-        guard db.open(withFlags: openFlags, vfs: vfsName) else {
+        guard db.open(withFlags: multiThreadFlags(openFlags), vfs: vfsName) else {
             throw db.lastError()
         }
         if let keyProvider {

@@ -19,8 +19,12 @@ import Foundation
 public final class FMResultSet {
     /// The database this result set reads from (nil once closed).
     public private(set) var parentDB: FMDatabase?
-    private var statement: Statement?
-    private var lastStepCode: Int32 = SQLITE_OK
+    // `@exclusivity(unchecked)`: read on every getter; a result set is used by one thread and never
+    // hands out inout access to these (see Statement).
+    @exclusivity(unchecked) private var statement: Statement?
+    @exclusivity(unchecked) private var lastStepCode: Int32 = SQLITE_OK
+    /// The current row's column count, read once per row (not once per getter).
+    @exclusivity(unchecked) private var rowColumnCount: Int32 = 0
 
     init(statement: Statement, parent: FMDatabase) {
         self.statement = statement
@@ -44,6 +48,7 @@ public final class FMResultSet {
     public func close() {
         guard let statement else { return }
         self.statement = nil
+        rowColumnCount = 0
         parentDB?.releaseStatement(statement)
         parentDB?.resultSetDidClose(self)
         parentDB = nil
@@ -78,7 +83,11 @@ public final class FMResultSet {
         }
         let rc = statement.step()
         lastStepCode = rc
-        if rc == SQLITE_ROW { return rc }
+        if rc == SQLITE_ROW {
+            rowColumnCount = statement.columnCount
+            return rc
+        }
+        rowColumnCount = 0
         let parent = parentDB
         if rc == SQLITE_DONE {
             close()
@@ -117,6 +126,7 @@ public final class FMResultSet {
         statement.reset()
         statement.clearBindings()
         lastStepCode = SQLITE_OK
+        rowColumnCount = 0
         do {
             try body(statement)
             return true
@@ -141,11 +151,13 @@ public final class FMResultSet {
         statement?.columnName(columnIdx)
     }
 
-    /// The statement when `index` names a column of the current row.
+    /// The statement when `index` names a column of the current row (before the first row, any
+    /// column of the statement: SQLite answers NULL there).
     @inline(__always)
     private func valid(_ index: Int32) -> Statement? {
-        guard let statement, statement.isValidColumn(index) else { return nil }
-        return statement
+        guard let statement, index >= 0 else { return nil }
+        if index < rowColumnCount { return statement }
+        return statement.isValidColumn(index) ? statement : nil
     }
 
     public func int(forColumnIndex columnIdx: Int32) -> Int32 {

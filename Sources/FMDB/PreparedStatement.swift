@@ -110,6 +110,8 @@ public final class PreparedStatement {
     @inline(__always) public func int(at index: Int32) -> Int { Int(truncatingIfNeeded: statement.int64(at: index)) }
     @inline(__always) public func double(at index: Int32) -> Double { statement.double(at: index) }
     @inline(__always) public func string(at index: Int32) -> String? { statement.string(at: index) }
+    /// The column's size in bytes (`sqlite3_column_bytes`), without reading it.
+    @inline(__always) public func byteCount(at index: Int32) -> Int { statement.byteCount(at: index) }
     /// The column's bytes, copied; nil for NULL (a zero-length BLOB gives empty Data).
     @inline(__always) public func data(at index: Int32) -> Data? {
         statement.withUnsafeBytes(at: index) { $0.map { Data($0) } }

@@ -5,6 +5,12 @@ import FMDB
 import Foundation
 
 let arguments = CommandLine.arguments.dropFirst()
+
+/// Test keys (hex) as key material. These are throwaway keys of the test suite, not secrets.
+func material(_ text: String) -> KeyMaterial {
+    var text = text
+    return text.withUTF8 { KeyMaterial(copying: UnsafeRawBufferPointer($0)) }
+}
 guard let scenario = arguments.first else {
     FileHandle.standardError.write(Data("usage: fmdb-test-helper SCENARIO [ARGS]\n".utf8))
     exit(64)
@@ -85,6 +91,47 @@ case "kdf-costs":
     } catch {
         FileHandle.standardError.write(Data("kdf-costs failed: \(error)\n".utf8))
         exit(1)
+    }
+case "writer":
+    // writer DB JOURNAL_MODE HEXKEY: commits numbered transactions forever, acknowledging each on stdout
+    // after COMMIT returned. The kill tests SIGKILL it at random moments.
+    guard arguments.count >= 4 else { exit(64) }
+    let args = Array(arguments)
+    let db = FMDatabase(path: args[1])
+    db.logsErrors = false
+    guard db.open() else { exit(3) }
+    do {
+        try db.setKey(using: RawKeyProvider(material: material(args[3])))
+    } catch {
+        exit(4)
+    }
+    _ = db.string(forQuery: "PRAGMA journal_mode = \(args[2])")
+    db.executeUpdate("CREATE TABLE IF NOT EXISTS acks (n INTEGER PRIMARY KEY, payload BLOB, note TEXT)")
+    var n = Int(db.int(forQuery: "SELECT coalesce(max(n), 0) FROM acks"))
+    while true {
+        n += 1
+        guard db.beginImmediateTransaction() else { continue }
+        db.executeUpdate("INSERT INTO acks (n, payload, note) VALUES (?, randomblob(?), ?)", n, 200 + n % 3000, "transaction \(n)")
+        if n % 7 == 0 { db.executeUpdate("UPDATE acks SET note = note || '+' WHERE n = ?", n / 2) }
+        if n % 50 == 0 { db.executeUpdate("DELETE FROM acks WHERE n = ?", n - 25) }
+        guard db.commit() else { db.rollback(); continue }
+        FileHandle.standardOutput.write(Data("\(n)\n".utf8))
+    }
+case "rekeyer":
+    // rekeyer DB OLDHEX NEWHEX: rekeys with the library's safe rekey, prints "done".
+    guard arguments.count >= 4 else { exit(64) }
+    let args = Array(arguments)
+    func provider(_ hex: String) throws -> RawKeyProvider {
+        try RawKeyProvider(material: material(hex))
+    }
+    do {
+        let queue = try FMDatabaseQueue(path: args[1], keyProvider: provider(args[2]))
+        FileHandle.standardOutput.write(Data("start\n".utf8))
+        try queue.rekey(using: provider(args[3]))
+        FileHandle.standardOutput.write(Data("done\n".utf8))
+    } catch {
+        FileHandle.standardError.write(Data("rekeyer: \(error)\n".utf8))
+        exit(5)
     }
 default:
     FileHandle.standardError.write(Data("unknown scenario \(scenario)\n".utf8))

@@ -215,3 +215,10 @@ extension Connection {
         return (Statement(connection: self, handle: stmt, sql: sql), max(consumed, 1))
     }
 }
+
+/// `flags` plus `SQLITE_OPEN_NOMUTEX` unless the caller asked for `SQLITE_OPEN_FULLMUTEX`: the queue and
+/// the pool hand each connection to one thread at a time, so SQLite's per-call mutex buys nothing.
+/// (`sqlite3_interrupt`, the one cross-thread call, needs no mutex.)
+func multiThreadFlags(_ flags: Int32) -> Int32 {
+    (flags & SQLITE_OPEN_FULLMUTEX) != 0 ? flags : flags | SQLITE_OPEN_NOMUTEX
+}

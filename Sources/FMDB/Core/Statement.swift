@@ -7,16 +7,20 @@ import Foundation
 /// a cached statement reuses it for every query that uses it.
 final class Statement {
     let connection: Connection
-    private(set) var handle: OpaquePointer?
+    // Hot properties are read on every column access: `@exclusivity(unchecked)` drops Swift's dynamic
+    // exclusivity check on them. Safe: a Statement is used by one thread, and none of its methods hands
+    // out an inout access to these properties.
+    @exclusivity(unchecked) private(set) var handle: OpaquePointer?
     let sql: String
     /// Handed out to an open result set or an update in progress: the cache must not hand it out again.
     var inUse = false
     /// Owned by the statement cache (reset, not finalized, when a result set is done with it).
     var isCached = false
 
-    /// Column name to index, as written and lowercased; built on first use, once per statement.
-    private var exactColumns: [String: Int32]?
-    private var lowercasedColumns: [String: Int32] = [:]
+    /// Column names as written, in order, and lowercased name to index; built on first use, once per
+    /// statement.
+    @exclusivity(unchecked) private var columnNames: [String]?
+    @exclusivity(unchecked) private var lowercasedColumns: [String: Int32] = [:]
 
     init(connection: Connection, handle: OpaquePointer, sql: String) {
         self.connection = connection
@@ -77,23 +81,23 @@ final class Statement {
         return String(cString: name)
     }
 
-    private func buildColumnMaps() -> [String: Int32] {
-        if let exactColumns { return exactColumns }
-        var exact: [String: Int32] = [:]
+    private func buildColumnMaps() -> [String] {
+        if let columnNames { return columnNames }
+        var names: [String] = []
         var lowercased: [String: Int32] = [:]
         let count = columnCount
-        exact.reserveCapacity(Int(count))
+        names.reserveCapacity(Int(count))
         lowercased.reserveCapacity(Int(count))
         for index in 0..<count {
-            guard let name = columnName(index) else { continue }
+            let name = columnName(index) ?? ""
+            names.append(name)
             // Duplicate names: the last column wins, as in FMDB (its map is built in column order with
             // setObject:forKey:, so later columns overwrite earlier ones).
-            exact[name] = index
             lowercased[name.lowercased()] = index
         }
-        exactColumns = exact
+        columnNames = names
         lowercasedColumns = lowercased
-        return exact
+        return names
     }
 
     /// Lowercased column name to index, as FMDB's `columnNameToIndexMap`.
@@ -102,9 +106,19 @@ final class Statement {
         return lowercasedColumns
     }
 
-    /// Case-insensitive column lookup; -1 when absent. The exact spelling hits without lowercasing.
+    /// Case-insensitive column lookup; -1 when absent. The name as the statement spells it is found by
+    /// a short scan comparing strings (no hashing: far cheaper for the handful of columns a query has);
+    /// other spellings go through the lowercased map.
     func columnIndex(forName name: String) -> Int32 {
-        if let index = (exactColumns ?? buildColumnMaps())[name] { return index }
+        let names = columnNames ?? buildColumnMaps()
+        if names.count <= 32 {
+            // Last match wins, as the lowercased map does for duplicate names.
+            var index = Int32(names.count) - 1
+            while index >= 0 {
+                if names[Int(index)] == name { return index }
+                index -= 1
+            }
+        }
         return lowercasedColumns[name.lowercased()] ?? -1
     }
 
@@ -145,6 +159,12 @@ final class Statement {
         guard let stmt = handle, let text = sqlite3_column_text(stmt, index) else { return nil }
         let count = Int(sqlite3_column_bytes(stmt, index))
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+
+    @inline(__always)
+    func byteCount(at index: Int32) -> Int {
+        guard let stmt = handle else { return 0 }
+        return Int(sqlite3_column_bytes(stmt, index))
     }
 
     func utf8Pointer(at index: Int32) -> UnsafePointer<UInt8>? {
