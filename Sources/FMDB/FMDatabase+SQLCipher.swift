@@ -145,7 +145,7 @@ extension FMDatabase {
         }
     }
 
-    private func recordingThrows(_ body: () throws -> Void) throws {
+    func recordingThrows(_ body: () throws -> Void) throws {
         lastErrorValue = nil
         do {
             try body()
@@ -183,6 +183,7 @@ extension FMDatabase {
         appliedKey = key
         // Temporary tables and sort files would otherwise be written to disk unencrypted.
         try connection.execute("PRAGMA temp_store = MEMORY")
+        connection.installKeyedAuthorizer()
     }
 
     /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
@@ -278,5 +279,62 @@ extension FMDatabase {
             return FMDatabaseError(code: SQLITE_CORRUPT, message: "The rekey did not take: the database is damaged (\(check))" + suffix)
         }
         return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database was locked by another connection)" + suffix)
+    }
+}
+
+// MARK: - Backup
+
+extension FMDatabase {
+    /// Copies this database into `destination` with SQLite's online backup, page by page.
+    ///
+    /// Refused (SQLITE_MISUSE) unless both are encrypted (keyed through this library) or both are
+    /// plaintext: SQLCipher 3.4.1 copies an encrypted database into a plaintext one as **plaintext**, and
+    /// a plaintext one into an encrypted one unencrypted. Use `fmdb-cipher decrypt` / `encrypt` (or
+    /// `attachDatabase` + `exportContents`) to change encryption. The raw `sqlite3_backup_*` C functions
+    /// are not guarded: do not call them on encrypted databases.
+    ///
+    /// ```swift
+    /// try db.backup(to: copy)   // both keyed
+    /// ```
+    /// Related SQLite documentation: <https://www.sqlite.org/backup.html>
+    public func backup(to destination: FMDatabase) throws {
+        try recordingThrows {
+            let source = try requireConnection()
+            guard let destinationConnection = destination.connection, let to = destinationConnection.handle,
+                  let from = source.handle else {
+                throw FMDatabaseError.closed()
+            }
+            switch (appliedKey != nil, destination.appliedKey != nil) {
+            case (true, false):
+                throw FMDatabaseError.misuse(
+                    "Backing up an encrypted database into a plaintext one is refused: SQLCipher 3.4.1 would write it "
+                        + "in plaintext. Use fmdb-cipher decrypt (sqlcipher_export) to decrypt on purpose."
+                )
+            case (false, true):
+                throw FMDatabaseError.misuse(
+                    "Backing up a plaintext database into an encrypted one is refused: SQLCipher 3.4.1 would not encrypt "
+                        + "it. Use fmdb-cipher encrypt (sqlcipher_export)."
+                )
+            default:
+                break
+            }
+            guard let backup = sqlite3_backup_init(to, "main", from, "main") else {
+                throw destinationConnection.error()
+            }
+            var rc: Int32
+            var busyWaits = 0
+            let maxBusyWaits = max(1, Int(maxBusyRetryTimeInterval * 100))
+            repeat {
+                rc = sqlite3_backup_step(backup, 256)
+                if rc == SQLITE_BUSY || rc == SQLITE_LOCKED {
+                    busyWaits += 1
+                    if busyWaits > maxBusyWaits { break }
+                    sqlite3_sleep(10)
+                }
+            } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+            let finish = sqlite3_backup_finish(backup)
+            if rc != SQLITE_DONE { throw destinationConnection.error(code: rc) }
+            try destinationConnection.check(finish)
+        }
     }
 }

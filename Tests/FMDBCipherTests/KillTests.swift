@@ -127,7 +127,7 @@ final class KillTests: XCTestCase {
         var outcomes = [String: Int]()
         for round in 0..<max(kills / 2, 4) {
             let next = current == Self.keyA ? Self.keyB : Self.keyA
-            let delay = Double.random(in: 0.05...0.6, using: &rng)
+            let delay = Double.random(in: 0.05...2.0, using: &rng)
             let useTool = round % 2 == 1
             let (_, killed) = useTool
                 ? try runAndKill(tool, ["rekey", path, "--kdf", "raw", "--key-env", "OLD", "--new-key-env", "NEW", "--quiet"],
@@ -170,7 +170,7 @@ final class KillTests: XCTestCase {
             var complete = 0
             for round in 0..<max(kills / 3, 4) {
                 try? FileManager.default.removeItem(atPath: dest)
-                let delay = Double.random(in: 0.01...0.4, using: &rng)
+                let delay = Double.random(in: 0.01...1.2, using: &rng)
                 _ = try runAndKill(tool, arguments, after: delay, env: ["K": Self.keyA, "N": Self.keyB])
                 if FileManager.default.fileExists(atPath: dest) {
                     complete += 1
