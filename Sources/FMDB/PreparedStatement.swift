@@ -31,9 +31,18 @@ public protocol SQLiteBindable {
 /// Related SQLite documentation: <https://www.sqlite.org/c3ref/stmt.html>
 public final class PreparedStatement {
     let statement: Statement
+    /// Errors are also recorded here, for `lastError()`, as the FMDB API's are.
+    private weak var database: FMDatabase?
 
-    init(statement: Statement) {
+    init(statement: Statement, database: FMDatabase) {
         self.statement = statement
+        self.database = database
+    }
+
+    /// Records `error` on the database (for `lastError()`) and returns it, to be thrown.
+    private func recorded(_ error: FMDatabaseError) -> FMDatabaseError {
+        database?.record(error)
+        return error
     }
 
     /// The SQL it was compiled from.
@@ -52,18 +61,18 @@ public final class PreparedStatement {
     /// Resets the statement and binds `values` to parameters 1...n (the count must match).
     public func bind<each V: SQLiteBindable>(_ values: repeat each V) throws {
         guard let handle = statement.handle, !statement.connection.isClosed else {
-            throw FMDatabaseError.misuse("The statement's database is closed.", sql: sql)
+            throw recorded(.misuse("The statement's database is closed.", sql: sql))
         }
         sqlite3_reset(handle)
         var index: Int32 = 0
         for value in repeat each values {
             index += 1
             let rc = value.bind(to: self, at: index)
-            if rc != SQLITE_OK { throw statement.connection.error(code: rc, sql: sql) }
+            if rc != SQLITE_OK { throw recorded(statement.connection.error(code: rc, sql: sql)) }
         }
         guard index == statement.parameterCount else {
             sqlite3_clear_bindings(handle)
-            throw FMDatabaseError.bindCount(expected: statement.parameterCount, got: Int(index), sql: sql)
+            throw recorded(.bindCount(expected: statement.parameterCount, got: Int(index), sql: sql))
         }
     }
 
@@ -71,11 +80,10 @@ public final class PreparedStatement {
     public func execute<each V: SQLiteBindable>(_ values: repeat each V) throws {
         try bind(repeat each values)
         let rc = statement.step()
-        guard let handle = statement.handle else { throw FMDatabaseError.misuse("The statement is finalized.", sql: sql) }
+        guard let handle = statement.handle else { throw recorded(.misuse("The statement is finalized.", sql: sql)) }
+        let error = rc != SQLITE_DONE && rc != SQLITE_ROW ? statement.connection.error(code: rc, sql: sql) : nil
         sqlite3_reset(handle)
-        if rc != SQLITE_DONE && rc != SQLITE_ROW {
-            throw statement.connection.error(code: rc, sql: sql)
-        }
+        if let error { throw recorded(error) }
     }
 
     /// Moves to the next row: true with a row, false when done (the statement then resets itself).
@@ -83,9 +91,13 @@ public final class PreparedStatement {
     public func step() throws -> Bool {
         let rc = statement.step()
         if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE {
+            statement.reset()
+            return false
+        }
+        let error = statement.connection.error(code: rc, sql: sql)
         statement.reset()
-        if rc == SQLITE_DONE { return false }
-        throw statement.connection.error(code: rc, sql: sql)
+        throw recorded(error)
     }
 
     /// Resets the statement so it can run again (bindings stay).
@@ -132,7 +144,7 @@ extension FMDatabase {
         lastErrorValue = nil
         do {
             if traceExecution { logger.info("\(databasePath ?? ":memory:") prepareStatement: \(sql)") }
-            return PreparedStatement(statement: try requireConnection(sql: sql).prepare(sql))
+            return PreparedStatement(statement: try requireConnection(sql: sql).prepare(sql), database: self)
         } catch {
             record(error)
             throw error
