@@ -79,6 +79,12 @@ final class KillTests: XCTestCase {
                 acknowledged.formUnion(output.split(separator: "\n").compactMap { Int($0) })
                 let db = try XCTUnwrap(open(path, hexKey: Self.keyA), "\(mode) round \(round): the database opens with its key")
                 XCTAssertEqual(db.string(forQuery: "PRAGMA integrity_check"), "ok", "\(mode) round \(round)")
+                guard db.tableExists("acks") else {
+                    // Killed before its first commit (a slow start, under a sanitizer say): nothing was acknowledged.
+                    XCTAssertTrue(acknowledged.isEmpty, "\(mode) round \(round)")
+                    db.close()
+                    continue
+                }
                 var present = Set<Int>()
                 let rs = try db.executeQuery("SELECT n FROM acks", values: nil)
                 while rs.next() { present.insert(rs.long(forColumnIndex: 0)) }

@@ -34,7 +34,11 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         let registered = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)
         registered.initialize(to: vfs)
         XCTAssertEqual(SQLITE_OK, sqlite3_vfs_register(registered, 0))
-        defer { sqlite3_vfs_unregister(registered) }
+        defer {
+            sqlite3_vfs_unregister(registered)
+            registered.deallocate()
+            free(name)
+        }
         let db = FMDatabase(path: ":memory:")
         db.open(withFlags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: "MyCustomVFS")
         XCTAssertFalse(db.hadError(), "Open with a custom VFS should have succeeded")
@@ -369,7 +373,8 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         XCTAssertTrue(rs.next())
         XCTAssertEqual(rs.string(forColumn: "t4.a"), "one")
         XCTAssertEqual(rs.string(forColumn: "b"), "two")
-        XCTAssertEqual(strcmp(try XCTUnwrap(rs.utf8String(forColumn: "b")).withMemoryRebound(to: CChar.self, capacity: 4) { strdup($0) }, "two"), 0)
+        let utf8 = try XCTUnwrap(rs.utf8String(forColumn: "b"))
+        XCTAssertEqual(utf8.withMemoryRebound(to: CChar.self, capacity: 4) { strcmp($0, "two") }, 0)
         rs.close()
         XCTAssertTrue(db.executeUpdate("drop table t4;", withArgumentsIn: []))
         XCTAssertTrue(db.executeUpdate("create table t4 (a text, b text)", withArgumentsIn: []))

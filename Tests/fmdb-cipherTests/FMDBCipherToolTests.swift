@@ -422,8 +422,9 @@ final class FMDBCipherScriptTests: XCTestCase {
         XCTAssertEqual(try runProcess(tool, ["check", directory.path("app.db"), "--key-env", "K"], environment: env).status, 0)
         let backups = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.hasSuffix(".bak") }
         XCTAssertEqual(backups.count, 1)
+        let backup = try XCTUnwrap(backups.first)
         env["K"] = "old"
-        XCTAssertEqual(try runProcess(tool, ["check", directory.path(backups[0]), "--key-env", "K"], environment: env).status, 0)
+        XCTAssertEqual(try runProcess(tool, ["check", directory.path(backup), "--key-env", "K"], environment: env).status, 0)
         // With the wrong old key the script stops before touching the database.
         env["OLD_DB_KEY"] = "wrong"
         let failed = try runProcess("/bin/bash", [scriptPath, directory.path("app.db")], environment: env)
