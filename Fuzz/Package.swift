@@ -11,7 +11,7 @@ let package = Package(
         .executableTarget(
             name: "fmdb-fuzz",
             dependencies: [.product(name: "FMDB", package: "FMDBCipher")],
-            swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-parse-as-library"])]
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]
 )

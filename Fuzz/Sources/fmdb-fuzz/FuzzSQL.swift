@@ -73,21 +73,34 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
     db.close()
 }
 
-#if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
-    fuzzOne(UnsafeRawBufferPointer(start: data, count: size))
-    return 0
-}
-#else
-/// Without the fuzzer runtime: replays the files given as arguments (a corpus or a crash input).
+/// libFuzzer's driver (`-sanitize=fuzzer`), found at run time: SwiftPM links an executable's entry point
+/// as `main`, so the fuzzer is started from there rather than by libFuzzer's own `main`.
+typealias FuzzerCallback = @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
+typealias FuzzerDriver = @convention(c) (
+    UnsafeMutablePointer<Int32>, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>, FuzzerCallback
+) -> Int32
+
 @main
-struct Replay {
+struct Entry {
     static func main() {
+        #if FUZZING
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "LLVMFuzzerRunDriver") else {
+            FileHandle.standardError.write(Data("fmdb-fuzz: built without -sanitize=fuzzer\n".utf8))
+            exit(2)
+        }
+        let driver = unsafeBitCast(symbol, to: FuzzerDriver.self)
+        var argc = CommandLine.argc
+        var argv = CommandLine.unsafeArgv
+        exit(driver(&argc, &argv) { data, size in
+            fuzzOne(UnsafeRawBufferPointer(start: data, count: size))
+            return 0
+        })
+        #else
+        // Without the fuzzer runtime: replays the files given as arguments (a corpus or a crash input).
         for path in CommandLine.arguments.dropFirst() {
             guard let data = FileManager.default.contents(atPath: path) else { continue }
             data.withUnsafeBytes(fuzzOne)
         }
+        #endif
     }
 }
-#endif
