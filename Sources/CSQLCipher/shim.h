@@ -30,4 +30,9 @@ static inline int fmdb_db_config_int(sqlite3 *db, int op, int value, int *result
     return sqlite3_db_config(db, op, value, result);
 }
 
+// sqlite3_config is variadic too. SQLITE_CONFIG_MEMSTATUS must be set before sqlite3_initialize.
+static inline int fmdb_config_memstatus(int enabled) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, enabled);
+}
+
 #endif

@@ -376,7 +376,17 @@ public final class FMDatabase {
         executeUpdate(sql, arrayArguments: arguments)
     }
 
-    private func executeUpdate<C: Collection>(_ sql: String, arrayArguments: C) -> Bool {
+    private func executeUpdate(_ sql: String, arrayArguments: [Any]) -> Bool {
+        lastErrorValue = nil
+        do {
+            try update(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+            return true
+        } catch {
+            return record(error)
+        }
+    }
+
+    private func executeUpdate(_ sql: String, arrayArguments: [Any?]) -> Bool {
         lastErrorValue = nil
         do {
             try update(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
@@ -441,7 +451,17 @@ public final class FMDatabase {
         executeQuery(sql, arrayArguments: arguments)
     }
 
-    private func executeQuery<C: Collection>(_ sql: String, arrayArguments: C) -> FMResultSet? {
+    private func executeQuery(_ sql: String, arrayArguments: [Any]) -> FMResultSet? {
+        lastErrorValue = nil
+        do {
+            return try query(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+        } catch {
+            record(error)
+            return nil
+        }
+    }
+
+    private func executeQuery(_ sql: String, arrayArguments: [Any?]) -> FMResultSet? {
         lastErrorValue = nil
         do {
             return try query(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }

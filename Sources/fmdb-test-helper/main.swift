@@ -6,6 +6,11 @@ import Foundation
 
 let arguments = CommandLine.arguments.dropFirst()
 
+/// The helper's output: one line on standard output (unbuffered, so a killed helper's lines are all there).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
 /// Test keys (hex) as key material. These are throwaway keys of the test suite, not secrets.
 func material(_ text: String) -> KeyMaterial {
     var text = text
@@ -22,27 +27,27 @@ case "queue-reentrant":
     queue.inDatabase { _ in
         queue.inDatabase { _ in }
     }
-    print("not reached")
+    say("not reached")
 case "pool-nested-at-limit":
     let pool = FMDatabasePool()
     pool.maximumNumberOfDatabasesToCreate = 1
     pool.inDatabase { _ in
         pool.inDatabase { _ in }
     }
-    print("not reached")
+    say("not reached")
 case "pool-rekey-inside-block":
     let pool = FMDatabasePool()
     pool.inDatabase { _ in
         try? pool.rekey(using: PassphraseKeyProvider("x"))
     }
-    print("not reached")
+    say("not reached")
 case "crash-on-errors":
     let db = FMDatabase()
     db.logsErrors = false
     db.crashOnErrors = true
     _ = db.open()
     db.executeUpdate("this is not sql")
-    print("not reached")
+    say("not reached")
 case "kdf-costs":
     // The cost of each key derivation, measured through the library (SECURITY.md quotes these).
     func median(_ runs: Int, _ body: () throws -> Void) rethrows -> Double {
@@ -67,7 +72,7 @@ case "kdf-costs":
     do {
         for (name, make) in providers {
             let ms = try median(5) { _ = try make().key(for: request) }
-            print(name.padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per derivation (once per salt)", ms))
+            say(name.padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per derivation (once per salt)", ms))
         }
         let path = folder.appendingPathComponent("open.db").path
         let seed = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("p"))
@@ -79,7 +84,7 @@ case "kdf-costs":
             try db.setKey(using: PassphraseKeyProvider("p"))
             db.close()
         }
-        print("open + key + verify, PassphraseKeyProvider (SQLCipher KDF)".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", passphraseOpen))
+        say("open + key + verify, PassphraseKeyProvider (SQLCipher KDF)".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", passphraseOpen))
         let cached = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p")
         let cachedOpen = try median(5) {
             let db = FMDatabase(path: path)
@@ -87,7 +92,7 @@ case "kdf-costs":
             try db.setKey(using: cached)
             db.close()
         }
-        print("open + key + verify, reused sqlcipherCompatible provider".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", cachedOpen))
+        say("open + key + verify, reused sqlcipherCompatible provider".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", cachedOpen))
     } catch {
         FileHandle.standardError.write(Data("kdf-costs failed: \(error)\n".utf8))
         exit(1)

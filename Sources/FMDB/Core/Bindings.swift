@@ -79,9 +79,27 @@ extension Statement {
     /// Binds one value of any type by the rules of API.md: nil/NSNull → NULL, Data/[UInt8] → BLOB,
     /// Date → REAL seconds since 1970 (or formatted TEXT), Bool → 0/1, integers → INTEGER
     /// (UInt64 past Int64.max: the bit pattern), Float/Double → REAL, String → TEXT, anything else
-    /// → its `description` as TEXT. The common types are tested first, by exact type.
+    /// → its `description` as TEXT.
     func bind(any value: Any?, at index: Int32, dateFormatter: DateFormatter?) -> Int32 {
         guard let value else { return bindNull(at: index) }
+        return bind(anyValue: value, at: index, dateFormatter: dateFormatter)
+    }
+
+    /// The common types are recognized by comparing the dynamic type first (a pointer comparison), so
+    /// the cast that follows is an exact-type cast; only other types go down the chain of conditional
+    /// casts, which on Linux are costly when they fail (each one tries Foundation bridging).
+    func bind(anyValue value: Any, at index: Int32, dateFormatter: DateFormatter?) -> Int32 {
+        let type = Swift.type(of: value)
+        if type == Int.self, let v = value as? Int { return bind(Int64(v), at: index) }
+        if type == String.self, let v = value as? String { return bind(v, at: index) }
+        if type == Double.self, let v = value as? Double { return bind(v, at: index) }
+        if type == Data.self, let v = value as? Data { return bind(v, at: index) }
+        if type == Int64.self, let v = value as? Int64 { return bind(v, at: index) }
+        if type == Bool.self, let v = value as? Bool { return bind(Int64(v ? 1 : 0), at: index) }
+        return bindSlowly(value, at: index, dateFormatter: dateFormatter)
+    }
+
+    private func bindSlowly(_ value: Any, at index: Int32, dateFormatter: DateFormatter?) -> Int32 {
         switch value {
         case let v as String: return bind(v, at: index)
         case let v as Int: return bind(Int64(v), at: index)
@@ -131,18 +149,31 @@ extension Statement {
     }
 
     /// Binds an array of values to parameters 1...n. The count must match the statement's.
-    /// Generic over the array's element (`Any` or `Any?`), so FMDB's `[Any]` arguments are not copied
-    /// into a new `[Any?]` array on every call.
-    func bind<C: Collection>(array values: C, dateFormatter: DateFormatter?) throws {
-        let expected = parameterCount
-        guard values.count == Int(expected) else {
-            throw FMDatabaseError.bindCount(expected: expected, got: values.count, sql: sql)
+    func bind(array values: [Any], dateFormatter: DateFormatter?) throws {
+        try checkCount(values.count)
+        var index: Int32 = 1
+        for value in values {
+            let rc = bind(anyValue: value, at: index, dateFormatter: dateFormatter)
+            if rc != SQLITE_OK { throw connection.error(code: rc, sql: sql) }
+            index += 1
         }
+    }
+
+    /// The same for optional values (FMDB's variadic `Any?...` arguments): nil binds NULL.
+    func bind(array values: [Any?], dateFormatter: DateFormatter?) throws {
+        try checkCount(values.count)
         var index: Int32 = 1
         for value in values {
             let rc = bind(any: value, at: index, dateFormatter: dateFormatter)
             if rc != SQLITE_OK { throw connection.error(code: rc, sql: sql) }
             index += 1
+        }
+    }
+
+    private func checkCount(_ count: Int) throws {
+        let expected = parameterCount
+        guard count == Int(expected) else {
+            throw FMDatabaseError.bindCount(expected: expected, got: count, sql: sql)
         }
     }
 

@@ -5,6 +5,10 @@ enum SQLCipherRuntime {
     /// `PRAGMA cipher_version` on a scratch in-memory connection: nil when the linked library is not
     /// SQLCipher (a system libsqlite3 was linked instead, which must never happen).
     static let version: String? = {
+        // Before SQLite initializes: without memory statistics, allocations skip a process-wide mutex
+        // that every thread would otherwise contend for (pools). Too late when the program already
+        // used SQLite through the C API, which is harmless (SQLITE_MISUSE, ignored).
+        _ = fmdb_config_memstatus(0)
         guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil) else {
             return nil
         }
