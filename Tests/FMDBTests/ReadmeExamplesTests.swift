@@ -164,3 +164,25 @@ final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
         XCTAssertLessThanOrEqual(pool.countOfOpenDatabases, 4)
     }
 }
+
+/// The README's fast-path example, as written.
+final class ReadmeFastPathExampleTests: XCTestCase {
+    func testReadmeFastPath() throws {
+        let db = FMDatabase()
+        XCTAssertTrue(db.open())
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, age INTEGER)"))
+        var seen: [String] = []
+
+        // README: fast path
+        let insert = try db.prepareStatement("INSERT INTO people (name, age) VALUES (?, ?)")
+        try insert.execute("Barbara", 41)
+        let lookup = try db.prepareStatement("SELECT name, age FROM people WHERE age > ?")
+        try lookup.bind(40)
+        while try lookup.step() {
+            print(lookup.string(at: 0) ?? "", lookup.int(at: 1))
+            seen.append("\(lookup.string(at: 0) ?? "") \(lookup.int(at: 1))")
+        }
+
+        XCTAssertEqual(seen, ["Barbara 41"])
+    }
+}

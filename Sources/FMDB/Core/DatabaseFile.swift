@@ -22,10 +22,23 @@ enum DatabaseFile {
         case truncated
     }
 
+    /// Reads the first 16 bytes with open(2)/read(2): this runs at every keyed open, so it stays cheap.
     static func kind(atPath path: String) -> Kind {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return .empty }
-        defer { try? handle.close() }
-        let head = (try? handle.read(upToCount: 16)) ?? Data()
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .empty }
+        defer { close(fd) }
+        var head = Data(count: 16)
+        let count = head.withUnsafeMutableBytes { buffer -> Int in
+            guard let base = buffer.baseAddress else { return 0 }
+            var total = 0
+            while total < 16 {
+                let n = read(fd, base.advanced(by: total), 16 - total)
+                if n <= 0 { break }
+                total += n
+            }
+            return total
+        }
+        head.count = count
         if head.isEmpty { return .empty }
         if isPlaintextHeader(head) { return .plaintext }
         if head.count < 16 { return .truncated }
