@@ -18,14 +18,15 @@ let package = Package(
             cSettings: [.define("SQLITE_HAS_CODEC"), .unsafeFlags(["-O2"])],
             linkerSettings: [.linkedLibrary("sqlcipher")]
         ),
+        .target(name: "BenchSupport", swiftSettings: [.swiftLanguageMode(.v6)]),
         .executableTarget(
             name: "bench-fmdb",
-            dependencies: [.product(name: "FMDB", package: "FMDBCipher")],
+            dependencies: ["BenchSupport", .product(name: "FMDB", package: "FMDBCipher")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(
             name: "bench-grdb",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["BenchSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

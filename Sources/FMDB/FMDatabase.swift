@@ -377,19 +377,18 @@ public final class FMDatabase {
     }
 
     private func executeUpdate(_ sql: String, arrayArguments: [Any]) -> Bool {
-        lastErrorValue = nil
-        do {
-            try update(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
-            return true
-        } catch {
-            return record(error)
-        }
+        recordingUpdate(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
     }
 
     private func executeUpdate(_ sql: String, arrayArguments: [Any?]) -> Bool {
+        recordingUpdate(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+    }
+
+    /// The Bool-returning FMDB shape around `update`: clears the last error, records a new one.
+    private func recordingUpdate(_ sql: String, bind: (Statement) throws -> Void) -> Bool {
         lastErrorValue = nil
         do {
-            try update(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+            try update(sql, bind: bind)
             return true
         } catch {
             return record(error)
@@ -411,13 +410,7 @@ public final class FMDatabase {
     /// Runs one statement with named parameters: key `name` binds `:name` in the SQL.
     @discardableResult
     public func executeUpdate(_ sql: String, withParameterDictionary arguments: [AnyHashable: Any]) -> Bool {
-        lastErrorValue = nil
-        do {
-            try update(sql) { try $0.bind(dictionary: arguments, dateFormatter: dateFormatter) }
-            return true
-        } catch {
-            return record(error)
-        }
+        recordingUpdate(sql) { try $0.bind(dictionary: arguments, dateFormatter: dateFormatter) }
     }
 
     /// Runs one statement written as an interpolated string; every interpolated value is bound as a
@@ -452,19 +445,18 @@ public final class FMDatabase {
     }
 
     private func executeQuery(_ sql: String, arrayArguments: [Any]) -> FMResultSet? {
-        lastErrorValue = nil
-        do {
-            return try query(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
-        } catch {
-            record(error)
-            return nil
-        }
+        recordingQuery(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
     }
 
     private func executeQuery(_ sql: String, arrayArguments: [Any?]) -> FMResultSet? {
+        recordingQuery(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+    }
+
+    /// The optional-returning FMDB shape around `query`: clears the last error, records a new one.
+    private func recordingQuery(_ sql: String, bind: (Statement) throws -> Void) -> FMResultSet? {
         lastErrorValue = nil
         do {
-            return try query(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
+            return try query(sql, bind: bind)
         } catch {
             record(error)
             return nil
@@ -485,13 +477,7 @@ public final class FMDatabase {
     /// Runs a query with named parameters (`:name` in the SQL, `name` in the dictionary).
     @discardableResult
     public func executeQuery(_ sql: String, withParameterDictionary arguments: [AnyHashable: Any]?) -> FMResultSet? {
-        lastErrorValue = nil
-        do {
-            return try query(sql) { try $0.bind(dictionary: arguments ?? [:], dateFormatter: dateFormatter) }
-        } catch {
-            record(error)
-            return nil
-        }
+        recordingQuery(sql) { try $0.bind(dictionary: arguments ?? [:], dateFormatter: dateFormatter) }
     }
 
     /// Runs a query written as an interpolated string, every value bound as a parameter.
@@ -504,13 +490,7 @@ public final class FMDatabase {
     /// `bind(withDictionary:)`, then call `next()`.
     @discardableResult
     public func prepare(_ sql: String) -> FMResultSet? {
-        lastErrorValue = nil
-        do {
-            return try query(sql) { _ in }
-        } catch {
-            record(error)
-            return nil
-        }
+        recordingQuery(sql) { _ in }
     }
 
     // MARK: - Several statements

@@ -111,16 +111,13 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// A keyed pool: opens, keys and verifies one connection at init (kept checked in for use), and
     /// keys every later connection when it opens it.
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error otherwise.
-    public init(
+    public convenience init(
         path: String?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
         keyProvider: any KeyProvider
     ) throws {
-        self.path = path
-        self.openFlags = flags
-        self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
+        self.init(path: path, flags: flags, vfs: vfs)
         state.keyProvider = keyProvider
         let first = try openConnection(keyProvider: keyProvider)
         state.checkedIn.append((first, 0))

@@ -76,13 +76,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     }
 
     /// Opens the database at init; nil when it cannot be opened.
-    public init?(path: String?, flags: Int32, vfs: String?) {
-        self.path = path
-        self.openFlags = flags
-        self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
-        self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
-        dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
+    public convenience init?(path: String?, flags: Int32, vfs: String?) {
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil)
         do {
             try onQueue { try self.openDatabase() }
         } catch {
@@ -96,19 +91,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Opens, keys and verifies the database at init.
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key (or a plaintext file), the open error otherwise.
-    public init(
+    public convenience init(
         path: String?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
         keyProvider: any KeyProvider
     ) throws {
-        self.path = path
-        self.openFlags = flags
-        self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
-        self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
-        self.keyProvider = keyProvider
-        dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider)
         try onQueue { try self.openDatabase() }
     }
 
@@ -121,6 +110,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         try self.init(path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider)
     }
 
+    /// The one designated initializer: sets up the queue without opening anything.
     private init(uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?) {
         self.path = path
         self.openFlags = flags

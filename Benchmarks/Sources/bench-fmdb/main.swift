@@ -6,6 +6,7 @@
 //   WORKLOAD pool: VARIANT queue (1 thread, FMDatabaseQueue) | pool (2 threads, FMDatabasePool, WAL)
 // Prints: seconds checksum maxrss_kb (pool also prints the number of key derivations)
 import FMDB
+import BenchSupport
 import Foundation
 
 let arguments = CommandLine.arguments
@@ -14,7 +15,6 @@ guard arguments.count >= 5 else {
     exit(64)
 }
 let (workload, mode, path, variant) = (arguments[1], arguments[2], arguments[3], arguments[4])
-func envInt(_ name: String, _ fallback: Int) -> Int { ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? fallback }
 let rows = envInt("BENCH_ROWS", 200_000)
 let lookups = envInt("BENCH_LOOKUPS", 50_000)
 let opens = envInt("BENCH_OPENS", 50)
@@ -27,16 +27,7 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
-/// The shared deterministic data: a 64-bit LCG (Knuth MMIX constants), as bench-c.
-struct LCG {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state = state &* 6364136223846793005 &+ 1442695040888963407
-        return state >> 11
-    }
-}
 
 func cipherSettings() -> CipherSettings {
     CipherSettings(pageSize: ProcessInfo.processInfo.environment["BENCH_CIPHER_PAGE_SIZE"].flatMap(Int.init))
@@ -55,11 +46,6 @@ func openDatabase() -> FMDatabase {
     return db
 }
 
-func maxRSS() -> Int {
-    var usage = rusage()
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    return usage.ru_maxrss
-}
 
 var checksum = 0.0
 var elapsed = 0.0
@@ -262,15 +248,3 @@ final class Locked: @unchecked Sendable {
     var total: Double { lock.lock(); defer { lock.unlock() }; return values.reduce(0, +) }
 }
 
-/// "name-%07d" of `i % 10_000_000`, built in place: a 12-byte (inline, unallocated) String, as snprintf in bench-c.
-func rowText(_ i: Int) -> String {
-    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 12) { buffer in
-        var v = i % 10_000_000
-        for (k, c) in "name-".utf8.enumerated() { buffer[k] = c }
-        for k in stride(from: 11, through: 5, by: -1) {
-            buffer[k] = UInt8(ascii: "0") + UInt8(v % 10)
-            v /= 10
-        }
-        return String(decoding: buffer, as: UTF8.self)
-    }
-}

@@ -1,6 +1,7 @@
 // bench-grdb: the workloads through GRDB 7.10.0 on the system SQLite (no encryption: plain mode only),
 // written the way a GRDB expert writes fast code: one reused statement, cursors, columns by index.
 // Usage: bench-grdb WORKLOAD plain DBPATH   Prints: seconds checksum maxrss_kb
+import BenchSupport
 import Foundation
 import GRDB
 
@@ -10,26 +11,12 @@ guard arguments.count >= 4 else {
     exit(64)
 }
 let (workload, path) = (arguments[1], arguments[3])
-func envInt(_ name: String, _ fallback: Int) -> Int { ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? fallback }
 let rows = envInt("BENCH_ROWS", 200_000)
 let lookups = envInt("BENCH_LOOKUPS", 50_000)
 let opens = envInt("BENCH_OPENS", 50)
 
-func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
-struct LCG {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state = state &* 6364136223846793005 &+ 1442695040888963407
-        return state >> 11
-    }
-}
 
-func maxRSS() -> Int {
-    var usage = rusage()
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    return usage.ru_maxrss
-}
 
 func makeQueue() throws -> DatabaseQueue {
     var config = Configuration()
@@ -117,15 +104,3 @@ do {
 }
 print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()))
 
-/// "name-%07d" of `i % 10_000_000`, built in place, as bench-c and bench-fmdb build it.
-func rowText(_ i: Int) -> String {
-    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 12) { buffer in
-        var v = i % 10_000_000
-        for (k, c) in "name-".utf8.enumerated() { buffer[k] = c }
-        for k in stride(from: 11, through: 5, by: -1) {
-            buffer[k] = UInt8(ascii: "0") + UInt8(v % 10)
-            v /= 10
-        }
-        return String(decoding: buffer, as: UTF8.self)
-    }
-}
