@@ -97,7 +97,14 @@ extension FMDatabase {
         do {
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
-            _ = try connection.pragmaText("SELECT sqlcipher_export('\(name)')")
+            do {
+                _ = try connection.pragmaText("SELECT sqlcipher_export('\(name)')")
+            } catch let error as FMDatabaseError {
+                // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text:
+                // give back the inner code when the text is SQLite's own for one (disk full, read-only...).
+                throw FMDatabaseError(code: Self.resultCode(forMessage: error.message) ?? error.extendedCode,
+                                      message: error.message, sql: error.sql)
+            }
             let userVersion = try connection.pragmaText("PRAGMA main.user_version") ?? "0"
             let applicationID = try connection.pragmaText("PRAGMA main.application_id") ?? "0"
             try connection.execute("PRAGMA \(name).user_version = \(Int64(userVersion) ?? 0)")
@@ -106,6 +113,14 @@ extension FMDatabase {
             record(error)
             throw error
         }
+    }
+
+    /// The primary result code whose standard text is `message` ("database or disk is full" → SQLITE_FULL).
+    static func resultCode(forMessage message: String) -> Int32? {
+        for code in Int32(2)...28 where FMDatabaseError.defaultMessage(for: code) == message {
+            return code
+        }
+        return nil
     }
 
     /// Schema names are pasted into SQL (they cannot be bound): letters, digits and underscores only.

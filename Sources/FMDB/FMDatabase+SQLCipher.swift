@@ -228,6 +228,9 @@ extension FMDatabase {
         if isFileBacked, let path = databasePath, DatabaseFile.kind(atPath: path) == .plaintext {
             throw FMDatabaseError.misuse("Cannot rekey a plaintext database: use sqlcipher_export (fmdb-cipher encrypt).")
         }
+        if let db = connection.handle, sqlite3_db_readonly(db, "main") == 1 {
+            throw FMDatabaseError(code: SQLITE_READONLY, message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
+        }
         clearCachedStatements()
         // Reading the page count also checks that the current key works.
         let pageCount = Int(try connection.pragmaText("PRAGMA page_count") ?? "0") ?? 0
@@ -272,6 +275,8 @@ extension FMDatabase {
             try connection.execute("ROLLBACK")
         } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED {
             return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database is locked by another connection)" + suffix)
+        } catch let error as FMDatabaseError where [SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR].contains(error.resultCode) {
+            return FMDatabaseError(code: error.resultCode, message: "The rekey did not take (\(error.message))" + suffix)
         } catch {
             // Judged below.
         }
