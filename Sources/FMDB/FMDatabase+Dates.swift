@@ -14,6 +14,7 @@ extension FMDatabase {
         return formatter
     }
 
+    @discardableResult
     public func hasDateFormatter() -> Bool { dateFormatter != nil }
 
     /// Dates bind as text in this format (and are read back with it); nil: seconds since 1970.
@@ -21,10 +22,12 @@ extension FMDatabase {
         dateFormatter = format
     }
 
+    @discardableResult
     public func date(from string: String) -> Date? {
         dateFormatter?.date(from: string)
     }
 
+    @discardableResult
     public func string(from date: Date) -> String? {
         dateFormatter?.string(from: date)
     }

@@ -66,17 +66,22 @@ extension FMDatabase {
 
     private func value(_ pointer: UnsafeMutableRawPointer) -> OpaquePointer { OpaquePointer(pointer) }
 
+    @discardableResult
     public func valueType(_ value: UnsafeMutableRawPointer) -> SqliteValueType {
         SqliteValueType(rawValue: sqlite3_value_type(self.value(value))) ?? .null
     }
 
+    @discardableResult
     public func valueInt(_ value: UnsafeMutableRawPointer) -> Int32 { sqlite3_value_int(self.value(value)) }
 
+    @discardableResult
     public func valueLong(_ value: UnsafeMutableRawPointer) -> Int64 { sqlite3_value_int64(self.value(value)) }
 
+    @discardableResult
     public func valueDouble(_ value: UnsafeMutableRawPointer) -> Double { sqlite3_value_double(self.value(value)) }
 
     /// The argument's bytes; nil for NULL.
+    @discardableResult
     public func valueData(_ value: UnsafeMutableRawPointer) -> Data? {
         let v = self.value(value)
         guard sqlite3_value_type(v) != SQLITE_NULL else { return nil }
@@ -86,6 +91,7 @@ extension FMDatabase {
     }
 
     /// The argument as text; nil for NULL.
+    @discardableResult
     public func valueString(_ value: UnsafeMutableRawPointer) -> String? {
         let v = self.value(value)
         guard sqlite3_value_type(v) != SQLITE_NULL, let text = sqlite3_value_text(v) else { return nil }

@@ -261,6 +261,7 @@ public final class FMDatabase {
     }
 
     /// The message of the last error, or SQLite's current message.
+    @discardableResult
     public func lastErrorMessage() -> String {
         if let lastErrorValue { return lastErrorValue.message }
         guard let db = connection?.handle else { return "not an error" }
@@ -268,6 +269,7 @@ public final class FMDatabase {
     }
 
     /// The primary result code of the last error (0 when there was none).
+    @discardableResult
     public func lastErrorCode() -> Int32 {
         if let lastErrorValue { return lastErrorValue.resultCode }
         guard let db = connection?.handle else { return SQLITE_OK }
@@ -275,6 +277,7 @@ public final class FMDatabase {
     }
 
     /// The extended result code of the last error.
+    @discardableResult
     public func lastExtendedErrorCode() -> Int32 {
         if let lastErrorValue { return lastErrorValue.extendedCode }
         guard let db = connection?.handle else { return SQLITE_OK }
@@ -282,6 +285,7 @@ public final class FMDatabase {
     }
 
     /// Whether the last call failed (its code is an error, not OK/ROW/DONE).
+    @discardableResult
     public func hadError() -> Bool {
         let code = lastErrorCode()
         return code > SQLITE_OK && code < SQLITE_ROW
@@ -464,6 +468,7 @@ public final class FMDatabase {
     }
 
     /// Runs a query; throws on error.
+    @discardableResult
     public func executeQuery(_ sql: String, values: [Any]?) throws -> FMResultSet {
         lastErrorValue = nil
         do {

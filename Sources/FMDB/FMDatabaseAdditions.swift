@@ -22,35 +22,43 @@ extension FMDatabase {
     /// ```swift
     /// let count = db.int(forQuery: "SELECT count(*) FROM t WHERE a > ?", 10)
     /// ```
+    @discardableResult
     public func int(forQuery sql: String, _ arguments: Any?...) -> Int32 {
         firstValue(sql, arguments, fallback: 0) { $0.int(forColumnIndex: 0) }
     }
 
+    @discardableResult
     public func long(forQuery sql: String, _ arguments: Any?...) -> Int {
         firstValue(sql, arguments, fallback: 0) { $0.long(forColumnIndex: 0) }
     }
 
+    @discardableResult
     public func bool(forQuery sql: String, _ arguments: Any?...) -> Bool {
         firstValue(sql, arguments, fallback: false) { $0.bool(forColumnIndex: 0) }
     }
 
+    @discardableResult
     public func double(forQuery sql: String, _ arguments: Any?...) -> Double {
         firstValue(sql, arguments, fallback: 0) { $0.double(forColumnIndex: 0) }
     }
 
+    @discardableResult
     public func string(forQuery sql: String, _ arguments: Any?...) -> String? {
         firstValue(sql, arguments, fallback: nil) { $0.string(forColumnIndex: 0) }
     }
 
+    @discardableResult
     public func data(forQuery sql: String, _ arguments: Any?...) -> Data? {
         firstValue(sql, arguments, fallback: nil) { $0.data(forColumnIndex: 0) }
     }
 
+    @discardableResult
     public func date(forQuery sql: String, _ arguments: Any?...) -> Date? {
         firstValue(sql, arguments, fallback: nil) { $0.date(forColumnIndex: 0) }
     }
 
     /// Whether a table of that name exists (case-insensitive).
+    @discardableResult
     public func tableExists(_ tableName: String) -> Bool {
         let rs = executeQuery(
             "select [sql] from sqlite_master where [type] = 'table' and lower(name) = ?",
@@ -61,6 +69,7 @@ extension FMDatabase {
     }
 
     /// Every table, index, view and trigger: columns type, name, tbl_name, rootpage, sql.
+    @discardableResult
     public func getSchema() -> FMResultSet? {
         executeQuery(
             "SELECT type, name, tbl_name, rootpage, sql FROM (SELECT * FROM sqlite_master UNION ALL "
@@ -70,11 +79,13 @@ extension FMDatabase {
     }
 
     /// `PRAGMA table_info` of a table: columns cid, name, type, notnull, dflt_value, pk.
+    @discardableResult
     public func getTableSchema(_ tableName: String) -> FMResultSet? {
         executeQuery("pragma table_info('\(tableName.replacingOccurrences(of: "'", with: "''"))')")
     }
 
     /// Whether a table has a column of that name (case-insensitive).
+    @discardableResult
     public func columnExists(_ columnName: String, inTableWithName tableName: String) -> Bool {
         guard let rs = getTableSchema(tableName) else { return false }
         defer { rs.close() }

@@ -15,6 +15,7 @@ public protocol FMDatabasePoolDelegate: AnyObject {
 }
 
 extension FMDatabasePoolDelegate {
+    @discardableResult
     public func databasePool(_ pool: FMDatabasePool, shouldAddDatabaseToPool database: FMDatabase) -> Bool { true }
     public func databasePool(_ pool: FMDatabasePool, didAddDatabase database: FMDatabase) {}
 }
@@ -405,6 +406,7 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Runs `block` with a connection without blocking the calling task (the wait for a connection and
     /// the work happen on a Dispatch thread).
+    @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {

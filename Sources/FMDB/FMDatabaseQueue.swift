@@ -334,6 +334,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// ```swift
     /// let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
     /// ```
+    @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             dispatchQueue.async {

@@ -65,6 +65,7 @@ public final class FMResultSet {
 
     /// Moves to the next row; throws on error, and with code 21 (SQLITE_MISUSE) on a closed or
     /// exhausted set.
+    @discardableResult
     public func nextWithError() throws -> Bool {
         try internalStep() == SQLITE_ROW
     }
@@ -100,6 +101,7 @@ public final class FMResultSet {
     }
 
     /// Whether the last `next()` produced a row.
+    @discardableResult
     public func hasAnotherRow() -> Bool {
         statement != nil && lastStepCode == SQLITE_ROW
     }
@@ -138,6 +140,7 @@ public final class FMResultSet {
     // MARK: - Columns
 
     /// The index of a column, case-insensitively; -1 when absent.
+    @discardableResult
     public func columnIndex(forName columnName: String) -> Int32 {
         guard let statement else { return -1 }
         let index = statement.columnIndex(forName: columnName)
@@ -147,6 +150,7 @@ public final class FMResultSet {
         return index
     }
 
+    @discardableResult
     public func columnName(for columnIdx: Int32) -> String? {
         statement?.columnName(columnIdx)
     }
@@ -160,67 +164,82 @@ public final class FMResultSet {
         return statement.isValidColumn(index) ? statement : nil
     }
 
+    @discardableResult
     public func int(forColumnIndex columnIdx: Int32) -> Int32 {
         valid(columnIdx)?.int32(at: columnIdx) ?? 0
     }
 
+    @discardableResult
     public func int(forColumn columnName: String) -> Int32 {
         int(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    @discardableResult
     public func long(forColumnIndex columnIdx: Int32) -> Int {
         Int(truncatingIfNeeded: valid(columnIdx)?.int64(at: columnIdx) ?? 0)
     }
 
+    @discardableResult
     public func long(forColumn columnName: String) -> Int {
         long(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    @discardableResult
     public func longLongInt(forColumnIndex columnIdx: Int32) -> Int64 {
         valid(columnIdx)?.int64(at: columnIdx) ?? 0
     }
 
+    @discardableResult
     public func longLongInt(forColumn columnName: String) -> Int64 {
         longLongInt(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// The column as UInt64: the bit pattern of the stored 64-bit integer, as FMDB.
+    @discardableResult
     public func unsignedLongLongInt(forColumnIndex columnIdx: Int32) -> UInt64 {
         UInt64(bitPattern: longLongInt(forColumnIndex: columnIdx))
     }
 
+    @discardableResult
     public func unsignedLongLongInt(forColumn columnName: String) -> UInt64 {
         unsignedLongLongInt(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    @discardableResult
     public func bool(forColumnIndex columnIdx: Int32) -> Bool {
         int(forColumnIndex: columnIdx) != 0
     }
 
+    @discardableResult
     public func bool(forColumn columnName: String) -> Bool {
         bool(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    @discardableResult
     public func double(forColumnIndex columnIdx: Int32) -> Double {
         valid(columnIdx)?.double(at: columnIdx) ?? 0
     }
 
+    @discardableResult
     public func double(forColumn columnName: String) -> Double {
         double(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// The column as text; nil for NULL or an unknown column.
+    @discardableResult
     public func string(forColumnIndex columnIdx: Int32) -> String? {
         guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
         return statement.string(at: columnIdx)
     }
 
+    @discardableResult
     public func string(forColumn columnName: String) -> String? {
         string(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// The column as a date: parsed with the database's date formatter when one is set, else read
     /// as seconds since 1970. nil for NULL.
+    @discardableResult
     public func date(forColumnIndex columnIdx: Int32) -> Date? {
         guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
         if let formatter = parentDB?.dateFormatter {
@@ -230,40 +249,48 @@ public final class FMResultSet {
         return Date(timeIntervalSince1970: statement.double(at: columnIdx))
     }
 
+    @discardableResult
     public func date(forColumn columnName: String) -> Date? {
         date(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// The column's bytes, copied; nil for NULL and for a zero-length BLOB, as FMDB.
+    @discardableResult
     public func data(forColumnIndex columnIdx: Int32) -> Data? {
         valid(columnIdx)?.data(at: columnIdx)
     }
 
+    @discardableResult
     public func data(forColumn columnName: String) -> Data? {
         data(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// The column's bytes without a copy: valid only until the next `next()`, or the set closes.
+    @discardableResult
     public func dataNoCopy(forColumnIndex columnIdx: Int32) -> Data? {
         valid(columnIdx)?.dataNoCopy(at: columnIdx)
     }
 
+    @discardableResult
     public func dataNoCopy(forColumn columnName: String) -> Data? {
         dataNoCopy(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// The column's UTF-8 text, owned by SQLite: valid until the next `next()` or close.
+    @discardableResult
     public func utf8String(forColumnIndex columnIdx: Int32) -> UnsafePointer<UInt8>? {
         guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
         return statement.utf8Pointer(at: columnIdx)
     }
 
+    @discardableResult
     public func utf8String(forColumn columnName: String) -> UnsafePointer<UInt8>? {
         utf8String(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// The column as FMDB's object: INTEGER → NSNumber (Int64), FLOAT → NSNumber (Double),
     /// TEXT → String, BLOB → Data, NULL (and a zero-length BLOB) → NSNull; nil for an unknown column.
+    @discardableResult
     public func object(forColumnIndex columnIdx: Int32) -> Any? {
         guard let statement = valid(columnIdx) else { return nil }
         switch statement.columnType(columnIdx) {
@@ -275,6 +302,7 @@ public final class FMResultSet {
         }
     }
 
+    @discardableResult
     public func object(forColumn columnName: String) -> Any? {
         object(forColumnIndex: columnIndex(forName: columnName))
     }
@@ -283,21 +311,25 @@ public final class FMResultSet {
     public subscript(columnName: String) -> Any? { object(forColumn: columnName) }
 
     /// The storage class of a column in the current row (`.null` for an unknown column).
+    @discardableResult
     public func type(forColumnIndex columnIdx: Int32) -> SqliteValueType {
         guard let statement = valid(columnIdx) else { return .null }
         return SqliteValueType(rawValue: statement.columnType(columnIdx)) ?? .null
     }
 
+    @discardableResult
     public func type(forColumn columnName: String) -> SqliteValueType {
         type(forColumnIndex: columnIndex(forName: columnName))
     }
 
     /// Whether a column is NULL (true for an unknown column).
+    @discardableResult
     public func columnIndexIsNull(_ columnIdx: Int32) -> Bool {
         guard let statement = valid(columnIdx) else { return true }
         return statement.columnType(columnIdx) == SQLITE_NULL
     }
 
+    @discardableResult
     public func columnIsNull(_ columnName: String) -> Bool {
         columnIndexIsNull(columnIndex(forName: columnName))
     }
