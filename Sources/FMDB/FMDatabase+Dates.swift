@@ -14,6 +14,7 @@ extension FMDatabase {
         return formatter
     }
 
+    /// Whether a date formatter is set (dates then bind and read as formatted text).
     @discardableResult
     public func hasDateFormatter() -> Bool { dateFormatter != nil }
 
@@ -22,11 +23,13 @@ extension FMDatabase {
         dateFormatter = format
     }
 
+    /// Parses `string` with the date formatter; nil without one.
     @discardableResult
     public func date(from string: String) -> Date? {
         dateFormatter?.date(from: string)
     }
 
+    /// Formats `date` with the date formatter; nil without one.
     @discardableResult
     public func string(from date: Date) -> String? {
         dateFormatter?.string(from: date)

@@ -13,6 +13,7 @@ public struct CipherSettings: Sendable, Equatable {
     /// `PRAGMA kdf_iter`: the iterations of SQLCipher's own KDF (passphrase keys only).
     public var kdfIterations: Int?
 
+    /// Settings; nil keeps SQLCipher's default.
     public init(pageSize: Int? = nil, kdfIterations: Int? = nil) {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
@@ -79,6 +80,7 @@ extension FMDatabase {
         }
     }
 
+    /// Detaches a database attached with `attachDatabase(atPath:schema:keyProvider:settings:)`.
     public func detachDatabase(schema: String) throws {
         lastErrorValue = nil
         do {

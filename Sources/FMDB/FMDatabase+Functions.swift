@@ -66,17 +66,21 @@ extension FMDatabase {
 
     private func value(_ pointer: UnsafeMutableRawPointer) -> OpaquePointer { OpaquePointer(pointer) }
 
+    /// The storage class of a custom function's argument (`sqlite3_value_type`).
     @discardableResult
     public func valueType(_ value: UnsafeMutableRawPointer) -> SqliteValueType {
         SqliteValueType(rawValue: sqlite3_value_type(self.value(value))) ?? .null
     }
 
+    /// A custom function's argument as Int32 (`sqlite3_value_int`).
     @discardableResult
     public func valueInt(_ value: UnsafeMutableRawPointer) -> Int32 { sqlite3_value_int(self.value(value)) }
 
+    /// A custom function's argument as Int64 (`sqlite3_value_int64`).
     @discardableResult
     public func valueLong(_ value: UnsafeMutableRawPointer) -> Int64 { sqlite3_value_int64(self.value(value)) }
 
+    /// A custom function's argument as Double (`sqlite3_value_double`).
     @discardableResult
     public func valueDouble(_ value: UnsafeMutableRawPointer) -> Double { sqlite3_value_double(self.value(value)) }
 
@@ -101,20 +105,25 @@ extension FMDatabase {
 
     private func context(_ pointer: UnsafeMutableRawPointer) -> OpaquePointer { OpaquePointer(pointer) }
 
+    /// Sets a custom function's result to NULL.
     public func resultNull(context: UnsafeMutableRawPointer) { sqlite3_result_null(self.context(context)) }
 
+    /// Sets a custom function's result to an integer.
     public func resultInt(_ value: Int32, context: UnsafeMutableRawPointer) {
         sqlite3_result_int(self.context(context), value)
     }
 
+    /// Sets a custom function's result to a 64-bit integer.
     public func resultLong(_ value: Int64, context: UnsafeMutableRawPointer) {
         sqlite3_result_int64(self.context(context), value)
     }
 
+    /// Sets a custom function's result to a REAL.
     public func resultDouble(_ value: Double, context: UnsafeMutableRawPointer) {
         sqlite3_result_double(self.context(context), value)
     }
 
+    /// Sets a custom function's result to a BLOB (an empty one stays a zero-length BLOB).
     public func resultData(_ data: Data, context: UnsafeMutableRawPointer) {
         let ctx = self.context(context)
         data.withUnsafeBytes { bytes in
@@ -126,6 +135,7 @@ extension FMDatabase {
         }
     }
 
+    /// Sets a custom function's result to TEXT.
     public func resultString(_ value: String, context: UnsafeMutableRawPointer) {
         let ctx = self.context(context)
         var value = value
@@ -140,18 +150,22 @@ extension FMDatabase {
         }
     }
 
+    /// Makes the custom function fail with `error` as its message.
     public func resultError(_ error: String, context: UnsafeMutableRawPointer) {
         sqlite3_result_error(self.context(context), error, -1)
     }
 
+    /// Makes the custom function fail with an SQLite result code.
     public func resultErrorCode(_ errorCode: Int32, context: UnsafeMutableRawPointer) {
         sqlite3_result_error_code(self.context(context), errorCode)
     }
 
+    /// Makes the custom function fail with SQLITE_NOMEM.
     public func resultErrorNoMemory(context: UnsafeMutableRawPointer) {
         sqlite3_result_error_nomem(self.context(context))
     }
 
+    /// Makes the custom function fail with SQLITE_TOOBIG.
     public func resultErrorTooBig(context: UnsafeMutableRawPointer) {
         sqlite3_result_error_toobig(self.context(context))
     }

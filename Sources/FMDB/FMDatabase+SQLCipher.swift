@@ -49,6 +49,7 @@ extension FMDatabase {
         recordingBool { try rekeyConnection(to: SecureBytes(utf8: key)) }
     }
 
+    /// Changes the key to key bytes (a passphrase, or `x'<64 hex digits>'`), with the same checks as `rekey(_:)`.
     @discardableResult
     public func rekeyWith(_ keyData: Data) -> Bool {
         recordingBool { try rekeyConnection(to: SecureBytes(keyData)) }
@@ -110,6 +111,7 @@ extension FMDatabase {
     /// The crypto library SQLCipher uses (`PRAGMA cipher_provider`), e.g. "openssl"; nil when not open.
     public var cipherProvider: String? { cipherPragma("cipher_provider") }
 
+    /// The crypto library's version (`PRAGMA cipher_provider_version`); nil when not open.
     public var cipherProviderVersion: String? { cipherPragma("cipher_provider_version") }
 
     /// `PRAGMA cipher_fips_status`: "1" when the provider runs in FIPS mode.

@@ -24,18 +24,23 @@ extension FMDatabase {
     @discardableResult
     public func beginTransaction() -> Bool { run("begin exclusive transaction") }
 
+    /// Begins a deferred transaction (locks taken on first use).
     @discardableResult
     public func beginDeferredTransaction() -> Bool { run("begin deferred transaction") }
 
+    /// Begins an immediate transaction (the write lock taken now).
     @discardableResult
     public func beginImmediateTransaction() -> Bool { run("begin immediate transaction") }
 
+    /// Begins an exclusive transaction.
     @discardableResult
     public func beginExclusiveTransaction() -> Bool { run("begin exclusive transaction") }
 
+    /// Commits the open transaction.
     @discardableResult
     public func commit() -> Bool { run("commit transaction") }
 
+    /// Rolls back the open transaction.
     @discardableResult
     public func rollback() -> Bool { run("rollback transaction") }
 
@@ -63,10 +68,12 @@ extension FMDatabase {
         try runThrowing("savepoint \(Self.quotedSavePointName(name));")
     }
 
+    /// Releases a savepoint (`RELEASE SAVEPOINT 'name'`).
     public func releaseSavePoint(withName name: String) throws {
         try runThrowing("release savepoint \(Self.quotedSavePointName(name));")
     }
 
+    /// Rolls back to a savepoint, which stays open (`ROLLBACK TO SAVEPOINT 'name'`).
     public func rollback(toSavePointWithName name: String) throws {
         try runThrowing("rollback transaction to savepoint \(Self.quotedSavePointName(name));")
     }
@@ -105,10 +112,12 @@ extension FMDatabase {
 
     // MARK: - WAL checkpoints
 
+    /// Checkpoints the WAL of every attached database.
     public func checkpoint(_ mode: FMDBCheckpointMode) throws {
         try checkpoint(mode, name: nil, logFrameCount: nil, checkpointCount: nil)
     }
 
+    /// Checkpoints the WAL of `name` (nil: every attached database).
     public func checkpoint(_ mode: FMDBCheckpointMode, name: String?) throws {
         try checkpoint(mode, name: name, logFrameCount: nil, checkpointCount: nil)
     }

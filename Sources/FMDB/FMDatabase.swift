@@ -109,6 +109,7 @@ public final class FMDatabase {
         connection?.handle.map { UnsafeMutableRawPointer($0) }
     }
 
+    /// Whether the database is open.
     public var isOpen: Bool { connection != nil }
 
     /// Whether the connection is open and can read its schema (with the right key, for an
@@ -231,6 +232,7 @@ public final class FMDatabase {
         openResultSets.removeAll()
     }
 
+    /// Whether any result set of this database is still open.
     public var hasOpenResultSets: Bool { !openResultSets.isEmpty }
 
     func resultSetDidOpen(_ rs: FMResultSet) {
@@ -443,6 +445,7 @@ public final class FMDatabase {
         executeQuery(sql, arrayArguments: arguments)
     }
 
+    /// Runs a query with an array of arguments; nil on error (see `lastError()`).
     @discardableResult
     public func executeQuery(_ sql: String, withArgumentsIn arguments: [Any]) -> FMResultSet? {
         executeQuery(sql, arrayArguments: arguments)
@@ -525,6 +528,7 @@ public final class FMDatabase {
 
     // MARK: - Misc
 
+    /// The rowid of the last row inserted on this connection.
     public var lastInsertRowId: Int64 {
         guard let db = connection?.handle else { return 0 }
         return sqlite3_last_insert_rowid(db)
@@ -553,6 +557,7 @@ public final class FMDatabase {
         return sqlite3_limit(db, type, newLimit)
     }
 
+    /// Whether the linked SQLite was built thread-safe.
     public static func isSQLiteThreadSafe() -> Bool {
         sqlite3_threadsafe() != 0
     }

@@ -27,31 +27,37 @@ extension FMDatabase {
         firstValue(sql, arguments, fallback: 0) { $0.int(forColumnIndex: 0) }
     }
 
+    /// Column 0 of the first row as Int (0 when there is no row).
     @discardableResult
     public func long(forQuery sql: String, _ arguments: Any?...) -> Int {
         firstValue(sql, arguments, fallback: 0) { $0.long(forColumnIndex: 0) }
     }
 
+    /// Column 0 of the first row as Bool (false when there is no row).
     @discardableResult
     public func bool(forQuery sql: String, _ arguments: Any?...) -> Bool {
         firstValue(sql, arguments, fallback: false) { $0.bool(forColumnIndex: 0) }
     }
 
+    /// Column 0 of the first row as Double (0 when there is no row).
     @discardableResult
     public func double(forQuery sql: String, _ arguments: Any?...) -> Double {
         firstValue(sql, arguments, fallback: 0) { $0.double(forColumnIndex: 0) }
     }
 
+    /// Column 0 of the first row as text (nil for NULL or no row).
     @discardableResult
     public func string(forQuery sql: String, _ arguments: Any?...) -> String? {
         firstValue(sql, arguments, fallback: nil) { $0.string(forColumnIndex: 0) }
     }
 
+    /// Column 0 of the first row as bytes (nil for NULL, an empty BLOB, or no row).
     @discardableResult
     public func data(forQuery sql: String, _ arguments: Any?...) -> Data? {
         firstValue(sql, arguments, fallback: nil) { $0.data(forColumnIndex: 0) }
     }
 
+    /// Column 0 of the first row as a date (nil for NULL or no row).
     @discardableResult
     public func date(forQuery sql: String, _ arguments: Any?...) -> Date? {
         firstValue(sql, arguments, fallback: nil) { $0.date(forColumnIndex: 0) }

@@ -51,6 +51,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
     }
 
+    /// Not supported: these errors are not archived.
     public required init?(coder: NSCoder) {
         nil
     }
@@ -61,6 +62,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         return String(cString: text)
     }
 
+    /// "SQLite error CODE: message", with the SQL when there is one (never bound values or keys).
     public override var description: String {
         var text = "SQLite error \(code): \(message)"
         if let sql { text += " - while executing `\(sql)`" }

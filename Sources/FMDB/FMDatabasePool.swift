@@ -15,8 +15,10 @@ public protocol FMDatabasePoolDelegate: AnyObject {
 }
 
 extension FMDatabasePoolDelegate {
+    /// Default: every connection is accepted.
     @discardableResult
     public func databasePool(_ pool: FMDatabasePool, shouldAddDatabaseToPool database: FMDatabase) -> Bool { true }
+    /// Default: nothing.
     public func databasePool(_ pool: FMDatabasePool, didAddDatabase database: FMDatabase) {}
 }
 
@@ -64,8 +66,11 @@ public final class FMDatabasePool: @unchecked Sendable {
         var lastError: FMDatabaseError?
     }
 
+    /// The path given at init (nil: in-memory).
     public let path: String?
+    /// The `sqlite3_open_v2` flags given at init.
     public let openFlags: Int32
+    /// The VFS name given at init.
     public let vfsName: String?
     /// Where the pool logs. Set before sharing the pool.
     public let logger: Logger
@@ -77,22 +82,27 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     // MARK: - Initializers
 
+    /// An in-memory database.
     public convenience init() {
         self.init(path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
     }
 
+    /// A database at `path`, read-write, created if needed.
     public convenience init(path: String?) {
         self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
     }
 
+    /// A database at a file URL, read-write, created if needed.
     public convenience init(url: URL?) {
         self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
     }
 
+    /// A database at `path`, opened with `flags`.
     public convenience init(path: String?, flags: Int32) {
         self.init(path: path, flags: flags, vfs: nil)
     }
 
+    /// A database at a file URL, opened with `flags`.
     public convenience init(url: URL?, flags: Int32) {
         self.init(path: url?.path, flags: flags, vfs: nil)
     }
@@ -105,6 +115,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         self.logger = Logger(label: "fmdb")
     }
 
+    /// A database at a file URL, opened with `flags` and a VFS.
     public convenience init(url: URL?, flags: Int32, vfs: String?) {
         self.init(path: url?.path, flags: flags, vfs: vfs)
     }
@@ -124,6 +135,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         state.checkedIn.append((first, 0))
     }
 
+    /// The keyed initializer, for a file URL.
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
@@ -139,6 +151,7 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     // MARK: - Properties
 
+    /// Asked before each connection is handed out, told when one joins (weak).
     public weak var delegate: (any FMDatabasePoolDelegate)? {
         get { locked { delegateStorage } }
         set { locked { delegateStorage = newValue } }
@@ -153,8 +166,11 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
     }
 
+    /// Connections idle in the pool.
     public var countOfCheckedInDatabases: Int { locked { state.checkedIn.count } }
+    /// Connections in use by blocks now.
     public var countOfCheckedOutDatabases: Int { locked { state.checkedOut.count } }
+    /// All open connections of the pool.
     public var countOfOpenDatabases: Int { locked { state.checkedIn.count + state.checkedOut.count } }
 
     /// The last error met while supplying a database to a block, or nil.
@@ -301,18 +317,22 @@ public final class FMDatabasePool: @unchecked Sendable {
         _ = try? withDatabase { block($0) }
     }
 
+    /// Runs `block` in an exclusive transaction (as FMDB 2.7); `rollback.pointee = true` rolls it back.
     public func inTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .exclusive, block)
     }
 
+    /// Runs `block` in a deferred transaction.
     public func inDeferredTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .deferred, block)
     }
 
+    /// Runs `block` in an exclusive transaction.
     public func inExclusiveTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .exclusive, block)
     }
 
+    /// Runs `block` in an immediate transaction.
     public func inImmediateTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .immediate, block)
     }
@@ -331,6 +351,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
     }
 
+    /// Runs `block` inside a savepoint on one connection; `rollback.pointee = true` rolls it back.
     @discardableResult
     public func inSavePoint(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Error? {
         do {
@@ -419,6 +440,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
     }
 
+    /// `inTransaction(_:_:)` without blocking the calling task.
     public func performTransaction<T: Sendable>(
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T

@@ -33,9 +33,11 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     // `dispatchQueue` (a serial queue), so one thread at a time touches the FMDatabase. `lastErrorBox`
     // and `interruptTarget` are `Protected` (lock-guarded), readable from any thread.
 
+    /// The path given at init (nil: in-memory).
     public let path: String?
     /// The flags given at init.
     public let openFlags: Int32
+    /// The VFS name given at init.
     public let vfsName: String?
     /// Where the queue logs (errors it could not hand to a block). Set before sharing the queue.
     public let logger: Logger
@@ -59,18 +61,22 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         _ = try? onQueue { try self.openDatabase() }
     }
 
+    /// A database at `path`, read-write, created if needed.
     public convenience init?(path: String?) {
         self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
     }
 
+    /// A database at a file URL, read-write, created if needed.
     public convenience init?(url: URL?) {
         self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
     }
 
+    /// A database at `path`, opened with `flags`.
     public convenience init?(path: String?, flags: Int32) {
         self.init(path: path, flags: flags, vfs: nil)
     }
 
+    /// A database at a file URL, opened with `flags`.
     public convenience init?(url: URL?, flags: Int32) {
         self.init(path: url?.path, flags: flags, vfs: nil)
     }
@@ -85,6 +91,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
+    /// A database at a file URL, opened with `flags` and a VFS.
     public convenience init?(url: URL?, flags: Int32, vfs: String?) {
         self.init(path: url?.path, flags: flags, vfs: vfs)
     }
@@ -101,6 +108,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         try onQueue { try self.openDatabase() }
     }
 
+    /// The keyed initializer, for a file URL.
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
@@ -211,14 +219,17 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         inTransaction(kind: .exclusive, block)
     }
 
+    /// Runs `block` in a deferred transaction.
     public func inDeferredTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .deferred, block)
     }
 
+    /// Runs `block` in an exclusive transaction.
     public func inExclusiveTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .exclusive, block)
     }
 
+    /// Runs `block` in an immediate transaction.
     public func inImmediateTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .immediate, block)
     }
@@ -250,10 +261,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
+    /// Checkpoints the WAL of every attached database.
     public func checkpoint(_ mode: FMDBCheckpointMode) throws {
         try checkpoint(mode, name: nil)
     }
 
+    /// Checkpoints the WAL of `name` (nil: every attached database).
     public func checkpoint(_ mode: FMDBCheckpointMode, name: String?) throws {
         try onQueue {
             try openDatabase().checkpoint(mode, name: name, logFrameCount: nil, checkpointCount: nil)

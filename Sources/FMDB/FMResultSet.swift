@@ -39,6 +39,7 @@ public final class FMResultSet {
     /// The SQL of the query.
     public var query: String? { statement?.sql }
 
+    /// The number of columns of the result.
     public var columnCount: Int32 { statement?.columnCount ?? 0 }
 
     /// Lowercased column names to indexes. Built once per statement.
@@ -150,6 +151,7 @@ public final class FMResultSet {
         return index
     }
 
+    /// The name of a column; nil for an unknown index.
     @discardableResult
     public func columnName(for columnIdx: Int32) -> String? {
         statement?.columnName(columnIdx)
@@ -164,31 +166,37 @@ public final class FMResultSet {
         return statement.isValidColumn(index) ? statement : nil
     }
 
+    /// The column as Int32 (SQLite's conversion); 0 for NULL or an unknown column.
     @discardableResult
     public func int(forColumnIndex columnIdx: Int32) -> Int32 {
         valid(columnIdx)?.int32(at: columnIdx) ?? 0
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func int(forColumn columnName: String) -> Int32 {
         int(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    /// The column as Int; 0 for NULL or an unknown column.
     @discardableResult
     public func long(forColumnIndex columnIdx: Int32) -> Int {
         Int(truncatingIfNeeded: valid(columnIdx)?.int64(at: columnIdx) ?? 0)
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func long(forColumn columnName: String) -> Int {
         long(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    /// The column as Int64; 0 for NULL or an unknown column.
     @discardableResult
     public func longLongInt(forColumnIndex columnIdx: Int32) -> Int64 {
         valid(columnIdx)?.int64(at: columnIdx) ?? 0
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func longLongInt(forColumn columnName: String) -> Int64 {
         longLongInt(forColumnIndex: columnIndex(forName: columnName))
@@ -200,26 +208,31 @@ public final class FMResultSet {
         UInt64(bitPattern: longLongInt(forColumnIndex: columnIdx))
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func unsignedLongLongInt(forColumn columnName: String) -> UInt64 {
         unsignedLongLongInt(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    /// The column as Bool (non-zero is true); false for NULL or an unknown column.
     @discardableResult
     public func bool(forColumnIndex columnIdx: Int32) -> Bool {
         int(forColumnIndex: columnIdx) != 0
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func bool(forColumn columnName: String) -> Bool {
         bool(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    /// The column as Double; 0 for NULL or an unknown column.
     @discardableResult
     public func double(forColumnIndex columnIdx: Int32) -> Double {
         valid(columnIdx)?.double(at: columnIdx) ?? 0
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func double(forColumn columnName: String) -> Double {
         double(forColumnIndex: columnIndex(forName: columnName))
@@ -232,6 +245,7 @@ public final class FMResultSet {
         return statement.string(at: columnIdx)
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func string(forColumn columnName: String) -> String? {
         string(forColumnIndex: columnIndex(forName: columnName))
@@ -249,6 +263,7 @@ public final class FMResultSet {
         return Date(timeIntervalSince1970: statement.double(at: columnIdx))
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func date(forColumn columnName: String) -> Date? {
         date(forColumnIndex: columnIndex(forName: columnName))
@@ -260,6 +275,7 @@ public final class FMResultSet {
         valid(columnIdx)?.data(at: columnIdx)
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func data(forColumn columnName: String) -> Data? {
         data(forColumnIndex: columnIndex(forName: columnName))
@@ -271,6 +287,7 @@ public final class FMResultSet {
         valid(columnIdx)?.dataNoCopy(at: columnIdx)
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func dataNoCopy(forColumn columnName: String) -> Data? {
         dataNoCopy(forColumnIndex: columnIndex(forName: columnName))
@@ -283,6 +300,7 @@ public final class FMResultSet {
         return statement.utf8Pointer(at: columnIdx)
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func utf8String(forColumn columnName: String) -> UnsafePointer<UInt8>? {
         utf8String(forColumnIndex: columnIndex(forName: columnName))
@@ -302,12 +320,15 @@ public final class FMResultSet {
         }
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func object(forColumn columnName: String) -> Any? {
         object(forColumnIndex: columnIndex(forName: columnName))
     }
 
+    /// `object(forColumnIndex:)`.
     public subscript(columnIdx: Int32) -> Any? { object(forColumnIndex: columnIdx) }
+    /// `object(forColumn:)`.
     public subscript(columnName: String) -> Any? { object(forColumn: columnName) }
 
     /// The storage class of a column in the current row (`.null` for an unknown column).
@@ -317,6 +338,7 @@ public final class FMResultSet {
         return SqliteValueType(rawValue: statement.columnType(columnIdx)) ?? .null
     }
 
+    /// The same, for the column named `columnName` (case-insensitive).
     @discardableResult
     public func type(forColumn columnName: String) -> SqliteValueType {
         type(forColumnIndex: columnIndex(forName: columnName))
@@ -329,6 +351,7 @@ public final class FMResultSet {
         return statement.columnType(columnIdx) == SQLITE_NULL
     }
 
+    /// Whether the column named `columnName` is NULL (true when absent).
     @discardableResult
     public func columnIsNull(_ columnName: String) -> Bool {
         columnIndexIsNull(columnIndex(forName: columnName))

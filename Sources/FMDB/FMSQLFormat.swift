@@ -11,11 +11,13 @@ public struct FMSQLFormat: ExpressibleByStringInterpolation {
     /// The interpolated values, in order (nil for NULL).
     public let arguments: [Any?]
 
+    /// SQL with no interpolated values.
     public init(stringLiteral value: String) {
         sql = value
         arguments = []
     }
 
+    /// SQL with every interpolated value as a bound parameter.
     public init(stringInterpolation: StringInterpolation) {
         sql = stringInterpolation.sql
         arguments = stringInterpolation.arguments
@@ -26,11 +28,13 @@ public struct FMSQLFormat: ExpressibleByStringInterpolation {
         var sql = ""
         var arguments: [Any?] = []
 
+        /// Starts an interpolation.
         public init(literalCapacity: Int, interpolationCount: Int) {
             sql.reserveCapacity(literalCapacity + interpolationCount)
             arguments.reserveCapacity(interpolationCount)
         }
 
+        /// Appends SQL text.
         public mutating func appendLiteral(_ literal: String) {
             sql += literal
         }

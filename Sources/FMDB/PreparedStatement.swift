@@ -48,9 +48,12 @@ public final class PreparedStatement {
     /// The SQL it was compiled from.
     public var sql: String { statement.sql }
 
+    /// The number of `?` / named parameters.
     public var parameterCount: Int32 { statement.parameterCount }
+    /// The number of columns of the result.
     public var columnCount: Int32 { statement.columnCount }
 
+    /// The name of a result column; nil for an unknown index.
     public func columnName(at index: Int32) -> String? { statement.columnName(index) }
 
     /// The index of a column, case-insensitively; -1 when absent. Built once per statement.
@@ -216,6 +219,7 @@ extension Date: SQLiteBindable {
     }
 }
 extension NSNull: SQLiteBindable {
+    /// Binds the value (see `SQLiteBindable`).
     public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindNull(at: index) }
 }
 extension Optional: SQLiteBindable where Wrapped: SQLiteBindable {

@@ -66,6 +66,7 @@ public struct DatabaseKey: Sendable, CustomStringConvertible, CustomDebugStringC
         return self
     }
 
+    /// A description that never shows key bytes.
     public var description: String {
         switch material {
         case .passphrase: return "DatabaseKey.passphrase(<redacted>)"
@@ -73,5 +74,6 @@ public struct DatabaseKey: Sendable, CustomStringConvertible, CustomDebugStringC
         }
     }
 
+    /// The same redacted description.
     public var debugDescription: String { description }
 }

@@ -38,7 +38,9 @@ public struct KeyMaterial: Sendable, CustomStringConvertible {
         bytes = SecureBytes(count: source.count) { $0.copyMemory(from: source) }
     }
 
+    /// How many bytes the key material holds.
     public var count: Int { bytes.count }
+    /// Whether the key material is empty (an empty key is refused everywhere).
     public var isEmpty: Bool { bytes.isEmpty }
 
     /// Without one trailing "\n" (or "\r\n"), as a key file written by `echo` ends.
@@ -82,6 +84,7 @@ public struct KeyMaterial: Sendable, CustomStringConvertible {
         }
     }
 
+    /// A description that never shows key bytes.
     public var description: String { "KeyMaterial(\(count) bytes, redacted)" }
 }
 

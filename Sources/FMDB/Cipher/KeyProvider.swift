@@ -16,6 +16,7 @@ public struct KeyRequest: Sendable {
     /// The 16-byte salt at the start of an existing encrypted file; nil for a new, empty or plaintext file.
     public let salt: Data?
 
+    /// A request for the key of the database at `databasePath` (nil: in-memory) with the file's `salt`.
     public init(databasePath: String?, salt: Data?) {
         self.databasePath = databasePath
         self.salt = salt
@@ -41,10 +42,12 @@ public protocol KeyProvider: Sendable {
 public struct PassphraseKeyProvider: KeyProvider {
     private let key: DatabaseKey
 
+    /// A provider for `passphrase` (UTF-8), handed to SQLCipher's own KDF.
     public init(_ passphrase: String) {
         key = .passphrase(passphrase)
     }
 
+    /// A provider for a passphrase given as bytes.
     public init(data: Data) {
         key = .passphrase(data: data)
     }
@@ -53,6 +56,8 @@ public struct PassphraseKeyProvider: KeyProvider {
         self.key = key
     }
 
+    /// The key for `request` (see `KeyProvider`).
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for an empty passphrase or settings below the floor.
     public func key(for request: KeyRequest) throws -> DatabaseKey {
         try key.validated()
     }
@@ -75,5 +80,7 @@ public struct RawKeyProvider: KeyProvider {
         self.key = key
     }
 
+    /// The key for `request` (see `KeyProvider`).
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for an empty passphrase or settings below the floor.
     public func key(for request: KeyRequest) throws -> DatabaseKey { key }
 }

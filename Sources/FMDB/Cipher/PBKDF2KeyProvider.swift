@@ -28,7 +28,9 @@ public final class PBKDF2KeyProvider: KeyProvider {
     /// The lowest iteration count the safe initializers accept: SQLCipher 3's own default.
     public static let minimumIterations = 64_000
 
+    /// The HMAC digest of the derivation.
     public let digest: Digest
+    /// The PBKDF2 iteration count.
     public let iterations: Int
     private let passphrase: SecureBytes
     private let allowsWeakIterations: Bool
@@ -39,6 +41,7 @@ public final class PBKDF2KeyProvider: KeyProvider {
         self.init(secret: SecureBytes(utf8: passphrase), digest: digest, iterations: iterations, allowsWeak: false)
     }
 
+    /// A provider for a passphrase given as bytes.
     public convenience init(passphrase: Data, digest: Digest = .sha512, iterations: Int = 256_000) {
         self.init(secret: SecureBytes(passphrase), digest: digest, iterations: iterations, allowsWeak: false)
     }
@@ -61,6 +64,7 @@ public final class PBKDF2KeyProvider: KeyProvider {
         PBKDF2KeyProvider(passphrase: passphrase, digest: .sha1, iterations: 64_000)
     }
 
+    /// SQLCipher 3's own KDF for a passphrase given as bytes.
     public static func sqlcipherCompatible(passphrase: Data) -> PBKDF2KeyProvider {
         PBKDF2KeyProvider(passphrase: passphrase, digest: .sha1, iterations: 64_000)
     }
@@ -68,6 +72,8 @@ public final class PBKDF2KeyProvider: KeyProvider {
     /// How many derivations this provider has run (one per distinct salt).
     public var derivationCount: Int { cache.derivationCount }
 
+    /// The key for `request` (see `KeyProvider`).
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for an empty passphrase or settings below the floor.
     public func key(for request: KeyRequest) throws -> DatabaseKey {
         guard !passphrase.isEmpty else {
             throw FMDatabaseError.misuse("An empty passphrase was given.")

@@ -21,14 +21,19 @@ public final class ScryptKeyProvider: KeyProvider {
     /// The lowest `n` accepted without `unsafeAllowWeakParameters`.
     public static let minimumN: UInt64 = 1 << 14
 
+    /// scrypt's CPU/memory cost N (a power of two).
     public let n: UInt64
+    /// scrypt's block size r.
     public let r: UInt64
+    /// scrypt's parallelism p.
     public let p: UInt64
+    /// The most memory OpenSSL may use for one derivation, in bytes.
     public let maxMemory: UInt64
     private let passphrase: SecureBytes
     private let allowsWeak: Bool
     private let cache = DerivedKeyCache()
 
+    /// A provider for `passphrase` (UTF-8) with scrypt parameters N, r, p and a memory cap.
     public convenience init(
         passphrase: String,
         n: UInt64 = 1 << 15,
@@ -52,6 +57,8 @@ public final class ScryptKeyProvider: KeyProvider {
     /// How many derivations this provider has run (one per distinct salt).
     public var derivationCount: Int { cache.derivationCount }
 
+    /// The key for `request` (see `KeyProvider`).
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for an empty passphrase or settings below the floor.
     public func key(for request: KeyRequest) throws -> DatabaseKey {
         guard !passphrase.isEmpty else { throw FMDatabaseError.misuse("An empty passphrase was given.") }
         guard n > 1, n & (n - 1) == 0, r > 0, p > 0 else {
