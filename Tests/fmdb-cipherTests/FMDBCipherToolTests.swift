@@ -430,4 +430,26 @@ final class FMDBCipherScriptTests: XCTestCase {
         let failed = try runProcess("/bin/bash", [scriptPath, directory.path("app.db")], environment: env)
         XCTAssertEqual(failed.status, 65)
     }
+
+    func testNoEchoPromptOnATerminal() throws {
+        let plain = try makePlaintext(rows: 5)
+        let script = try XCTUnwrap(which("script"))
+        // The answers arrive after the prompt (type-ahead is flushed when echo is turned off, as getpass does).
+        func run(_ command: String, answers: [String]) throws -> (status: Int32, output: String) {
+            let feed = answers.map { "sleep 0.6; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
+            let result = try runProcess("/bin/sh", ["-c", "(\(feed)) | \(script) -qec '\(command)' /dev/null"])
+            return (result.status, result.stdout + result.stderr)
+        }
+        let dest = directory.path("prompted.db")
+        var result = try run("\(tool!) encrypt \(plain) \(dest) --quiet", answers: ["typed-secret", "typed-secret"])
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("Repeat key"), "a new key is asked twice: \(result.output)")
+        XCTAssertFalse(result.output.contains("typed-secret"), "the key is not echoed: \(result.output)")
+        result = try run("\(tool!) check \(dest)", answers: ["typed-secret"])
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("ok"))
+        result = try run("\(tool!) encrypt \(plain) \(directory.path("other.db"))", answers: ["one", "two"])
+        XCTAssertEqual(result.status, 64, "the two entries differ: \(result.output)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("other.db")))
+    }
 }
