@@ -52,9 +52,7 @@ extension FMDatabase {
             try settings.validate()
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
-            let salt: Data?
-            if case .encrypted(let existing) = DatabaseFile.kind(atPath: path) { salt = existing } else { salt = nil }
-            let key = try keyProvider.map { try $0.key(for: KeyRequest(databasePath: path, salt: salt)).validated() }
+            let key = try keyProvider.map { try $0.key(for: Self.keyRequest(forFileAt: path).request).validated() }
             // KEY '' attaches it without a codec: an empty key is not a secret, and it stops SQLCipher from
             // giving the new database the main database's key.
             try update("ATTACH DATABASE ? AS \(name) KEY ''") { try $0.bind(array: [path], dateFormatter: nil) }

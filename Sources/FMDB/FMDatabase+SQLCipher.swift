@@ -76,7 +76,7 @@ extension FMDatabase {
         try recordingThrows {
             try settings.validate()
             let connection = try requireConnection()
-            let request = keyRequest()
+            let (request, kind) = keyRequest()
             let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
             if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
@@ -90,8 +90,7 @@ extension FMDatabase {
             // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
             // first page now, so the salt the key was made for is on disk before another connection
             // (of a pool, say) asks for a key for this file.
-            if request.salt == nil, isFileBacked, (openFlags & SQLITE_OPEN_READONLY) == 0,
-               let path = databasePath, DatabaseFile.kind(atPath: path) == .empty {
+            if kind == .empty, (openFlags & SQLITE_OPEN_READONLY) == 0 {
                 try connection.execute("PRAGMA user_version = 0")
             }
         }
@@ -100,7 +99,7 @@ extension FMDatabase {
     /// Changes the key to the one `provider` gives for this file, with the safety rules above.
     public func rekey(using provider: any KeyProvider) throws {
         try recordingThrows {
-            let key = try provider.key(for: keyRequest()).validated()
+            let key = try provider.key(for: keyRequest().request).validated()
             try rekeyConnection(to: key.sqlcipherKeyBytes())
         }
     }
@@ -119,14 +118,21 @@ extension FMDatabase {
 
     // MARK: - Engine
 
-    func keyRequest() -> KeyRequest {
+    /// The key request for this database, and what its file's header said (nil: not a file).
+    func keyRequest() -> (request: KeyRequest, kind: DatabaseFile.Kind?) {
         guard isFileBacked, let path = databasePath else {
-            return KeyRequest(databasePath: databasePath, salt: nil)
+            return (KeyRequest(databasePath: databasePath, salt: nil), nil)
         }
-        if case .encrypted(let salt) = DatabaseFile.kind(atPath: path) {
-            return KeyRequest(databasePath: path, salt: salt)
+        return Self.keyRequest(forFileAt: path)
+    }
+
+    /// The key request for the file at `path` (with its salt when it is encrypted), from one header read.
+    static func keyRequest(forFileAt path: String) -> (request: KeyRequest, kind: DatabaseFile.Kind) {
+        let kind = DatabaseFile.kind(atPath: path)
+        if case .encrypted(let salt) = kind {
+            return (KeyRequest(databasePath: path, salt: salt), kind)
         }
-        return KeyRequest(databasePath: path, salt: nil)
+        return (KeyRequest(databasePath: path, salt: nil), kind)
     }
 
     /// A cipher pragma's answer on this connection; for the provider facts, which SQLCipher gives
