@@ -19,12 +19,10 @@ import Foundation
 public final class FMResultSet {
     /// The database this result set reads from (nil once closed).
     public private(set) var parentDB: FMDatabase?
-    // `@exclusivity(unchecked)`: read on every getter; a result set is used by one thread and never
-    // hands out inout access to these (see Statement).
-    @exclusivity(unchecked) private var statement: Statement?
-    @exclusivity(unchecked) private var lastStepCode: Int32 = SQLITE_OK
+    private var statement: Statement?
+    private var lastStepCode: Int32 = SQLITE_OK
     /// The current row's column count, read once per row (not once per getter).
-    @exclusivity(unchecked) private var rowColumnCount: Int32 = 0
+    private var rowColumnCount: Int32 = 0
 
     init(statement: Statement, parent: FMDatabase) {
         self.statement = statement

@@ -7,10 +7,7 @@ import Foundation
 /// a cached statement reuses it for every query that uses it.
 final class Statement {
     let connection: Connection
-    // Hot properties are read on every column access: `@exclusivity(unchecked)` drops Swift's dynamic
-    // exclusivity check on them. Safe: a Statement is used by one thread, and none of its methods hands
-    // out an inout access to these properties.
-    @exclusivity(unchecked) private(set) var handle: OpaquePointer?
+    private(set) var handle: OpaquePointer?
     let sql: String
     /// Handed out to an open result set or an update in progress: the cache must not hand it out again.
     var inUse = false
@@ -19,8 +16,8 @@ final class Statement {
 
     /// Column names as written, in order, and lowercased name to index; built on first use, once per
     /// statement.
-    @exclusivity(unchecked) private var columnNames: [String]?
-    @exclusivity(unchecked) private var lowercasedColumns: [String: Int32] = [:]
+    private var columnNames: [String]?
+    private var lowercasedColumns: [String: Int32] = [:]
 
     init(connection: Connection, handle: OpaquePointer, sql: String) {
         self.connection = connection
