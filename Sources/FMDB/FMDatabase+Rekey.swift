@@ -6,23 +6,19 @@ import Foundation
 /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
 public enum FMDBTransactionKind: Sendable {
     case deferred, immediate, exclusive
+
+    var beginSQL: String {
+        switch self {
+        case .deferred: return "begin deferred transaction"
+        case .immediate: return "begin immediate transaction"
+        case .exclusive: return "begin exclusive transaction"
+        }
+    }
 }
 
 extension FMDatabase {
     func begin(_ kind: FMDBTransactionKind) throws {
-        let sql: String
-        switch kind {
-        case .deferred: sql = "begin deferred transaction"
-        case .immediate: sql = "begin immediate transaction"
-        case .exclusive: sql = "begin exclusive transaction"
-        }
-        lastErrorValue = nil
-        do {
-            try update(sql) { _ in }
-        } catch {
-            record(error)
-            throw error
-        }
+        try runThrowing(kind.beginSQL)
     }
 
     /// FMDB's transaction block shape: begin, run, commit unless `rollback` was set.

@@ -22,19 +22,19 @@ extension FMDatabase {
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
     @discardableResult
-    public func beginTransaction() -> Bool { run("begin exclusive transaction") }
+    public func beginTransaction() -> Bool { run(FMDBTransactionKind.exclusive.beginSQL) }
 
     /// Begins a deferred transaction (locks taken on first use).
     @discardableResult
-    public func beginDeferredTransaction() -> Bool { run("begin deferred transaction") }
+    public func beginDeferredTransaction() -> Bool { run(FMDBTransactionKind.deferred.beginSQL) }
 
     /// Begins an immediate transaction (the write lock taken now).
     @discardableResult
-    public func beginImmediateTransaction() -> Bool { run("begin immediate transaction") }
+    public func beginImmediateTransaction() -> Bool { run(FMDBTransactionKind.immediate.beginSQL) }
 
     /// Begins an exclusive transaction.
     @discardableResult
-    public func beginExclusiveTransaction() -> Bool { run("begin exclusive transaction") }
+    public func beginExclusiveTransaction() -> Bool { run(FMDBTransactionKind.exclusive.beginSQL) }
 
     /// Commits the open transaction.
     @discardableResult
@@ -51,7 +51,7 @@ extension FMDatabase {
         "'" + name.replacingOccurrences(of: "'", with: "''") + "'"
     }
 
-    private func runThrowing(_ sql: String) throws {
+    func runThrowing(_ sql: String) throws {
         lastErrorValue = nil
         do {
             try update(sql) { _ in }
