@@ -1,34 +1,4 @@
-import CSQLCipher
 import Foundation
-
-/// Cipher settings for a database this connection writes through `attachDatabase` (export, encrypt).
-///
-/// SQLCipher 3.4.1 defaults: 1024-byte pages, PBKDF2 64,000 iterations, HMAC-SHA1 per page.
-///
-/// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/>
-public struct CipherSettings: Sendable, Equatable {
-    /// `PRAGMA cipher_page_size`: 512 to 65,536, a power of two. The `sqlcipher` shell then needs the same
-    /// `PRAGMA cipher_page_size` after `PRAGMA key`.
-    public var pageSize: Int?
-    /// `PRAGMA kdf_iter`: the iterations of SQLCipher's own KDF (passphrase keys only).
-    public var kdfIterations: Int?
-
-    /// Settings; nil keeps SQLCipher's default.
-    public init(pageSize: Int? = nil, kdfIterations: Int? = nil) {
-        self.pageSize = pageSize
-        self.kdfIterations = kdfIterations
-    }
-
-    /// Throws for settings SQLCipher would reject or silently ignore.
-    public func validate() throws {
-        if let pageSize, pageSize < 512 || pageSize > 65_536 || pageSize & (pageSize - 1) != 0 {
-            throw FMDatabaseError.misuse("The cipher page size must be a power of two from 512 to 65536 (got \(pageSize)).")
-        }
-        if let kdfIterations, kdfIterations < 1 {
-            throw FMDatabaseError.misuse("kdf_iter must be positive (got \(kdfIterations)).")
-        }
-    }
-}
 
 /// Exporting between plaintext and encrypted databases, with keys that never appear in SQL text.
 extension FMDatabase {
@@ -47,8 +17,7 @@ extension FMDatabase {
         keyProvider: (any KeyProvider)?,
         settings: CipherSettings = CipherSettings()
     ) throws {
-        lastErrorValue = nil
-        do {
+        try recording {
             try settings.validate()
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
@@ -58,11 +27,7 @@ extension FMDatabase {
             try update("ATTACH DATABASE ? AS \(name) KEY ''") { try $0.bind(array: [path], dateFormatter: nil) }
             if let key {
                 do {
-                    guard let db = connection.handle else { throw FMDatabaseError.closed() }
-                    let rc = key.sqlcipherKeyBytes().withUnsafeBytes { bytes in
-                        sqlite3_key_v2(db, name, bytes.baseAddress, Int32(clamping: bytes.count))
-                    }
-                    try connection.check(rc)
+                    try connection.key(key.sqlcipherKeyBytes(), schema: name)
                     if let pageSize = settings.pageSize { try connection.execute("PRAGMA \(name).cipher_page_size = \(pageSize)") }
                     if let iterations = settings.kdfIterations { try connection.execute("PRAGMA \(name).kdf_iter = \(iterations)") }
                     // Reading the schema verifies the key for an existing file.
@@ -72,29 +37,21 @@ extension FMDatabase {
                     throw error
                 }
             }
-        } catch {
-            record(error)
-            throw error
         }
     }
 
     /// Detaches a database attached with `attachDatabase(atPath:schema:keyProvider:settings:)`.
     public func detachDatabase(schema: String) throws {
-        lastErrorValue = nil
-        do {
+        try recording {
             let name = try Self.validatedSchemaName(schema)
             try update("DETACH DATABASE \(name)") { _ in }
-        } catch {
-            record(error)
-            throw error
         }
     }
 
     /// Copies every table, index, view, trigger and row of `main` into the attached `schema`
     /// (`sqlcipher_export`), and the `user_version` and `application_id` it does not copy.
     public func exportContents(to schema: String) throws {
-        lastErrorValue = nil
-        do {
+        try recording {
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
             do {
@@ -109,9 +66,6 @@ extension FMDatabase {
             let applicationID = try connection.pragmaText("PRAGMA main.application_id") ?? "0"
             try connection.execute("PRAGMA \(name).user_version = \(Int64(userVersion) ?? 0)")
             try connection.execute("PRAGMA \(name).application_id = \(Int64(applicationID) ?? 0)")
-        } catch {
-            record(error)
-            throw error
         }
     }
 
@@ -134,40 +88,5 @@ extension FMDatabase {
             throw FMDatabaseError.misuse("A schema name must be a plain identifier other than main or temp (got '\(name)').")
         }
         return name
-    }
-
-    // MARK: - Scripts
-
-    /// Runs every statement of `script` in order, handing each one's result set to `body` before the
-    /// next statement is compiled (so later statements may use what earlier ones created). `body` steps
-    /// the result set as it likes; statements that return no rows are stepped to completion after it.
-    ///
-    /// ```swift
-    /// try db.executeScript("CREATE TABLE t (a); INSERT INTO t VALUES (1); SELECT a FROM t") { rs in
-    ///     while rs.next() { print(rs.int(forColumnIndex: 0)) }
-    /// }
-    /// ```
-    public func executeScript(_ script: String, _ body: (FMResultSet) throws -> Void) throws {
-        lastErrorValue = nil
-        do {
-            let connection = try requireConnection(sql: script)
-            let bytes = Array(script.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                guard let (statement, consumed) = try connection.prepare(bytes, from: offset) else { break }
-                offset += consumed
-                if traceExecution { logger.info("\(databasePath ?? ":memory:") executeScript: \(statement.sql)") }
-                statement.inUse = true
-                let rs = FMResultSet(statement: statement, parent: self)
-                try body(rs)
-                if rs.currentStatement != nil {
-                    while try rs.nextWithError() {}
-                }
-                rs.close()
-            }
-        } catch {
-            record(error)
-            throw error
-        }
     }
 }

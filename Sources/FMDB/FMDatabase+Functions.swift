@@ -32,11 +32,15 @@ extension FMDatabase {
         arguments: Int32,
         block: @escaping (_ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>) -> Void
     ) {
-        lastErrorValue = nil
-        guard let db = connection?.handle else {
-            record(FMDatabaseError.closed())
-            return
-        }
+        recordingBool { try createFunction(name, arguments: arguments, block: block) }
+    }
+
+    private func createFunction(
+        _ name: String,
+        arguments: Int32,
+        block: @escaping (_ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>) -> Void
+    ) throws {
+        guard let db = connection?.handle else { throw FMDatabaseError.closed() }
         let box = Unmanaged.passRetained(FunctionBox(block))
         let rc = sqlite3_create_function_v2(
             db, name, arguments, SQLITE_UTF8, box.toOpaque(),
@@ -60,7 +64,7 @@ extension FMDatabase {
         )
         if rc != SQLITE_OK {
             // On failure SQLite has already called the destructor (create_function_v2 docs).
-            record(connection?.error(code: rc) ?? FMDatabaseError(code: rc))
+            throw connection?.error(code: rc) ?? FMDatabaseError(code: rc)
         }
     }
 

@@ -1,4 +1,3 @@
-import CSQLCipher
 import Foundation
 
 /// SQLCipher on one connection: keys, rekeys, and the cipher's facts.
@@ -73,7 +72,7 @@ extension FMDatabase {
     /// try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(pageSize: 4096))
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
-        try recordingThrows {
+        try recording {
             try settings.validate()
             let connection = try requireConnection()
             let (request, kind) = keyRequest()
@@ -98,7 +97,7 @@ extension FMDatabase {
 
     /// Changes the key to the one `provider` gives for this file, with the safety rules above.
     public func rekey(using provider: any KeyProvider) throws {
-        try recordingThrows {
+        try recording {
             let key = try provider.key(for: keyRequest().request).validated()
             try rekeyConnection(to: key.sqlcipherKeyBytes())
         }
@@ -143,26 +142,6 @@ extension FMDatabase {
         return SQLCipherRuntime.providerFacts[name]
     }
 
-    private func recordingBool(_ body: () throws -> Void) -> Bool {
-        lastErrorValue = nil
-        do {
-            try body()
-            return true
-        } catch {
-            return record(error)
-        }
-    }
-
-    func recordingThrows(_ body: () throws -> Void) throws {
-        lastErrorValue = nil
-        do {
-            try body()
-        } catch {
-            record(error)
-            throw error
-        }
-    }
-
     /// Hands key bytes to `sqlite3_key_v2`, enforcing the keying rules.
     func applyKey(_ key: SecureBytes) throws {
         let connection = try requireConnection()
@@ -183,11 +162,7 @@ extension FMDatabase {
                     + "before any other statement."
             )
         }
-        guard let db = connection.handle else { throw FMDatabaseError.closed() }
-        let rc = key.withUnsafeBytes { bytes in
-            sqlite3_key_v2(db, "main", bytes.baseAddress, Int32(clamping: bytes.count))
-        }
-        try connection.check(rc)
+        try connection.key(key)
         appliedKey = key
         // Temporary tables and sort files would otherwise be written to disk unencrypted.
         try connection.execute("PRAGMA temp_store = MEMORY")
@@ -236,17 +211,14 @@ extension FMDatabase {
         if isFileBacked, let path = databasePath, DatabaseFile.kind(atPath: path) == .plaintext {
             throw FMDatabaseError.misuse("Cannot rekey a plaintext database: use sqlcipher_export (fmdb-cipher encrypt).")
         }
-        if let db = connection.handle, sqlite3_db_readonly(db, "main") == 1 {
+        if connection.isReadOnly() {
             throw FMDatabaseError(code: SQLITE_READONLY, message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
         }
         clearCachedStatements()
         // Reading the page count also checks that the current key works.
         let pageCount = Int(try connection.pragmaText("PRAGMA page_count") ?? "0") ?? 0
         let writtenBefore = connection.pagesWritten
-        guard let db = connection.handle else { throw FMDatabaseError.closed() }
-        let rc = newKey.withUnsafeBytes { bytes in
-            sqlite3_rekey_v2(db, "main", bytes.baseAddress, Int32(clamping: bytes.count))
-        }
+        let rc = connection.rekey(newKey)
         // sqlite3_rekey_v2 returns OK even when it could not take the write lock: every page is
         // rewritten when it took, so SQLite's written-pages counter tells.
         let took = rc == SQLITE_OK && (pageCount == 0 || connection.pagesWritten > writtenBefore)
@@ -258,9 +230,7 @@ extension FMDatabase {
         if isFileBacked {
             try? reopenConnection(key: oldKey)
         } else {
-            _ = oldKey.withUnsafeBytes { bytes in
-                sqlite3_rekey_v2(db, "main", bytes.baseAddress, Int32(clamping: bytes.count))
-            }
+            _ = connection.rekey(oldKey)
         }
         throw rekeyFailure(rc)
     }
@@ -292,62 +262,5 @@ extension FMDatabase {
             return FMDatabaseError(code: SQLITE_CORRUPT, message: "The rekey did not take: the database is damaged (\(check))" + suffix)
         }
         return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database was locked by another connection)" + suffix)
-    }
-}
-
-// MARK: - Backup
-
-extension FMDatabase {
-    /// Copies this database into `destination` with SQLite's online backup, page by page.
-    ///
-    /// Refused (SQLITE_MISUSE) unless both are encrypted (keyed through this library) or both are
-    /// plaintext: SQLCipher 3.4.1 copies an encrypted database into a plaintext one as **plaintext**, and
-    /// a plaintext one into an encrypted one unencrypted. Use `fmdb-cipher decrypt` / `encrypt` (or
-    /// `attachDatabase` + `exportContents`) to change encryption. The raw `sqlite3_backup_*` C functions
-    /// are not guarded: do not call them on encrypted databases.
-    ///
-    /// ```swift
-    /// try db.backup(to: copy)   // both keyed
-    /// ```
-    /// Related SQLite documentation: <https://www.sqlite.org/backup.html>
-    public func backup(to destination: FMDatabase) throws {
-        try recordingThrows {
-            let source = try requireConnection()
-            guard let destinationConnection = destination.connection, let to = destinationConnection.handle,
-                  let from = source.handle else {
-                throw FMDatabaseError.closed()
-            }
-            switch (appliedKey != nil, destination.appliedKey != nil) {
-            case (true, false):
-                throw FMDatabaseError.misuse(
-                    "Backing up an encrypted database into a plaintext one is refused: SQLCipher 3.4.1 would write it "
-                        + "in plaintext. Use fmdb-cipher decrypt (sqlcipher_export) to decrypt on purpose."
-                )
-            case (false, true):
-                throw FMDatabaseError.misuse(
-                    "Backing up a plaintext database into an encrypted one is refused: SQLCipher 3.4.1 would not encrypt "
-                        + "it. Use fmdb-cipher encrypt (sqlcipher_export)."
-                )
-            default:
-                break
-            }
-            guard let backup = sqlite3_backup_init(to, "main", from, "main") else {
-                throw destinationConnection.error()
-            }
-            var rc: Int32
-            var busyWaits = 0
-            let maxBusyWaits = max(1, Int(maxBusyRetryTimeInterval * 100))
-            repeat {
-                rc = sqlite3_backup_step(backup, 256)
-                if rc == SQLITE_BUSY || rc == SQLITE_LOCKED {
-                    busyWaits += 1
-                    if busyWaits > maxBusyWaits { break }
-                    sqlite3_sleep(10)
-                }
-            } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
-            let finish = sqlite3_backup_finish(backup)
-            if rc != SQLITE_DONE { throw destinationConnection.error(code: rc) }
-            try destinationConnection.check(finish)
-        }
     }
 }

@@ -1,5 +1,65 @@
-import CSQLCipher
 import Foundation
+
+/// The kinds of transaction (`BEGIN DEFERRED / IMMEDIATE / EXCLUSIVE`).
+///
+/// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
+public enum FMDBTransactionKind: Sendable {
+    case deferred, immediate, exclusive
+
+    var beginSQL: String {
+        switch self {
+        case .deferred: return "begin deferred transaction"
+        case .immediate: return "begin immediate transaction"
+        case .exclusive: return "begin exclusive transaction"
+        }
+    }
+}
+
+extension FMDatabase {
+    func begin(_ kind: FMDBTransactionKind) throws {
+        try runThrowing(kind.beginSQL)
+    }
+
+    /// FMDB's transaction block shape: begin, run, commit unless `rollback` was set.
+    /// The block is not called when BEGIN fails.
+    func runTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) throws {
+        try begin(kind)
+        var shouldRollback: ObjCBool = false
+        block(self, &shouldRollback)
+        if shouldRollback.boolValue {
+            rollback()
+        } else if !commit() {
+            let error = lastError()
+            rollback()
+            throw error
+        }
+    }
+
+    /// Runs `block` in a transaction: commits when it returns, rolls back when it throws.
+    ///
+    /// ```swift
+    /// try db.inTransaction(.immediate) { db in
+    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
+    /// }
+    /// ```
+    @discardableResult
+    public func inTransaction<T>(_ kind: FMDBTransactionKind = .exclusive, _ block: (FMDatabase) throws -> T) throws -> T {
+        try begin(kind)
+        let result: T
+        do {
+            result = try block(self)
+        } catch {
+            if isInTransaction { rollback() }
+            throw error
+        }
+        guard commit() else {
+            let error = lastError()
+            if isInTransaction { rollback() }
+            throw error
+        }
+        return result
+    }
+}
 
 extension FMDatabase {
     /// Whether a transaction is open (`sqlite3_get_autocommit` is 0).
@@ -9,13 +69,7 @@ extension FMDatabase {
     }
 
     private func run(_ sql: String) -> Bool {
-        lastErrorValue = nil
-        do {
-            try update(sql) { _ in }
-            return true
-        } catch {
-            return record(error)
-        }
+        recordingBool { try update(sql) { _ in } }
     }
 
     /// Begins an exclusive transaction, as FMDB's `beginTransaction`.
@@ -52,13 +106,7 @@ extension FMDatabase {
     }
 
     func runThrowing(_ sql: String) throws {
-        lastErrorValue = nil
-        do {
-            try update(sql) { _ in }
-        } catch {
-            record(error)
-            throw error
-        }
+        try recording { try update(sql) { _ in } }
     }
 
     /// Starts a savepoint (`SAVEPOINT 'name'`).
@@ -131,13 +179,9 @@ extension FMDatabase {
         logFrameCount: UnsafeMutablePointer<Int32>?,
         checkpointCount: UnsafeMutablePointer<Int32>?
     ) throws {
-        lastErrorValue = nil
-        do {
+        try recording {
             let connection = try requireConnection()
             try connection.checkpoint(mode: mode.rawValue, name: name, logFrameCount: logFrameCount, checkpointCount: checkpointCount)
-        } catch {
-            record(error)
-            throw error
         }
     }
 }

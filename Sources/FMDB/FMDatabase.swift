@@ -1,4 +1,3 @@
-import CSQLCipher
 import Foundation
 import Logging
 
@@ -160,13 +159,7 @@ public final class FMDatabase {
     @discardableResult
     public func open(withFlags flags: Int32, vfs vfsName: String?) -> Bool {
         if connection != nil { return true }
-        lastErrorValue = nil
-        do {
-            try openConnection(flags: flags, vfs: vfsName)
-            return true
-        } catch {
-            return record(error)
-        }
+        return recordingBool { try openConnection(flags: flags, vfs: vfsName) }
     }
 
     func openConnection(flags: Int32, vfs vfsName: String?) throws {
@@ -191,9 +184,7 @@ public final class FMDatabase {
     }
 
     private func applyBusyTimeout() {
-        guard let db = connection?.handle else { return }
-        let milliseconds = maxBusyRetryTimeInterval > 0 ? Int32(clamping: Int((maxBusyRetryTimeInterval * 1000).rounded())) : 0
-        sqlite3_busy_timeout(db, milliseconds)
+        connection?.setBusyTimeout(maxBusyRetryTimeInterval)
     }
 
     /// Closes the database: finalizes cached statements, closes open result sets, closes the handle.
@@ -201,8 +192,7 @@ public final class FMDatabase {
     @discardableResult
     public func close() -> Bool {
         guard connection != nil else { return true }
-        lastErrorValue = nil
-        closeConnection()
+        recordingBool { closeConnection() }
         return true
     }
 
@@ -232,6 +222,14 @@ public final class FMDatabase {
         openResultSets.removeAll()
     }
 
+    /// Closes the result sets a queue or pool block left open, except reusable ones from `prepare(_:)`
+    /// (which live until their own `close()`); returns how many it closed.
+    func closeTransientResultSets() -> Int {
+        let sets = openResultSets.values.map { $0.takeUnretainedValue() }.filter { !$0.isReusable }
+        for rs in sets { rs.close() }
+        return sets.count
+    }
+
     /// Whether any result set of this database is still open.
     public var hasOpenResultSets: Bool { !openResultSets.isEmpty }
 
@@ -245,9 +243,40 @@ public final class FMDatabase {
 
     // MARK: - Errors
 
-    /// Records an error for `lastError()`, logs it when `logsErrors`, and returns false.
+    /// The one way an FMDB entry point runs: clears the last error, runs `body`, and records what it
+    /// throws for `lastError()` (logging it when `logsErrors`) before rethrowing it. Every entry point goes
+    /// through this, directly or through `recordingBool` / `recordingOptional`, so none can forget to
+    /// reset the error (FMDB's stale-`lastError` bug).
+    @inline(__always)
+    func recording<T>(_ body: () throws -> T) throws -> T {
+        lastErrorValue = nil
+        do {
+            return try body()
+        } catch {
+            record(error)
+            throw error
+        }
+    }
+
+    /// FMDB's Bool shape of `recording`: false on error.
     @discardableResult
-    func record(_ error: Error) -> Bool {
+    func recordingBool(_ body: () throws -> Void) -> Bool {
+        do {
+            try recording(body)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// FMDB's optional shape of `recording`: nil on error.
+    func recordingOptional<T>(_ body: () throws -> T) -> T? {
+        try? recording(body)
+    }
+
+    /// Stores an error for `lastError()`, logs it when `logsErrors`. Only `recording` and the close path
+    /// call it.
+    private func record(_ error: Error) {
         let value = (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         lastErrorValue = value
@@ -259,31 +288,27 @@ public final class FMDatabase {
         if crashOnErrors {
             programmingError("FMDatabase.crashOnErrors is set and an error occurred: \(value)")
         }
-        return false
     }
 
     /// The message of the last error, or SQLite's current message.
     @discardableResult
     public func lastErrorMessage() -> String {
         if let lastErrorValue { return lastErrorValue.message }
-        guard let db = connection?.handle else { return "not an error" }
-        return String(cString: sqlite3_errmsg(db))
+        return connection?.currentErrorMessage ?? "not an error"
     }
 
     /// The primary result code of the last error (0 when there was none).
     @discardableResult
     public func lastErrorCode() -> Int32 {
         if let lastErrorValue { return lastErrorValue.resultCode }
-        guard let db = connection?.handle else { return SQLITE_OK }
-        return sqlite3_errcode(db) & 0xFF
+        return (connection?.currentExtendedErrorCode ?? SQLITE_OK) & 0xFF
     }
 
     /// The extended result code of the last error.
     @discardableResult
     public func lastExtendedErrorCode() -> Int32 {
         if let lastErrorValue { return lastErrorValue.extendedCode }
-        guard let db = connection?.handle else { return SQLITE_OK }
-        return sqlite3_extended_errcode(db)
+        return connection?.currentExtendedErrorCode ?? SQLITE_OK
     }
 
     /// Whether the last call failed (its code is an error, not OK/ROW/DONE).
@@ -390,26 +415,16 @@ public final class FMDatabase {
         recordingUpdate(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
     }
 
-    /// The Bool-returning FMDB shape around `update`: clears the last error, records a new one.
+    /// The Bool-returning FMDB shape around `update`.
     private func recordingUpdate(_ sql: String, bind: (Statement) throws -> Void) -> Bool {
-        lastErrorValue = nil
-        do {
-            try update(sql, bind: bind)
-            return true
-        } catch {
-            return record(error)
-        }
+        recordingBool { try update(sql, bind: bind) }
     }
 
     /// Runs one statement that returns no rows; throws on error (Swift's reading of FMDB's
     /// `executeUpdate:values:error:`).
     public func executeUpdate(_ sql: String, values: [Any]?) throws {
-        lastErrorValue = nil
-        do {
+        try recording {
             try update(sql) { try $0.bind(array: values ?? [], dateFormatter: dateFormatter) }
-        } catch {
-            record(error)
-            throw error
         }
     }
 
@@ -459,26 +474,16 @@ public final class FMDatabase {
         recordingQuery(sql) { try $0.bind(array: arrayArguments, dateFormatter: dateFormatter) }
     }
 
-    /// The optional-returning FMDB shape around `query`: clears the last error, records a new one.
+    /// The optional-returning FMDB shape around `query`.
     private func recordingQuery(_ sql: String, bind: (Statement) throws -> Void) -> FMResultSet? {
-        lastErrorValue = nil
-        do {
-            return try query(sql, bind: bind)
-        } catch {
-            record(error)
-            return nil
-        }
+        recordingOptional { try query(sql, bind: bind) }
     }
 
     /// Runs a query; throws on error.
     @discardableResult
     public func executeQuery(_ sql: String, values: [Any]?) throws -> FMResultSet {
-        lastErrorValue = nil
-        do {
-            return try query(sql) { try $0.bind(array: values ?? [], dateFormatter: dateFormatter) }
-        } catch {
-            record(error)
-            throw error
+        try recording {
+            try query(sql) { try $0.bind(array: values ?? [], dateFormatter: dateFormatter) }
         }
     }
 
@@ -494,11 +499,25 @@ public final class FMDatabase {
         executeQuery(sql.sql, arrayArguments: sql.arguments)
     }
 
-    /// Compiles a statement without binding it: bind with `FMResultSet.bind(withArray:)` or
-    /// `bind(withDictionary:)`, then call `next()`.
+    /// Compiles a statement without binding it, into a reusable result set (FMDB 2.7.8+): bind with
+    /// `FMResultSet.bind(withArray:)` or `bind(withDictionary:)`, then call `next()` or `step()`; bind
+    /// again to run it again, any number of times, until `close()` (or the database closes). It does not
+    /// close itself at the end of its rows, and queue and pool blocks leave it open.
+    ///
+    /// ```swift
+    /// let insert = db.prepare("INSERT INTO t (a, b) VALUES (?, ?)")
+    /// for (a, b) in pairs {
+    ///     insert?.bind(withArray: [a, b])
+    ///     insert?.step()
+    /// }
+    /// insert?.close()
+    /// ```
     @discardableResult
     public func prepare(_ sql: String) -> FMResultSet? {
-        recordingQuery(sql) { _ in }
+        recordingOptional {
+            let statement = try acquireStatement(sql)
+            return FMResultSet(statement: statement, parent: self, isReusable: true)
+        }
     }
 
     // MARK: - Several statements
@@ -515,36 +534,26 @@ public final class FMDatabase {
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/exec.html>
     @discardableResult
     public func executeStatements(_ sql: String, withResultBlock block: FMDBExecuteStatementsCallbackBlock?) -> Bool {
-        lastErrorValue = nil
-        do {
+        recordingBool {
             let connection = try requireConnection(sql: sql)
             if traceExecution { logger.info("\(databasePath ?? ":memory:") executeStatements: \(sql)") }
             try connection.execute(sql, rowHandler: block)
-            return true
-        } catch {
-            return record(error)
         }
     }
 
     // MARK: - Misc
 
     /// The rowid of the last row inserted on this connection.
-    public var lastInsertRowId: Int64 {
-        guard let db = connection?.handle else { return 0 }
-        return sqlite3_last_insert_rowid(db)
-    }
+    public var lastInsertRowId: Int64 { connection?.lastInsertRowID ?? 0 }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
-    public var changes: Int32 {
-        guard let db = connection?.handle else { return 0 }
-        return sqlite3_changes(db)
-    }
+    public var changes: Int32 { connection?.changes ?? 0 }
 
     /// Interrupts a running statement (from another thread). Returns false when not open.
     @discardableResult
     public func interrupt() -> Bool {
-        guard let db = connection?.handle else { return false }
-        sqlite3_interrupt(db)
+        guard let connection else { return false }
+        connection.interrupt()
         return true
     }
 
@@ -553,18 +562,17 @@ public final class FMDatabase {
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/limit.html>
     @discardableResult
     public func limit(for type: Int32, value newLimit: Int32) -> Int32 {
-        guard let db = connection?.handle else { return -1 }
-        return sqlite3_limit(db, type, newLimit)
+        connection?.limit(type, value: newLimit) ?? -1
     }
 
     /// Whether the linked SQLite was built thread-safe.
     public static func isSQLiteThreadSafe() -> Bool {
-        sqlite3_threadsafe() != 0
+        SQLiteLibrary.isThreadSafe
     }
 
     /// SQLite's version, e.g. "3.15.2".
     public static func sqliteLibVersion() -> String {
-        String(cString: sqlite3_libversion())
+        SQLiteLibrary.version
     }
 
     /// The FMDB API level this library implements.

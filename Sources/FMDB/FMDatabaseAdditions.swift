@@ -1,20 +1,16 @@
-import CSQLCipher
 import Foundation
 
 /// FMDB's `FMDatabaseAdditions`: one-value queries, schema questions, pragmas.
 extension FMDatabase {
     /// Runs `sql` and reads column 0 of the first row with `read`; `fallback` when there is no row.
     private func firstValue<T>(_ sql: String, _ arguments: [Any?], fallback: T, read: (FMResultSet) -> T) -> T {
-        lastErrorValue = nil
-        do {
+        let value = recordingOptional { () throws -> T in
             let rs = try query(sql) { try $0.bind(array: arguments, dateFormatter: dateFormatter) }
             defer { rs.close() }
             guard try rs.nextWithError() else { return fallback }
             return read(rs)
-        } catch {
-            record(error)
-            return fallback
         }
+        return value ?? fallback
     }
 
     /// Column 0 of the first row as Int32 (0 when there is no row).
@@ -104,13 +100,9 @@ extension FMDatabase {
 
     /// Compiles `sql` without running it; throws SQLite's error when it does not compile.
     public func validateSQL(_ sql: String) throws {
-        lastErrorValue = nil
-        do {
+        try recording {
             let statement = try requireConnection(sql: sql).prepare(sql)
             statement.finalize()
-        } catch {
-            record(error)
-            throw error
         }
     }
 
@@ -139,7 +131,7 @@ extension FMDatabase {
         set {
             let bytes = Array(newValue.utf8)
             guard bytes.count == 4 else {
-                record(FMDatabaseError.misuse("applicationIDString must be four ASCII characters, got '\(newValue)'."))
+                recordingBool { throw FMDatabaseError.misuse("applicationIDString must be four ASCII characters, got '\(newValue)'.") }
                 return
             }
             applicationID = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }

@@ -1,4 +1,3 @@
-import CSQLCipher
 import Foundation
 
 /// The one error type of the library: an `NSError` with domain `"FMDatabase"`, `code` = SQLite's
@@ -58,8 +57,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
 
     /// SQLite's own English text for a result code.
     static func defaultMessage(for code: Int32) -> String {
-        guard let text = sqlite3_errstr(code) else { return "unknown error (\(code))" }
-        return String(cString: text)
+        SQLiteLibrary.message(for: code)
     }
 
     /// "SQLite error CODE: message", with the SQL when there is one (never bound values or keys).

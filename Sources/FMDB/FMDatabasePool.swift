@@ -1,4 +1,3 @@
-import CSQLCipher
 import Foundation
 import Logging
 
@@ -44,7 +43,7 @@ extension FMDatabasePoolDelegate {
 ///   (or the delegate refuses it) the block is not called, the error is logged and kept in
 ///   `lastError`, and the throwing variants throw it.
 public final class FMDatabasePool: @unchecked Sendable {
-    // @unchecked Sendable. Lock invariant: every mutable stored property below (`state`, `delegateBox`,
+    // @unchecked Sendable. Lock invariant: every mutable stored property below (`state`, `delegateStorage`,
     // `maximum`) is read and written only while `condition` is locked. A checked-out FMDatabase is used
     // only by the thread that checked it out; checked-in ones are touched only under the lock.
 
@@ -196,18 +195,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
-        let db = FMDatabase(path: path)
-        db.logger = logger
-        guard db.open(withFlags: multiThreadFlags(openFlags), vfs: vfsName) else { throw db.lastError() }
-        if let keyProvider {
-            do {
-                try db.setKey(using: keyProvider)
-            } catch {
-                db.close()
-                throw error
-            }
-        }
-        return db
+        try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
     }
 
     private func record(_ error: Error) -> FMDatabaseError {
@@ -281,14 +269,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// open; closes it instead when the pool moved to a new generation (rekey, release).
     private func checkIn(_ db: FMDatabase) {
         db.checkedOut = false
-        if db.hasOpenResultSets {
-            logger.warning("Warning: there is at least one open result set around after performing [FMDatabasePool inDatabase:]")
-            db.closeOpenResultSets()
-        }
-        if db.isInTransaction {
-            logger.warning("A pool block left a transaction open; it was rolled back.")
-            db.rollback()
-        }
+        db.cleanUpAfterBlock(owner: "FMDatabasePool")
         let stale: Bool = locked {
             let checkout = state.checkedOut.removeValue(forKey: ObjectIdentifier(db))
             let stale = checkout.map { $0.generation != state.generation } ?? true

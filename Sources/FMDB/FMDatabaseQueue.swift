@@ -1,4 +1,3 @@
-import CSQLCipher
 import Dispatch
 import Foundation
 import Logging
@@ -27,7 +26,9 @@ import Logging
 /// - Note: FMDB compatibility: when the database cannot be opened (or keyed), FMDB passed nil to a
 ///   non-optional block; here the block is not called, the error is logged and kept in `lastError`,
 ///   and the Swift-native throwing variants throw it. When BEGIN fails, the transaction block is not
-///   called either. Result sets left open by a block are closed after it (FMDB only warned).
+///   called either. Result sets left open by a block are closed after it (FMDB only warned), except
+///   reusable ones from `FMDatabase.prepare(_:)`; a transaction left open by a block is rolled back, with
+///   a warning, as the pool does (FMDB's queue left it open for the next block).
 public final class FMDatabaseQueue: @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: `database` and `keyProvider` are read and written only on
     // `dispatchQueue` (a serial queue), so one thread at a time touches the FMDatabase. `lastErrorBox`
@@ -151,21 +152,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// The open database, opening and keying it when needed. Runs on the queue.
     private func openDatabase() throws -> FMDatabase {
         if let database, database.isOpen { return database }
-        let db = FMDatabase(path: path)
-        db.logger = logger
-        guard db.open(withFlags: multiThreadFlags(openFlags), vfs: vfsName) else {
-            throw db.lastError()
-        }
-        if let keyProvider {
-            do {
-                try db.setKey(using: keyProvider)
-            } catch {
-                db.close()
-                throw error
-            }
-        }
+        let db = try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
         database = db
-        interruptTarget.withLock { $0 = InterruptHandle(db.sqliteHandle) }
+        interruptTarget.withLock { $0 = db.interruptHandle }
         return db
     }
 
@@ -175,12 +164,10 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         logger.error("FMDatabaseQueue could not supply a database for \(path ?? ":memory:"): \(value.message)")
     }
 
-    /// After a block: close result sets it left open, roll back a transaction it left open.
+    /// After a block: close result sets it left open, roll back a transaction it left open (as the pool
+    /// does), each with a warning.
     private func tidy(_ db: FMDatabase) {
-        if db.hasOpenResultSets {
-            logger.warning("Warning: there is at least one open result set around after performing [FMDatabaseQueue inDatabase:]")
-            db.closeOpenResultSets()
-        }
+        db.cleanUpAfterBlock(owner: "FMDatabaseQueue")
     }
 
     // MARK: - FMDB API
@@ -196,9 +183,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Interrupts the statement running in the current block (callable from any thread).
     public func interrupt() {
-        interruptTarget.withLock { target in
-            if let handle = target?.handle { sqlite3_interrupt(OpaquePointer(handle)) }
-        }
+        interruptTarget.withLock { $0?.interrupt() }
     }
 
     /// Runs `block` with the database, on the queue.
@@ -369,12 +354,4 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     ) async throws -> T {
         try await perform { db in try db.inTransaction(kind, block) }
     }
-}
-
-/// A connection handle that may be used from another thread for `sqlite3_interrupt` only.
-struct InterruptHandle: @unchecked Sendable {
-    // @unchecked: only ever passed to sqlite3_interrupt, which SQLite allows from any thread while the
-    // connection is open; the owner clears it (under its lock) before closing the connection.
-    let handle: UnsafeMutableRawPointer?
-    init(_ handle: UnsafeMutableRawPointer?) { self.handle = handle }
 }

@@ -1,4 +1,3 @@
-import CSQLCipher
 import Foundation
 
 /// The rows of a query: FMDB's `FMResultSet`.
@@ -11,7 +10,9 @@ import Foundation
 /// }
 /// ```
 ///
-/// A result set is closed when `next()` returns false, when its database closes, or on deinit.
+/// A result set from `executeQuery` is closed when `next()` returns false, when its database closes, or
+/// on deinit. One from `FMDatabase.prepare(_:)` is reusable (FMDB 2.7.8+): it stays open at the end of
+/// its rows, and `bind(withArray:)` / `bind(withDictionary:)` reset it to run again, until `close()`.
 /// Getters on a closed set, on NULL, or on an unknown column return 0 / false / nil; they never crash.
 /// Not Sendable.
 ///
@@ -23,10 +24,13 @@ public final class FMResultSet {
     private var lastStepCode: Int32 = SQLITE_OK
     /// The current row's column count, read once per row (not once per getter).
     private var rowColumnCount: Int32 = 0
+    /// Made by `FMDatabase.prepare(_:)`: stays open at the end of its rows, to be bound and run again.
+    let isReusable: Bool
 
-    init(statement: Statement, parent: FMDatabase) {
+    init(statement: Statement, parent: FMDatabase, isReusable: Bool = false) {
         self.statement = statement
         self.parentDB = parent
+        self.isReusable = isReusable
         parent.resultSetDidOpen(self)
     }
 
@@ -55,8 +59,8 @@ public final class FMResultSet {
 
     // MARK: - Stepping
 
-    /// Moves to the next row. False at the end (the set then closes) or on error (see the
-    /// database's `lastError()`).
+    /// Moves to the next row. False at the end (the set then closes, unless it came from `prepare`) or
+    /// on error (see the database's `lastError()`).
     @discardableResult
     public func next() -> Bool {
         (try? internalStep()) == SQLITE_ROW
@@ -75,28 +79,35 @@ public final class FMResultSet {
         (try? internalStep()) == SQLITE_DONE
     }
 
+    /// Runs `body` through the parent database's one error-recording path; a closed set has no parent
+    /// left to record on.
+    @inline(__always)
+    private func recording<T>(_ body: () throws -> T) throws -> T {
+        guard let parent = parentDB else { return try body() }
+        return try parent.recording(body)
+    }
+
     private func internalStep() throws -> Int32 {
-        guard let statement, !statement.isFinalized else {
-            let error = FMDatabaseError.misuse("The result set is closed or exhausted.", sql: query)
-            parentDB?.lastErrorValue = error
+        try recording {
+            guard let statement, !statement.isFinalized else {
+                throw FMDatabaseError.misuse("The result set is closed or exhausted.", sql: query)
+            }
+            let rc = statement.step()
+            lastStepCode = rc
+            if rc == SQLITE_ROW {
+                rowColumnCount = statement.columnCount
+                return rc
+            }
+            rowColumnCount = 0
+            if rc == SQLITE_DONE {
+                // A reusable set keeps its statement; the next bind resets it.
+                if !isReusable { close() }
+                return rc
+            }
+            let error = statement.connection.error(code: rc, sql: statement.sql)
+            if isReusable { statement.reset() } else { close() }
             throw error
         }
-        let rc = statement.step()
-        lastStepCode = rc
-        if rc == SQLITE_ROW {
-            rowColumnCount = statement.columnCount
-            return rc
-        }
-        rowColumnCount = 0
-        let parent = parentDB
-        if rc == SQLITE_DONE {
-            close()
-            return rc
-        }
-        let error = statement.connection.error(code: rc, sql: statement.sql)
-        close()
-        parent?.record(error)
-        throw error
     }
 
     /// Whether the last `next()` produced a row.
@@ -120,19 +131,20 @@ public final class FMResultSet {
     }
 
     private func bind(_ body: (Statement) throws -> Void) -> Bool {
-        guard let statement, !statement.isFinalized else {
-            parentDB?.lastErrorValue = .misuse("The result set is closed.")
-            return false
-        }
-        statement.reset()
-        statement.clearBindings()
-        lastStepCode = SQLITE_OK
-        rowColumnCount = 0
         do {
-            try body(statement)
+            try recording {
+                guard let statement, !statement.isFinalized else {
+                    throw FMDatabaseError.misuse("The result set is closed.", sql: query)
+                }
+                statement.reset()
+                statement.clearBindings()
+                lastStepCode = SQLITE_OK
+                rowColumnCount = 0
+                try body(statement)
+            }
             return true
         } catch {
-            return parentDB?.record(error) ?? false
+            return false
         }
     }
 

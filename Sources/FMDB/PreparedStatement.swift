@@ -1,4 +1,3 @@
-import CSQLCipher
 import Foundation
 
 /// A value that binds to a statement parameter with no runtime type test: the fast path's arguments.
@@ -39,10 +38,12 @@ public final class PreparedStatement {
         self.database = database
     }
 
-    /// Records `error` on the database (for `lastError()`) and returns it, to be thrown.
-    private func recorded(_ error: FMDatabaseError) -> FMDatabaseError {
-        database?.record(error)
-        return error
+    /// Runs `body` through the database's one error-recording path (for `lastError()`), as the FMDB
+    /// API's entry points do; without a database (released), just runs it.
+    @inline(__always)
+    private func recording<T>(_ body: () throws -> T) throws -> T {
+        guard let database else { return try body() }
+        return try database.recording(body)
     }
 
     /// The SQL it was compiled from.
@@ -63,44 +64,55 @@ public final class PreparedStatement {
 
     /// Resets the statement and binds `values` to parameters 1...n (the count must match).
     public func bind<each V: SQLiteBindable>(_ values: repeat each V) throws {
-        guard let handle = statement.handle, !statement.connection.isClosed else {
-            throw recorded(.misuse("The statement's database is closed.", sql: sql))
+        try recording { try bindValues(repeat each values) }
+    }
+
+    private func bindValues<each V: SQLiteBindable>(_ values: repeat each V) throws {
+        guard !statement.isFinalized else {
+            throw FMDatabaseError.misuse("The statement's database is closed.", sql: sql)
         }
-        sqlite3_reset(handle)
+        statement.reset()
         var index: Int32 = 0
         for value in repeat each values {
             index += 1
             let rc = value.bind(to: self, at: index)
-            if rc != SQLITE_OK { throw recorded(statement.connection.error(code: rc, sql: sql)) }
+            if rc != SQLITE_OK { throw statement.connection.error(code: rc, sql: sql) }
         }
         guard index == statement.parameterCount else {
-            sqlite3_clear_bindings(handle)
-            throw recorded(.bindCount(expected: statement.parameterCount, got: Int(index), sql: sql))
+            statement.clearBindings()
+            throw FMDatabaseError.bindCount(expected: statement.parameterCount, got: Int(index), sql: sql)
         }
     }
 
     /// Binds `values` and runs the statement to completion (INSERT, UPDATE, DELETE, DDL).
     public func execute<each V: SQLiteBindable>(_ values: repeat each V) throws {
-        try bind(repeat each values)
-        let rc = statement.step()
-        guard let handle = statement.handle else { throw recorded(.misuse("The statement is finalized.", sql: sql)) }
-        let error = rc != SQLITE_DONE && rc != SQLITE_ROW ? statement.connection.error(code: rc, sql: sql) : nil
-        sqlite3_reset(handle)
-        if let error { throw recorded(error) }
+        try recording {
+            try bindValues(repeat each values)
+            let rc = statement.step()
+            guard !statement.isFinalized else { throw FMDatabaseError.misuse("The statement is finalized.", sql: sql) }
+            let error = rc != SQLITE_DONE && rc != SQLITE_ROW ? statement.connection.error(code: rc, sql: sql) : nil
+            statement.reset()
+            if let error { throw error }
+        }
     }
 
     /// Moves to the next row: true with a row, false when done (the statement then resets itself).
+    ///
+    /// The fast path: a row is returned without touching the database's error slot (a row is not an
+    /// error, and this runs once per row); an error goes through the one recording path.
     @inline(__always)
     public func step() throws -> Bool {
         let rc = statement.step()
         if rc == SQLITE_ROW { return true }
-        if rc == SQLITE_DONE {
+        return try recording {
+            if rc == SQLITE_DONE {
+                statement.reset()
+                return false
+            }
+            let error = statement.connection.error(code: rc, sql: sql)
             statement.reset()
-            return false
+            throw error
         }
-        let error = statement.connection.error(code: rc, sql: sql)
-        statement.reset()
-        throw recorded(error)
     }
 
     /// Resets the statement so it can run again (bindings stay).
@@ -144,13 +156,9 @@ extension FMDatabase {
     /// Compiles `sql` into a `PreparedStatement` for the typed fast path.
     /// - Throws: `FMDatabaseError` for SQL that does not compile or a closed database.
     public func prepareStatement(_ sql: String) throws -> PreparedStatement {
-        lastErrorValue = nil
-        do {
+        try recording {
             if traceExecution { logger.info("\(databasePath ?? ":memory:") prepareStatement: \(sql)") }
             return PreparedStatement(statement: try requireConnection(sql: sql).prepare(sql), database: self)
-        } catch {
-            record(error)
-            throw error
         }
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 /// A progress line on standard error, shown only when it is a terminal and --quiet was not given.
 /// Copies report the output file's size against the input's; rekey shows elapsed time.
 final class ProgressReporter: @unchecked Sendable {
-    // @unchecked Sendable: `stopped` and `timer` are only touched under `lock`.
+    // @unchecked Sendable: `stopped` and `thread` are only touched under `lock`.
     private let lock = NSLock()
     private var stopped = false
     private var thread: Thread?

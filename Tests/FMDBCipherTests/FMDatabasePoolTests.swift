@@ -138,6 +138,24 @@ final class FMDatabasePoolTests: XCTestCase {
         }
     }
 
+    /// Same rule as the queue's: a transaction a block left open is rolled back at check-in.
+    func testTransactionLeftOpenByABlockIsRolledBack() throws {
+        for mode in StorageMode.allCases {
+            let (pool, _) = try makePool(mode)
+            pool.maximumNumberOfDatabasesToCreate = 1
+            pool.inDatabase { db in
+                XCTAssertTrue(db.beginTransaction())
+                XCTAssertTrue(db.executeUpdate("insert into easy values ('left open')"))
+                _ = db.executeQuery("select * from easy")
+            }
+            pool.inDatabase { db in
+                XCTAssertFalse(db.isInTransaction, "\(mode)")
+                XCTAssertFalse(db.hasOpenResultSets, "\(mode)")
+                XCTAssertEqual(db.int(forQuery: "select count(*) from easy where a = 'left open'"), 0, "\(mode): rolled back")
+            }
+        }
+    }
+
     func testSelect() throws {
         for mode in StorageMode.allCases {
             let (pool, _) = try makePool(mode)

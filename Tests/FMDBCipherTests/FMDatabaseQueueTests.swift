@@ -310,6 +310,31 @@ final class FMDatabaseQueueTests: XCTestCase {
         XCTAssertEqual(size?.intValue, 0)
     }
 
+    /// The queue and the pool agree: a transaction a block left open is rolled back after it (with a
+    /// warning), so the next block does not run inside it; result sets it left open are closed, reusable
+    /// ones from `prepare` are not.
+    func testTransactionLeftOpenByABlockIsRolledBack() throws {
+        for mode in StorageMode.allCases {
+            let (queue, _) = try makeQueue(mode)
+            var prepared: FMResultSet?
+            queue.inDatabase { db in
+                XCTAssertTrue(db.beginTransaction())
+                XCTAssertTrue(db.executeUpdate("insert into easy values ('left open')"))
+                _ = db.executeQuery("select * from qfoo")
+                prepared = db.prepare("select count(*) from easy")
+            }
+            queue.inDatabase { db in
+                XCTAssertFalse(db.isInTransaction, "\(mode): the next block starts outside any transaction")
+                XCTAssertEqual(db.int(forQuery: "select count(*) from easy where a = 'left open'"), 0, "\(mode): rolled back")
+                XCTAssertTrue(db.hasOpenResultSets, "\(mode): only the prepared set survives the block")
+                XCTAssertTrue(prepared?.bind(withArray: []) ?? false)
+                XCTAssertTrue(prepared?.next() ?? false)
+                prepared?.close()
+                XCTAssertFalse(db.hasOpenResultSets, "\(mode)")
+            }
+        }
+    }
+
     func testReentrantCallStopsWithAClearMessage() throws {
         let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
         let result = try runProcess(helper, ["queue-reentrant"])

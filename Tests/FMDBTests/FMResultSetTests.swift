@@ -178,6 +178,54 @@ final class FMResultSetTests: FMDBTempDBTestCase {
         named.close()
     }
 
+    /// FMDB 2.7.8+: a result set from `prepare` survives the end of its rows; every bind resets it and
+    /// binds again, until `close()`.
+    func testPreparedResultSetIsReusableAfterItsLastRow() throws {
+        let query = try XCTUnwrap(db.prepare("select c from test where c = ?"))
+        for value in [3, 5, 999, 7] {
+            XCTAssertTrue(query.bind(withArray: [value]), "bind \(value): \(db.lastErrorMessage())")
+            var found: [Int32] = []
+            while query.next() { found.append(query.int(forColumnIndex: 0)) }
+            XCTAssertEqual(found, value == 999 ? [] : [Int32(value)])
+            XCTAssertTrue(db.hasOpenResultSets, "still open after its last row")
+        }
+        XCTAssertFalse(query.bind(withArray: [1, 2]), "a wrong bind count still fails")
+        let insert = try XCTUnwrap(db.prepare("insert into test (a, c) values (:a, :c)"))
+        for i in 0..<5 {
+            XCTAssertTrue(insert.bind(withDictionary: ["a": "reused", "c": 1000 + i]), db.lastErrorMessage())
+            XCTAssertTrue(insert.step(), db.lastErrorMessage())
+        }
+        XCTAssertEqual(db.int(forQuery: "select count(*) from test where a = 'reused'"), 5)
+        query.close()
+        insert.close()
+        XCTAssertFalse(db.hasOpenResultSets)
+        XCTAssertFalse(query.bind(withArray: [1]), "closed: no more binds")
+    }
+
+    /// A reusable set whose statement fails stays usable: the next bind runs it again.
+    func testPreparedResultSetSurvivesAnError() throws {
+        db.executeUpdate("create table u (x integer unique)")
+        let insert = try XCTUnwrap(db.prepare("insert into u values (?)"))
+        XCTAssertTrue(insert.bind(withArray: [1]))
+        XCTAssertTrue(insert.step())
+        XCTAssertTrue(insert.bind(withArray: [1]))
+        XCTAssertFalse(insert.step(), "unique constraint")
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_CONSTRAINT)
+        XCTAssertTrue(insert.bind(withArray: [2]))
+        XCTAssertTrue(insert.step())
+        XCTAssertFalse(db.hadError(), "a success clears the last error")
+        XCTAssertEqual(db.int(forQuery: "select count(*) from u"), 2)
+    }
+
+    /// Result sets from executeQuery still close themselves at the end, as FMDB's do.
+    func testExecuteQueryResultSetClosesAtItsEnd() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select c from test where c = 1"))
+        XCTAssertTrue(rs.next())
+        XCTAssertFalse(rs.next())
+        XCTAssertFalse(db.hasOpenResultSets)
+        XCTAssertFalse(rs.bind(withArray: [1]))
+    }
+
     func testStepReportsCompletion() throws {
         let rs = try XCTUnwrap(db.prepare("insert into test (a) values (?)"))
         XCTAssertTrue(rs.bind(withArray: ["stepped"]))

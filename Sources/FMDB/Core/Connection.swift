@@ -145,14 +145,17 @@ final class Connection {
 
 // MARK: - sqlite3_exec with a row handler
 
+/// Called once per row by `execute(_:rowHandler:)`: column name to value; non-zero stops.
+typealias RowHandler = ([AnyHashable: Any]) -> Int32
+
 private final class RowHandlerBox {
-    let handler: FMDBExecuteStatementsCallbackBlock
-    init(_ handler: @escaping FMDBExecuteStatementsCallbackBlock) { self.handler = handler }
+    let handler: RowHandler
+    init(_ handler: @escaping RowHandler) { self.handler = handler }
 }
 
 extension Connection {
     /// Runs `;`-separated SQL through `sqlite3_exec`, calling `rowHandler` for each row.
-    func execute(_ sql: String, rowHandler: FMDBExecuteStatementsCallbackBlock?) throws {
+    func execute(_ sql: String, rowHandler: RowHandler?) throws {
         guard let rowHandler else {
             try execute(sql)
             return

@@ -22,13 +22,12 @@ extension SQLCipherRuntime {
     /// a keyed connection. These facts are the same for every connection of the process, so they are
     /// read once from a scratch in-memory connection keyed with a fixed, non-secret raw key (no KDF).
     static let providerFacts: [String: String] = {
-        guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil),
-              let db = connection.handle else {
+        guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil) else {
             return [:]
         }
         defer { try? connection.close() }
-        let scratchKey = "x'" + String(repeating: "00", count: 32) + "'"
-        guard sqlite3_key_v2(db, "main", scratchKey, Int32(scratchKey.utf8.count)) == SQLITE_OK else { return [:] }
+        let scratchKey = SecureBytes(utf8: "x'" + String(repeating: "00", count: 32) + "'")
+        guard (try? connection.key(scratchKey)) != nil else { return [:] }
         var facts: [String: String] = [:]
         for name in ["cipher_provider", "cipher_provider_version", "cipher_fips_status"] {
             if let value = (try? connection.pragmaText("PRAGMA \(name)")) ?? nil { facts[name] = value }

@@ -1,0 +1,142 @@
+import CSQLCipher
+import Foundation
+
+/// The connection-level operations the FMDB façade asks for, so that no file outside `Core/` (and the
+/// custom-function bridge) touches a `sqlite3*` pointer.
+///
+/// Keys reach SQLCipher here and nowhere else: `key(_:schema:)` is the one call of `sqlite3_key_v2` and
+/// `rekey(_:schema:)` the one call of `sqlite3_rekey_v2` in the library, so "keys never travel as SQL
+/// text" is checked by reading this file.
+extension Connection {
+    // MARK: - Keys
+
+    /// Hands `key` to SQLCipher for `schema` (`sqlite3_key_v2`).
+    ///
+    /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_key>
+    func key(_ key: SecureBytes, schema: String = "main") throws {
+        guard let db = handle else { throw FMDatabaseError.closed() }
+        let rc = key.withUnsafeBytes { bytes in
+            sqlite3_key_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))
+        }
+        try check(rc)
+    }
+
+    /// Re-encrypts `schema` under `key` (`sqlite3_rekey_v2`) and returns SQLite's result code. The caller
+    /// judges the outcome: SQLCipher 3.4.1 returns `SQLITE_OK` even when the rekey did not take.
+    ///
+    /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_rekey>
+    func rekey(_ key: SecureBytes, schema: String = "main") -> Int32 {
+        guard let db = handle else { return SQLITE_MISUSE }
+        return key.withUnsafeBytes { bytes in
+            sqlite3_rekey_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))
+        }
+    }
+
+    // MARK: - Settings and facts
+
+    /// SQLite's busy timeout; 0 (or less) fails at once with `SQLITE_BUSY`.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/busy_timeout.html>
+    func setBusyTimeout(_ seconds: TimeInterval) {
+        guard let db = handle else { return }
+        let milliseconds = seconds > 0 ? Int32(clamping: Int((seconds * 1000).rounded())) : 0
+        sqlite3_busy_timeout(db, milliseconds)
+    }
+
+    /// Interrupts the statement running on this connection (callable from another thread).
+    func interrupt() {
+        if let db = handle { sqlite3_interrupt(db) }
+    }
+
+    /// A handle another thread may use to interrupt this connection.
+    var interruptHandle: InterruptHandle { InterruptHandle(handle) }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    var changes: Int32 {
+        guard let db = handle else { return 0 }
+        return sqlite3_changes(db)
+    }
+
+    /// The rowid of the last row inserted.
+    var lastInsertRowID: Int64 {
+        guard let db = handle else { return 0 }
+        return sqlite3_last_insert_rowid(db)
+    }
+
+    /// Sets a run-time limit and returns the previous value (-1 reads only); -1 when closed.
+    func limit(_ type: Int32, value: Int32) -> Int32 {
+        guard let db = handle else { return -1 }
+        return sqlite3_limit(db, type, value)
+    }
+
+    /// Whether `schema` was opened read-only (read-only file, filesystem or open flags).
+    func isReadOnly(schema: String = "main") -> Bool {
+        guard let db = handle else { return false }
+        return sqlite3_db_readonly(db, schema) == 1
+    }
+
+    /// SQLite's current message on this connection; nil when closed.
+    var currentErrorMessage: String? {
+        guard let db = handle else { return nil }
+        return String(cString: sqlite3_errmsg(db))
+    }
+
+    /// SQLite's current extended result code on this connection (`SQLITE_OK` when closed).
+    var currentExtendedErrorCode: Int32 {
+        guard let db = handle else { return SQLITE_OK }
+        return sqlite3_extended_errcode(db)
+    }
+
+    // MARK: - Online backup
+
+    /// Copies `main` of this connection into `main` of `destination` (SQLite's online backup), retrying
+    /// busy steps every 10 ms up to `maxBusyWaits` times.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/backup.html>
+    func backup(to destination: Connection, maxBusyWaits: Int) throws {
+        guard let to = destination.handle, let from = handle else { throw FMDatabaseError.closed() }
+        guard let backup = sqlite3_backup_init(to, "main", from, "main") else {
+            throw destination.error()
+        }
+        var rc: Int32
+        var busyWaits = 0
+        repeat {
+            rc = sqlite3_backup_step(backup, 256)
+            if rc == SQLITE_BUSY || rc == SQLITE_LOCKED {
+                busyWaits += 1
+                if busyWaits > maxBusyWaits { break }
+                sqlite3_sleep(10)
+            }
+        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+        let finish = sqlite3_backup_finish(backup)
+        if rc != SQLITE_DONE { throw destination.error(code: rc) }
+        try destination.check(finish)
+    }
+}
+
+/// A connection handle that may be used from another thread for `sqlite3_interrupt` only.
+struct InterruptHandle: @unchecked Sendable {
+    // @unchecked: only ever passed to sqlite3_interrupt, which SQLite allows from any thread while the
+    // connection is open; the owner clears it (under its lock) before closing the connection.
+    private let handle: OpaquePointer?
+    init(_ handle: OpaquePointer?) { self.handle = handle }
+
+    func interrupt() {
+        if let handle { sqlite3_interrupt(handle) }
+    }
+}
+
+/// Facts about result codes and the linked library that need no connection.
+enum SQLiteLibrary {
+    /// SQLite's own English text for a result code.
+    static func message(for code: Int32) -> String {
+        guard let text = sqlite3_errstr(code) else { return "unknown error (\(code))" }
+        return String(cString: text)
+    }
+
+    /// Whether the linked SQLite was built thread-safe.
+    static var isThreadSafe: Bool { sqlite3_threadsafe() != 0 }
+
+    /// SQLite's version, e.g. "3.15.2".
+    static var version: String { String(cString: sqlite3_libversion()) }
+}
