@@ -57,24 +57,19 @@ extension FMDatabase {
             do {
                 _ = try connection.pragmaText("SELECT sqlcipher_export('\(name)')")
             } catch let error as FMDatabaseError {
-                // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text:
-                // give back the inner code when the text is SQLite's own for one (disk full, read-only...).
-                throw FMDatabaseError(code: Self.resultCode(forMessage: error.message) ?? error.extendedCode,
-                                      message: error.message, sql: error.sql)
+                // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text. The
+                // destination's state tells a read-only or failing filesystem; a full disk leaves no trace
+                // there (SQLite's VFS clears the file's errno for ENOSPC), so for it alone the text is
+                // compared with SQLite's own text for SQLITE_FULL (sqlite3_errstr), never with other English.
+                let code = connection.fileErrorCode(schema: name)
+                    ?? (error.message == FMDatabaseError.defaultMessage(for: SQLITE_FULL) ? SQLITE_FULL : error.extendedCode)
+                throw FMDatabaseError(code: code, message: error.message, sql: error.sql)
             }
             let userVersion = try connection.pragmaText("PRAGMA main.user_version") ?? "0"
             let applicationID = try connection.pragmaText("PRAGMA main.application_id") ?? "0"
             try connection.execute("PRAGMA \(name).user_version = \(Int64(userVersion) ?? 0)")
             try connection.execute("PRAGMA \(name).application_id = \(Int64(applicationID) ?? 0)")
         }
-    }
-
-    /// The primary result code whose standard text is `message` ("database or disk is full" → SQLITE_FULL).
-    static func resultCode(forMessage message: String) -> Int32? {
-        for code in Int32(2)...28 where FMDatabaseError.defaultMessage(for: code) == message {
-            return code
-        }
-        return nil
     }
 
     /// Schema names are pasted into SQL (they cannot be bound): letters, digits and underscores only.

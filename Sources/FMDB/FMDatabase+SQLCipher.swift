@@ -89,7 +89,7 @@ extension FMDatabase {
             // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
             // first page now, so the salt the key was made for is on disk before another connection
             // (of a pool, say) asks for a key for this file.
-            if kind == .empty, (openFlags & SQLITE_OPEN_READONLY) == 0 {
+            if kind?.isNew == true, (openFlags & SQLITE_OPEN_READONLY) == 0 {
                 try connection.execute("PRAGMA user_version = 0")
             }
         }

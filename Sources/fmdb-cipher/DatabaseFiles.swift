@@ -1,30 +1,18 @@
 import FMDB
 import Foundation
 
-/// What the first 16 bytes of a file say, read without a key.
-enum FileKind {
-    case missing, directory, empty, plaintext, encryptedOrOther, tooShort
+/// What a path holds, read without a key: the library's `FMDatabase.inspectFile(atPath:)`.
+typealias FileKind = FMDatabaseFileKind
 
+extension FMDatabaseFileKind {
     init(path: String) {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            self = .missing
-            return
-        }
-        if isDirectory.boolValue {
-            self = .directory
-            return
-        }
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            self = .missing
-            return
-        }
-        defer { try? handle.close() }
-        let head = (try? handle.read(upToCount: 16)) ?? Data()
-        if head.isEmpty { self = .empty }
-        else if head == Data("SQLite format 3\u{0}".utf8) { self = .plaintext }
-        else if head.count < 16 { self = .tooShort }
-        else { self = .encryptedOrOther }
+        self = FMDatabase.inspectFile(atPath: path)
+    }
+
+    /// Whether the header says encrypted (or not a database at all).
+    var isEncrypted: Bool {
+        if case .encrypted = self { return true }
+        return false
     }
 }
 
@@ -35,11 +23,9 @@ enum DatabaseFiles {
         switch kind {
         case .missing: throw CLIError("\(path): no such file", code: Exit.noInput)
         case .directory: throw CLIError("\(path): is a directory, not a database file", code: Exit.noInput)
-        default:
-            guard FileManager.default.isReadableFile(atPath: path) else {
-                throw CLIError("\(path): not readable (permission denied)", code: Exit.noInput)
-            }
-            return kind
+        case .notRegularFile: throw CLIError("\(path): is not a regular file (a FIFO, device or socket)", code: Exit.noInput)
+        case .unreadable: throw CLIError("\(path): not readable (permission denied)", code: Exit.noInput)
+        default: return kind
         }
     }
 

@@ -36,9 +36,11 @@ struct CLIError: Error, CustomStringConvertible {
         guard ns.domain == "FMDatabase" else { return CLIError("\(context): \(ns.localizedDescription)") }
         let message = "\(context): \(ns.localizedDescription)"
         switch Int32(ns.code) {
-        case SQLITE_NOTADB, SQLITE_CORRUPT:
-            let hint = message.contains("wrong key") ? "" : " (wrong key, or not an encrypted database)"
-            return CLIError(message + hint, code: Exit.wrongKey)
+        case SQLITE_NOTADB:
+            // Said by the code, not by SQLite's text: one message whichever layer reported it.
+            return CLIError("\(context): wrong key, or not an encrypted database (SQLITE_NOTADB)", code: Exit.wrongKey)
+        case SQLITE_CORRUPT:
+            return CLIError(message + " (wrong key, or not an encrypted database)", code: Exit.wrongKey)
         case SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_AUTH:
             return CLIError(message, code: Exit.noInput)
         case SQLITE_BUSY, SQLITE_LOCKED:

@@ -24,13 +24,13 @@ struct Info: ParsableCommand {
             var info: [String: Any] = [
                 "path": database,
                 "size": fileSize(database),
-                "encrypted": kind == .encryptedOrOther,
+                "encrypted": kind.isEncrypted,
             ]
             let header: String
             switch kind {
             case .plaintext: header = "plaintext SQLite database"
             case .empty: header = "empty file (a new database)"
-            case .tooShort: header = "not a database (too short)"
+            case .truncated: header = "not a database (too short)"
             default: header = "encrypted (or not a database): no SQLite header"
             }
             info["header"] = header

@@ -40,7 +40,7 @@ struct Rekey: ParsableCommand {
             let kind = try DatabaseFiles.requireInput(database)
             switch kind {
             case .plaintext: throw CLIError("\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)
-            case .empty, .tooShort: throw CLIError("\(database): is not a database", code: Exit.wrongKey)
+            case .empty, .truncated: throw CLIError("\(database): is not a database", code: Exit.wrongKey)
             default: break
             }
             let reader = KeyReader()

@@ -87,6 +87,25 @@ extension Connection {
         return sqlite3_extended_errcode(db)
     }
 
+    /// The result code an operating-system error on `schema`'s file stands for (full disk, read-only
+    /// filesystem, I/O error), from the VFS's last `errno` (`SQLITE_FCNTL_LAST_ERRNO`); nil when the
+    /// file's last system call did not fail, or for another errno. Used where SQLite reports a file
+    /// error only as text (an SQL function's failure, such as `sqlcipher_export`'s).
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/c_fcntl_begin_atomic_write.html>
+    func fileErrorCode(schema: String) -> Int32? {
+        if isReadOnly(schema: schema) { return SQLITE_READONLY }
+        guard let db = handle else { return nil }
+        var lastErrno: Int32 = 0
+        guard sqlite3_file_control(db, schema, SQLITE_FCNTL_LAST_ERRNO, &lastErrno) == SQLITE_OK else { return nil }
+        switch lastErrno {
+        case ENOSPC, EDQUOT: return SQLITE_FULL
+        case EROFS: return SQLITE_READONLY
+        case EIO: return SQLITE_IOERR
+        default: return nil
+        }
+    }
+
     // MARK: - Online backup
 
     /// Copies `main` of this connection into `main` of `destination` (SQLite's online backup), retrying

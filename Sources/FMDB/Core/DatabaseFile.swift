@@ -1,6 +1,7 @@
 import Foundation
 
-/// What the first bytes of a database file say, read without SQLite (no key needed).
+/// What a path holds and what the first bytes of a database file say, read without SQLite (no key
+/// needed).
 enum DatabaseFile {
     /// Whether `head` is "SQLite format 3\0", the header of every plaintext SQLite file. (Compared with
     /// a static string rather than a global Data: LeakSanitizer cannot follow Swift's packed pointers in
@@ -11,7 +12,15 @@ enum DatabaseFile {
     }
 
     enum Kind: Equatable {
-        /// No file, or a file of zero bytes: a new database.
+        /// Nothing at the path.
+        case missing
+        /// A directory.
+        case directory
+        /// Something other than a regular file or directory: a FIFO, a device, a socket.
+        case notRegularFile
+        /// A file this process may not read.
+        case unreadable
+        /// A file of zero bytes: a new database.
         case empty
         /// A plaintext SQLite file.
         case plaintext
@@ -20,13 +29,30 @@ enum DatabaseFile {
         case encrypted(salt: Data)
         /// A file too short to hold a header.
         case truncated
+
+        /// No database there yet: SQLite creates it at the first write.
+        var isNew: Bool { self == .missing || self == .empty }
     }
 
     /// Reads the first 16 bytes with open(2)/read(2): this runs at every keyed open, so it stays cheap.
+    /// Opened non-blocking and checked with fstat(2) before reading, so a FIFO never blocks the caller.
     static func kind(atPath path: String) -> Kind {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .empty }
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else {
+            switch errno {
+            case ENOENT, ENOTDIR: return .missing
+            case ENXIO: return .notRegularFile   // a FIFO or socket with nobody on the other end
+            default: return .unreadable
+            }
+        }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return .unreadable }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: return .directory
+        default: return .notRegularFile
+        }
         var head = Data(count: 16)
         let count = head.withUnsafeMutableBytes { buffer -> Int in
             guard let base = buffer.baseAddress else { return 0 }
