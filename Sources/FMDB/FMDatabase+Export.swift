@@ -55,7 +55,9 @@ extension FMDatabase {
             let key = try keyProvider.map { try $0.key(for: Self.keyRequest(forFileAt: path).request).validated() }
             // KEY '' attaches it without a codec: an empty key is not a secret, and it stops SQLCipher from
             // giving the new database the main database's key.
-            try update("ATTACH DATABASE ? AS \(name) KEY ''") { try $0.bind(array: [path], dateFormatter: nil) }
+            try connection.runningLibraryStatements {
+                try update("ATTACH DATABASE ? AS \(name) KEY ''") { try $0.bind(array: [path], dateFormatter: nil) }
+            }
             if let key {
                 do {
                     guard let db = connection.handle else { throw FMDatabaseError.closed() }
@@ -63,8 +65,14 @@ extension FMDatabase {
                         sqlite3_key_v2(db, name, bytes.baseAddress, Int32(clamping: bytes.count))
                     }
                     try connection.check(rc)
-                    if let pageSize = settings.pageSize { try connection.execute("PRAGMA \(name).cipher_page_size = \(pageSize)") }
-                    if let iterations = settings.kdfIterations { try connection.execute("PRAGMA \(name).kdf_iter = \(iterations)") }
+                    // SQL text on this connection may no longer change keys or cipher settings (KeyedAuthorizer).
+                    connection.markKeyed()
+                    try connection.runningLibraryStatements {
+                        // Its temporary tables and sort files stay in memory, as on a keyed main database.
+                        try connection.execute("PRAGMA temp_store = MEMORY")
+                        if let pageSize = settings.pageSize { try connection.execute("PRAGMA \(name).cipher_page_size = \(pageSize)") }
+                        if let iterations = settings.kdfIterations { try connection.execute("PRAGMA \(name).kdf_iter = \(iterations)") }
+                    }
                     // Reading the schema verifies the key for an existing file.
                     _ = try connection.pragmaText("SELECT count(*) FROM \(name).sqlite_master")
                 } catch {
@@ -98,7 +106,7 @@ extension FMDatabase {
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
             do {
-                _ = try connection.pragmaText("SELECT sqlcipher_export('\(name)')")
+                _ = try connection.runningLibraryStatements { try connection.pragmaText("SELECT sqlcipher_export('\(name)')") }
             } catch let error as FMDatabaseError {
                 // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text:
                 // give back the inner code when the text is SQLite's own for one (disk full, read-only...).

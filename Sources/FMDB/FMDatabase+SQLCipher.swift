@@ -79,8 +79,10 @@ extension FMDatabase {
             let (request, kind) = keyRequest()
             let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
-            if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
-            if let iterations = settings.kdfIterations { try connection.execute("PRAGMA kdf_iter = \(iterations)") }
+            try connection.runningLibraryStatements {
+                if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
+                if let iterations = settings.kdfIterations { try connection.execute("PRAGMA kdf_iter = \(iterations)") }
+            }
             do {
                 try verifyKey(on: connection)
             } catch let error as FMDatabaseError {
@@ -189,9 +191,10 @@ extension FMDatabase {
         }
         try connection.check(rc)
         appliedKey = key
-        // Temporary tables and sort files would otherwise be written to disk unencrypted.
-        try connection.execute("PRAGMA temp_store = MEMORY")
-        connection.installKeyedAuthorizer()
+        // Temporary tables and sort files would otherwise be written to disk unencrypted. From here on SQL
+        // text may not change the key, the cipher or temp_store (Core/KeyedAuthorizer.swift).
+        try connection.runningLibraryStatements { try connection.execute("PRAGMA temp_store = MEMORY") }
+        connection.markKeyed()
     }
 
     /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
