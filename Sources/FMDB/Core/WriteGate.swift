@@ -13,18 +13,26 @@ import Foundation
 ///
 /// Sendable: every stored property is read and written only while `condition` is locked.
 final class WriteGate: @unchecked Sendable {
-    private let condition = NSCondition()
-    /// The next ticket to hand out, and the ticket allowed to run now.
-    private var nextTicket: UInt64 = 0
-    private var nowServing: UInt64 = 0
-    /// The thread whose turn it is (nil: none), to refuse a nested turn that could only deadlock.
+    // @unchecked Sendable: `holder` and `queue` are read and written only while `lock` is held; a
+    // `Waiter`'s `ready` only while its own condition is locked.
+
+    /// One thread waiting for its turn, woken alone (not with every other waiter) when its turn comes.
+    private final class Waiter {
+        let thread: pthread_t
+        let condition = NSCondition()
+        var ready = false
+        init(thread: pthread_t) { self.thread = thread }
+    }
+
+    private let lock = NSLock()
+    /// The thread whose turn it is (nil: nobody's), to refuse a nested turn that could only deadlock.
     private var holder: pthread_t?
-    /// Threads waiting for their turn (for tests and diagnostics).
-    private var waiting = 0
+    /// Threads waiting, in arrival order.
+    private var queue: [Waiter] = []
 
     init() {}
 
-    /// Runs `body` when this thread's ticket comes up. Tickets are served in the order they were taken.
+    /// Runs `body` when the calling thread's turn comes: turns are served in the order they were asked for.
     /// - Throws: SQLITE_MISUSE when the calling thread already holds the gate (a pool transaction
     ///   started inside another pool transaction on the same file: it could never start), or what
     ///   `body` throws.
@@ -36,37 +44,47 @@ final class WriteGate: @unchecked Sendable {
 
     private func enter() throws {
         let me = pthread_self()
-        condition.lock()
-        defer { condition.unlock() }
-        if let holder, pthread_equal(holder, me) != 0 {
-            throw FMDatabaseError.misuse(
-                "A pool transaction was started inside another pool transaction on the same database file, on the same "
-                    + "thread: it would wait for itself. Use the database of the enclosing transaction (or a savepoint on it)."
-            )
+        lock.lock()
+        if let holder {
+            if pthread_equal(holder, me) != 0 {
+                lock.unlock()
+                throw FMDatabaseError.misuse(
+                    "A pool transaction was started inside another pool transaction on the same database file, on the same "
+                        + "thread: it would wait for itself. Use the database of the enclosing transaction (or a savepoint on it)."
+                )
+            }
+            let waiter = Waiter(thread: me)
+            queue.append(waiter)
+            lock.unlock()
+            waiter.condition.lock()
+            while !waiter.ready { waiter.condition.wait() }
+            waiter.condition.unlock()
+            // `leave` made this thread the holder before waking it.
+        } else {
+            holder = me
+            lock.unlock()
         }
-        let ticket = nextTicket
-        nextTicket &+= 1
-        waiting += 1
-        while nowServing != ticket {
-            condition.wait()
-        }
-        waiting -= 1
-        holder = me
     }
 
+    /// Hands the turn to the longest-waiting thread, or frees the gate.
     private func leave() {
-        condition.lock()
-        holder = nil
-        nowServing &+= 1
-        condition.unlock()
-        condition.broadcast()
+        lock.lock()
+        let next = queue.isEmpty ? nil : queue.removeFirst()
+        holder = next?.thread
+        lock.unlock()
+        if let next {
+            next.condition.lock()
+            next.ready = true
+            next.condition.signal()
+            next.condition.unlock()
+        }
     }
 
     /// How many threads wait for their turn now.
     var waitingCount: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return waiting
+        lock.lock()
+        defer { lock.unlock() }
+        return queue.count
     }
 
     // MARK: - One gate per file
