@@ -74,9 +74,9 @@ extension FMDatabase {
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
         try recordingThrows {
-            try settings.validate()
             let connection = try requireConnection()
             let (request, kind) = keyRequest()
+            try settings.validate(creatingFile: kind == .empty || kind == nil)
             let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
             try connection.runningLibraryStatements {
@@ -242,6 +242,7 @@ extension FMDatabase {
         if let db = connection.handle, sqlite3_db_readonly(db, "main") == 1 {
             throw FMDatabaseError(code: SQLITE_READONLY, message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
         }
+        try checkKDFFloorForRekey(to: newKey)
         clearCachedStatements()
         // Reading the page count also checks that the current key works.
         let pageCount = Int(try connection.pragmaText("PRAGMA page_count") ?? "0") ?? 0
