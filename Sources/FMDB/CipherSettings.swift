@@ -4,18 +4,44 @@ import Foundation
 ///
 /// SQLCipher 3.4.1 defaults: 1024-byte pages, PBKDF2 64,000 iterations, HMAC-SHA1 per page.
 ///
+/// The KDF floor: a **new** file (missing or empty, when keyed or attached) is never written with fewer
+/// than `minimumKDFIterations` iterations unless the settings were made with
+/// `init(pageSize:unsafeKDFIterations:)`; opening an existing file with its own lower count is allowed
+/// (that count is needed to read it).
+///
+/// ```swift
+/// try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 256_000))   // new file
+/// try old.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 4_000))    // existing file
+/// let weak = CipherSettings(unsafeKDFIterations: 1)   // tests only
+/// ```
+///
 /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/>
 public struct CipherSettings: Sendable, Equatable {
+    /// The fewest PBKDF2 iterations a new file gets without the `unsafe` spelling: SQLCipher 3's own default.
+    public static let minimumKDFIterations = 64_000
+
     /// `PRAGMA cipher_page_size`: 512 to 65,536, a power of two. The `sqlcipher` shell then needs the same
     /// `PRAGMA cipher_page_size` after `PRAGMA key`.
     public var pageSize: Int?
     /// `PRAGMA kdf_iter`: the iterations of SQLCipher's own KDF (passphrase keys only).
     public var kdfIterations: Int?
 
+    /// Whether a new file may get fewer than `minimumKDFIterations` iterations (made with
+    /// `init(pageSize:unsafeKDFIterations:)`).
+    public private(set) var allowsWeakKDF = false
+
     /// Settings; nil keeps SQLCipher's default.
     public init(pageSize: Int? = nil, kdfIterations: Int? = nil) {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
+    }
+
+    /// Settings that may write a new file with any positive iteration count, below the floor included.
+    /// For tests and for files another program requires: weak counts make passphrases cheap to guess.
+    public init(pageSize: Int? = nil, unsafeKDFIterations: Int) {
+        self.pageSize = pageSize
+        self.kdfIterations = unsafeKDFIterations
+        self.allowsWeakKDF = true
     }
 
     /// Throws for settings SQLCipher would reject or silently ignore.
@@ -25,6 +51,44 @@ public struct CipherSettings: Sendable, Equatable {
         }
         if let kdfIterations, kdfIterations < 1 {
             throw FMDatabaseError.misuse("kdf_iter must be positive (got \(kdfIterations)).")
+        }
+    }
+
+    /// `validate()`, and the KDF floor when these settings are about to write a new file.
+    func validate(creatingFile: Bool) throws {
+        try validate()
+        if creatingFile, !allowsWeakKDF, let kdfIterations, kdfIterations < Self.minimumKDFIterations {
+            throw FMDatabaseError.misuse(
+                "A new database is not written with \(kdfIterations) KDF iterations: the floor is \(Self.minimumKDFIterations). "
+                    + "Use CipherSettings(unsafeKDFIterations:) (fmdb-cipher: --unsafe-kdf-iter) if you must."
+            )
+        }
+    }
+}
+
+extension FMDatabase {
+    /// The KDF floor for a rekey: SQLCipher re-derives a new **passphrase** with the connection's own
+    /// `kdf_iter`, so rekeying a file opened with a count below the floor would write it weak again.
+    /// Refused (SQLITE_MISUSE): copy it with `exportContents` / `fmdb-cipher export --new-kdf-iter`
+    /// instead. A raw key (`x'…'`) has no KDF and is always allowed.
+    func checkKDFFloorForRekey(to newKey: SecureBytes) throws {
+        guard let connection, !newKey.isRawKeyLiteral else { return }
+        let text = try connection.pragmaText("PRAGMA kdf_iter")
+        guard let iterations = text.flatMap({ Int($0) }), iterations < CipherSettings.minimumKDFIterations else { return }
+        throw FMDatabaseError.misuse(
+            "This database uses \(iterations) KDF iterations, below the floor of \(CipherSettings.minimumKDFIterations): "
+                + "a passphrase rekey would keep that count. Copy it with fmdb-cipher export --new-kdf-iter "
+                + "\(CipherSettings.minimumKDFIterations) (or attachDatabase + exportContents), or rekey to a raw key."
+        )
+    }
+}
+
+extension SecureBytes {
+    /// Whether these key bytes are SQLCipher's raw-key literal `x'<hex>'` (no KDF runs for it).
+    var isRawKeyLiteral: Bool {
+        withUnsafeBytes { bytes in
+            bytes.count >= 3 && (bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"))
+                && bytes[1] == UInt8(ascii: "'") && bytes[bytes.count - 1] == UInt8(ascii: "'")
         }
     }
 }

@@ -18,18 +18,27 @@ extension FMDatabase {
         settings: CipherSettings = CipherSettings()
     ) throws {
         try recording {
-            try settings.validate()
+            let (request, kind) = Self.keyRequest(forFileAt: path)
+            try settings.validate(creatingFile: keyProvider != nil && kind == .empty)
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
-            let key = try keyProvider.map { try $0.key(for: Self.keyRequest(forFileAt: path).request).validated() }
+            let key = try keyProvider.map { try $0.key(for: request).validated() }
             // KEY '' attaches it without a codec: an empty key is not a secret, and it stops SQLCipher from
             // giving the new database the main database's key.
-            try update("ATTACH DATABASE ? AS \(name) KEY ''") { try $0.bind(array: [path], dateFormatter: nil) }
+            try connection.runningLibraryStatements {
+                try update("ATTACH DATABASE ? AS \(name) KEY ''") { try $0.bind(array: [path], dateFormatter: nil) }
+            }
             if let key {
                 do {
                     try connection.key(key.sqlcipherKeyBytes(), schema: name)
-                    if let pageSize = settings.pageSize { try connection.execute("PRAGMA \(name).cipher_page_size = \(pageSize)") }
-                    if let iterations = settings.kdfIterations { try connection.execute("PRAGMA \(name).kdf_iter = \(iterations)") }
+                    // SQL text on this connection may no longer change keys or cipher settings (KeyedAuthorizer).
+                    connection.markKeyed()
+                    try connection.runningLibraryStatements {
+                        // Its temporary tables and sort files stay in memory, as on a keyed main database.
+                        try connection.execute("PRAGMA temp_store = MEMORY")
+                        if let pageSize = settings.pageSize { try connection.execute("PRAGMA \(name).cipher_page_size = \(pageSize)") }
+                        if let iterations = settings.kdfIterations { try connection.execute("PRAGMA \(name).kdf_iter = \(iterations)") }
+                    }
                     // Reading the schema verifies the key for an existing file.
                     _ = try connection.pragmaText("SELECT count(*) FROM \(name).sqlite_master")
                 } catch {
@@ -55,7 +64,7 @@ extension FMDatabase {
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
             do {
-                _ = try connection.pragmaText("SELECT sqlcipher_export('\(name)')")
+                _ = try connection.runningLibraryStatements { try connection.pragmaText("SELECT sqlcipher_export('\(name)')") }
             } catch let error as FMDatabaseError {
                 // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text. The
                 // destination's state tells a read-only or failing filesystem; a full disk leaves no trace

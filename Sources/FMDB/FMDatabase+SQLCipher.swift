@@ -73,13 +73,15 @@ extension FMDatabase {
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
         try recording {
-            try settings.validate()
             let connection = try requireConnection()
             let (request, kind) = keyRequest()
+            try settings.validate(creatingFile: kind == .empty || kind == nil)
             let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
-            if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
-            if let iterations = settings.kdfIterations { try connection.execute("PRAGMA kdf_iter = \(iterations)") }
+            try connection.runningLibraryStatements {
+                if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
+                if let iterations = settings.kdfIterations { try connection.execute("PRAGMA kdf_iter = \(iterations)") }
+            }
             do {
                 try verifyKey(on: connection)
             } catch let error as FMDatabaseError {
@@ -164,9 +166,10 @@ extension FMDatabase {
         }
         try connection.key(key)
         appliedKey = key
-        // Temporary tables and sort files would otherwise be written to disk unencrypted.
-        try connection.execute("PRAGMA temp_store = MEMORY")
-        connection.installKeyedAuthorizer()
+        // Temporary tables and sort files would otherwise be written to disk unencrypted. From here on SQL
+        // text may not change the key, the cipher or temp_store (Core/KeyedAuthorizer.swift).
+        try connection.runningLibraryStatements { try connection.execute("PRAGMA temp_store = MEMORY") }
+        connection.markKeyed()
     }
 
     /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
@@ -214,6 +217,7 @@ extension FMDatabase {
         if connection.isReadOnly() {
             throw FMDatabaseError(code: SQLITE_READONLY, message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
         }
+        try checkKDFFloorForRekey(to: newKey)
         clearCachedStatements()
         // Reading the page count also checks that the current key works.
         let pageCount = Int(try connection.pragmaText("PRAGMA page_count") ?? "0") ?? 0

@@ -33,6 +33,16 @@ extension FMDatabasePoolDelegate {
 /// ```
 ///
 /// When every allowed connection is checked out, a call waits (no timeout) until one is checked in.
+///
+/// Transactions (`inTransaction`, `inDeferredTransaction`, `inExclusiveTransaction`,
+/// `inImmediateTransaction`, `inSavePoint`, `inTransaction(_:_:)`, `performTransaction`) queue first-come,
+/// first-served per database file, shared by every pool on that file in this process, before they take a
+/// connection: SQLite's busy handler is not fair, and pool writers waiting in it could starve each other
+/// past the busy timeout. `SQLITE_BUSY` then only comes from another process (or from writes outside a
+/// pool transaction). Deferred transactions queue too: one that reads and then writes could otherwise fail
+/// to upgrade its lock (in WAL mode at once, without waiting). Read in `inDatabase` to read in parallel.
+/// A pool transaction started inside another on the same thread fails with `SQLITE_MISUSE` (it would wait
+/// for itself).
 /// A call that could only be served by a connection its own thread holds (a nested call at the limit)
 /// is a programming error, reported with a precondition failure instead of a deadlock.
 ///
@@ -76,6 +86,9 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     private let condition = NSCondition()
     private var state = State()
+    /// The file's first-come, first-served queue for transactions, shared by every pool on the file in
+    /// this process (Core/WriteGate.swift); immutable, Sendable.
+    private let writeGate: WriteGate
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
     private var maximum = 0
 
@@ -112,6 +125,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         self.openFlags = flags
         self.vfsName = vfs
         self.logger = Logger(label: "fmdb")
+        self.writeGate = WriteGate.shared(forPath: path)
     }
 
     /// A database at a file URL, opened with `flags` and a VFS.
@@ -299,6 +313,19 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     /// Runs `block` in an exclusive transaction (as FMDB 2.7); `rollback.pointee = true` rolls it back.
+    ///
+    /// Queues behind the file's earlier transactions (see the type's documentation). When the transaction
+    /// cannot start (no connection, `SQLITE_BUSY` from another process), the block is **not called**: the
+    /// error is logged and kept in `lastError`. Code that must know uses the throwing form:
+    ///
+    /// ```swift
+    /// do {
+    ///     try pool.inTransaction(.exclusive) { db in try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1]) }
+    /// } catch {
+    ///     // The transaction did not run, or rolled back.
+    /// }
+    /// ```
+    /// - Note: FMDB compatibility: FMDB also skips the block when BEGIN fails, and only logs it.
     public func inTransaction(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         inTransaction(kind: .exclusive, block)
     }
@@ -320,15 +347,21 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         do {
-            try withDatabase { db in
+            try writeGate.withTurn {
                 do {
-                    try db.runTransaction(kind: kind, block)
+                    try withDatabase { db in
+                        do {
+                            try db.runTransaction(kind: kind, block)
+                        } catch {
+                            _ = record(error)
+                        }
+                    }
                 } catch {
-                    _ = record(error)
+                    // Already recorded and logged by withDatabase.
                 }
             }
         } catch {
-            // Already recorded and logged by withDatabase.
+            _ = record(error)  // The gate refused a nested transaction.
         }
     }
 
@@ -336,7 +369,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     @discardableResult
     public func inSavePoint(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Error? {
         do {
-            return try withDatabase { db in db.inSavePoint { rollback in block(db, rollback) } }
+            return try writeGate.withTurn { try withDatabase { db in db.inSavePoint { rollback in block(db, rollback) } } }
         } catch {
             return error
         }
@@ -400,10 +433,21 @@ public final class FMDatabasePool: @unchecked Sendable {
         try withDatabase(block)
     }
 
-    /// Runs `block` in a transaction: commits when it returns, rolls back when it throws.
+    /// Runs `block` in a transaction: commits when it returns, rolls back when it throws. Queues behind the
+    /// file's earlier transactions in this process (first come, first served), then takes a connection.
+    ///
+    /// ```swift
+    /// let id = try pool.inTransaction(.immediate) { db in
+    ///     try db.executeUpdate("INSERT INTO t (v) VALUES (?)", values: ["x"])
+    ///     return db.lastInsertRowId
+    /// }
+    /// ```
+    /// - Throws: the error that kept the transaction from starting (`SQLITE_BUSY` from another process, no
+    ///   connection, `SQLITE_MISUSE` for a pool transaction nested on the same thread), BEGIN's or COMMIT's
+    ///   error, or what `block` throws (after rolling back).
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
-        try withDatabase { db in try db.inTransaction(kind, block) }
+        try writeGate.withTurn { try withDatabase { db in try db.inTransaction(kind, block) } }
     }
 
     /// Runs `block` with a connection without blocking the calling task (the wait for a connection and
@@ -426,6 +470,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        try await perform { db in try db.inTransaction(kind, block) }
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                do {
+                    continuation.resume(returning: try self.inTransaction(kind, block))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
     }
 }

@@ -21,11 +21,17 @@ struct Encrypt: ParsableCommand {
     @OptionGroup var key: KeyOptions
     @Option(name: .customLong("page-size"), help: ArgumentHelp("Cipher page size of the new file (default 1024).", valueName: "BYTES"))
     var pageSize: Int?
+    @Option(name: .customLong("unsafe-kdf-iter"), help: ArgumentHelp(
+        "KDF iterations of the new file below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
+    var unsafeKDFIterations: Int?
     @Flag(help: "Replace DEST if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
         try runReportingErrors {
+            let settings = try KDFFloor.newFileSettings(
+                pageSize: pageSize ?? key.cipherPageSize, iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
+                option: "--kdf-iter", unsafeOption: "--unsafe-kdf-iter")
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {
             case .plaintext: break
@@ -37,7 +43,7 @@ struct Encrypt: ParsableCommand {
             try DatabaseCopy(
                 source: source, sourceProvider: nil, sourceSettings: CipherSettings(),
                 destination: destination, destinationProvider: provider,
-                settings: CipherSettings(pageSize: pageSize ?? key.cipherPageSize, kdfIterations: key.kdfIterations),
+                settings: settings,
                 force: force, quiet: quiet, verb: "encrypt"
             ).run()
             if !quiet { FileHandle.standardError.write(Data("encrypted \(source) → \(destination)\n".utf8)) }

@@ -28,6 +28,9 @@ struct Export: ParsableCommand {
     var newPageSize: Int?
     @Option(name: .customLong("new-kdf-iter"), help: ArgumentHelp("SQLCipher KDF iterations of DEST for passphrase keys (default 64000).", valueName: "N"))
     var newKDFIterations: Int?
+    @Option(name: .customLong("unsafe-new-kdf-iter"), help: ArgumentHelp(
+        "KDF iterations of DEST below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
+    var unsafeNewKDFIterations: Int?
     @Flag(name: .customLong("sqlcipher4"), help: "Write SQLCipher 4 compatible settings (not supported by SQLCipher 3.4.1).")
     var sqlcipher4 = false
     @Flag(help: "Replace DEST if it exists.") var force = false
@@ -41,6 +44,9 @@ struct Export: ParsableCommand {
                         + "\(FMDBCipherVersion.sqlcipher) cannot write; open SQLCipher 3 files in SQLCipher 4 with PRAGMA cipher_compatibility = 3"
                 )
             }
+            let settings = try KDFFloor.newFileSettings(
+                pageSize: newPageSize, iterations: newKDFIterations, unsafeIterations: unsafeNewKDFIterations,
+                option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter")
             let kind = try DatabaseFiles.requireInput(source)
             if kind == .plaintext { throw CLIError("\(source): is a plaintext database: use encrypt", code: Exit.wrongKey) }
             let reader = KeyReader()
@@ -51,7 +57,7 @@ struct Export: ParsableCommand {
             try DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination, destinationProvider: newProvider,
-                settings: CipherSettings(pageSize: newPageSize, kdfIterations: newKDFIterations),
+                settings: settings,
                 force: force, quiet: quiet, verb: "export"
             ).run()
             if !quiet { FileHandle.standardError.write(Data("exported \(source) → \(destination)\n".utf8)) }

@@ -8,7 +8,7 @@ import Foundation
 final class Connection {
     private(set) var handle: OpaquePointer?
     /// Set by the keyed-connection authorizer when it refused a statement, so the error can say why.
-    fileprivate let authorizerState = AuthorizerState()
+    let authorizerState = AuthorizerState()
 
     private init(handle: OpaquePointer) {
         self.handle = handle
@@ -37,7 +37,9 @@ final class Connection {
             if let db { sqlite3_close_v2(db) }
             throw FMDatabaseError(code: rc == SQLITE_OK ? SQLITE_NOMEM : rc, message: message)
         }
-        return Connection(handle: db)
+        let connection = Connection(handle: db)
+        connection.installAuthorizer()
+        return connection
     }
 
     /// Closes the handle. Statements the library did not track (made through the C API on
@@ -103,7 +105,7 @@ final class Connection {
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) }
             sqlite3_free(errmsg)
-            throw FMDatabaseError(code: sqlite3_extended_errcode(db), message: authorizerState.takeRefusal() ?? message, sql: sql)
+            throw execError(message: message, sql: sql)
         }
     }
 
@@ -183,7 +185,7 @@ extension Connection {
             if rc != SQLITE_OK {
                 let message = errmsg.map { String(cString: $0) }
                 sqlite3_free(errmsg)
-                throw FMDatabaseError(code: sqlite3_extended_errcode(db), message: authorizerState.takeRefusal() ?? message, sql: sql)
+                throw execError(message: message, sql: sql)
             }
         }
     }
@@ -229,40 +231,4 @@ extension Connection {
 /// (`sqlite3_interrupt`, the one cross-thread call, needs no mutex.)
 func multiThreadFlags(_ flags: Int32) -> Int32 {
     (flags & SQLITE_OPEN_FULLMUTEX) != 0 ? flags : flags | SQLITE_OPEN_NOMUTEX
-}
-
-// MARK: - The keyed-connection authorizer
-
-/// What the authorizer refused last (read back by `Connection.error`).
-final class AuthorizerState {
-    private var refusal: String?
-
-    func refuse(_ message: String) { refusal = message }
-
-    func takeRefusal() -> String? {
-        defer { refusal = nil }
-        return refusal
-    }
-}
-
-extension Connection {
-    /// Refuses `PRAGMA page_size = N` on a keyed connection: SQLCipher 3.4.1 then writes pages of one size
-    /// under a cipher expecting another, and the file can no longer be read. Statements are refused when
-    /// they are compiled (SQLITE_AUTH), whatever API runs them, the C API on `sqliteHandle` included.
-    ///
-    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/set_authorizer.html>
-    func installKeyedAuthorizer() {
-        guard let db = handle else { return }
-        let state = Unmanaged.passUnretained(authorizerState).toOpaque()
-        sqlite3_set_authorizer(db, { context, action, name, value, _, _ in
-            guard action == SQLITE_PRAGMA, let name, value != nil, strcasecmp(name, "page_size") == 0, let context else {
-                return SQLITE_OK
-            }
-            Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue().refuse(
-                "PRAGMA page_size is refused on an encrypted database: SQLCipher 3.4.1 would write pages it cannot read back. "
-                    + "Set PRAGMA cipher_page_size right after keying a new database, or use fmdb-cipher export --new-page-size."
-            )
-            return SQLITE_DENY
-        }, state)
-    }
 }
