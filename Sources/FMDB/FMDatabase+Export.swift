@@ -19,7 +19,7 @@ extension FMDatabase {
     ) throws {
         try recording {
             let (request, kind) = Self.keyRequest(forFileAt: path)
-            try settings.validate(creatingFile: keyProvider != nil && kind == .empty)
+            try settings.validate(creatingFile: keyProvider != nil && kind.isNew)
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
             let key = try keyProvider.map { try $0.key(for: request).validated() }

@@ -75,7 +75,7 @@ extension FMDatabase {
         try recording {
             let connection = try requireConnection()
             let (request, kind) = keyRequest()
-            try settings.validate(creatingFile: kind == .empty || kind == nil)
+            try settings.validate(creatingFile: kind?.isNew ?? true)
             let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
             try connection.runningLibraryStatements {

@@ -122,6 +122,9 @@ final class AuthorizerState {
             guard let first else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.refusal(pragma: String(cString: first), hasValue: second != nil, keyed: isKeyed)
         case SQLITE_ATTACH:
+            // An empty name is a temporary database, which temp_store = MEMORY keeps in memory: VACUUM
+            // attaches one (`ATTACH '' AS vacuum_db`) to rebuild the file, so it must stay allowed.
+            if let first, first.pointee == 0 || strcmp(first, ":memory:") == 0 { return SQLITE_OK }
             message = isKeyed ? KeyedAuthorizerPolicy.attachRefusal : nil
         case SQLITE_FUNCTION:
             guard isKeyed, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
