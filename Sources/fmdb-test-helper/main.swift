@@ -139,7 +139,7 @@ case "rekeyer":
         exit(5)
     }
 case "hold":
-    // hold DB HEXKEY read|write: opens the database with the key and holds a read transaction (a
+    // hold DB HEXKEY read|write [passphrase]: opens the database with the key and holds a read transaction (a
     // SELECT stepped once and left open) or a write transaction (BEGIN IMMEDIATE + an INSERT), prints
     // "holding", and keeps it until standard input closes; then ends it and prints "released".
     guard arguments.count >= 4 else { exit(64) }
@@ -148,7 +148,12 @@ case "hold":
     db.logsErrors = false
     guard db.open() else { exit(3) }
     do {
-        try db.setKey(using: RawKeyProvider(material: material(args[2])))
+        // A fifth argument "passphrase": the key is a passphrase (as fmdb-cipher's default KDF), not raw.
+        if args.count > 4, args[4] == "passphrase" {
+            try db.setKey(using: PassphraseKeyProvider(args[2]))
+        } else {
+            try db.setKey(using: RawKeyProvider(material: material(args[2])))
+        }
     } catch {
         exit(4)
     }

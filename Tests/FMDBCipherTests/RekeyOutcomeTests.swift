@@ -70,9 +70,9 @@ final class RekeyOutcomeTests: XCTestCase {
         let input = Pipe()
         let output = Pipe()
 
-        init(helper: String, path: String, mode: String) throws {
+        init(helper: String, path: String, mode: String, passphrase: Bool = false) throws {
             process.executableURL = URL(fileURLWithPath: helper)
-            process.arguments = ["hold", path, RekeyOutcomeTests.oldHex, mode]
+            process.arguments = ["hold", path, RekeyOutcomeTests.oldHex, mode] + (passphrase ? ["passphrase"] : [])
             process.standardInput = input
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
@@ -293,5 +293,29 @@ final class RekeyOutcomeTests: XCTestCase {
         result = try rekeyWithTool(done)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try whichKeyOpens(done), .new)
+    }
+
+    /// Scripts/rotate-key: a rekey whose checkpoint is pending is a finished rotation (it goes on to check
+    /// the new key), never "still opens with the old key".
+    func testRotateKeyScriptWithAReaderFinishesTheRotation() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Scripts/rotate-key").path
+        let path = try makeDatabase("rotate.db", journalMode: "wal")
+        // rotate-key uses the default passphrase KDF: key the file with the passphrase "old" first.
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: provider(Self.oldHex))
+        XCTAssertEqual(try db.rekeySafely(using: PassphraseKeyProvider(Self.oldHex), busyTimeout: 1), .done)
+        db.close()
+        let holder = try Holder(helper: helper, path: path, mode: "read", passphrase: true)
+        let result = try runProcess("/bin/bash", [script, path], input: "",
+                                    environment: ["OLD_DB_KEY": Self.oldHex, "NEW_DB_KEY": Self.newHex, "FMDB_CIPHER": tool,
+                                                  "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        holder.release()
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("checkpoint is pending"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("still opens with the old key"), result.stderr)
+        let check = try runProcess(tool, ["check", path, "--key-env", "K"], input: "", environment: ["K": Self.newHex])
+        XCTAssertEqual(check.status, 0, "only the new passphrase opens it: \(check.stderr)")
     }
 }
