@@ -55,14 +55,16 @@ let package = Package(
             dependencies: ["FMDB", "TestSupport"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // Test targets that run a built executable declare it, so SwiftPM builds it beside the test bundle
+        // (TestSupport's builtProduct looks there and nowhere else).
         .testTarget(
             name: "fmdb-cipherTests",
-            dependencies: ["FMDB", "TestSupport"],
+            dependencies: ["FMDB", "TestSupport", "fmdb-cipher"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .testTarget(
             name: "FMDBCipherTests",
-            dependencies: ["FMDB", "TestSupport"],
+            dependencies: ["FMDB", "TestSupport", "fmdb-cipher", "fmdb-test-helper"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

@@ -36,9 +36,8 @@ extension FMDatabase {
                     try connection.runningLibraryStatements {
                         // Its temporary tables and sort files stay in memory, as on a keyed main database.
                         try connection.execute("PRAGMA temp_store = MEMORY")
-                        if let pageSize = settings.pageSize { try connection.execute("PRAGMA \(name).cipher_page_size = \(pageSize)") }
-                        if let iterations = settings.kdfIterations { try connection.execute("PRAGMA \(name).kdf_iter = \(iterations)") }
                     }
+                    try connection.applyCipher(pageSize: settings.pageSize, kdfIterations: settings.kdfIterations, schema: name)
                     // Reading the schema verifies the key for an existing file.
                     _ = try connection.pragmaText("SELECT count(*) FROM \(name).sqlite_master")
                 } catch {

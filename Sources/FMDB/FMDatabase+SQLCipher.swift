@@ -78,10 +78,8 @@ extension FMDatabase {
             try settings.validate(creatingFile: kind?.isNew ?? true)
             let key = try provider.key(for: request).validated()
             try applyKey(key.sqlcipherKeyBytes())
-            try connection.runningLibraryStatements {
-                if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
-                if let iterations = settings.kdfIterations { try connection.execute("PRAGMA kdf_iter = \(iterations)") }
-            }
+            try connection.applyCipher(pageSize: settings.pageSize, kdfIterations: settings.kdfIterations)
+            keySettings = settings
             do {
                 try verifyKey(on: connection)
             } catch let error as FMDatabaseError {
@@ -184,13 +182,19 @@ extension FMDatabase {
         }
     }
 
-    /// Closes and reopens the connection with the same path, flags and VFS, keyed with `key`.
+    /// Closes and reopens the connection with the same path, flags and VFS, keyed with `key` and the
+    /// cipher settings it was keyed with.
     func reopenConnection(key: SecureBytes?) throws {
         let flags = openFlags
         let vfs = openVFS
+        let settings = keySettings
         closeConnection()
         try openConnection(flags: flags, vfs: vfs)
-        if let key { try applyKey(key) }
+        if let key {
+            try applyKey(key)
+            try requireConnection().applyCipher(pageSize: settings.pageSize, kdfIterations: settings.kdfIterations)
+            keySettings = settings
+        }
     }
 
     /// `sqlite3_rekey_v2` with the checks SQLCipher 3.4.1 does not make itself.
@@ -225,18 +229,80 @@ extension FMDatabase {
         let rc = connection.rekey(newKey)
         // sqlite3_rekey_v2 returns OK even when it could not take the write lock: every page is
         // rewritten when it took, so SQLite's written-pages counter tells.
-        let took = rc == SQLITE_OK && (pageCount == 0 || connection.pagesWritten > writtenBefore)
-        if took {
+        let tookByCounter = rc == SQLITE_OK && (pageCount == 0 || connection.pagesWritten > writtenBefore)
+        // A probe cannot tell two equal keys apart: then (and for a database without a file) the counter decides.
+        guard isFileBacked, let path = databasePath, !newKey.isEqual(to: oldKey) else {
+            if tookByCounter {
+                appliedKey = newKey
+                return
+            }
+            // SQLCipher may have left the new key as the write key: never write under a half-applied key.
+            if isFileBacked {
+                try? reopenConnection(key: oldKey)
+            } else {
+                _ = connection.rekey(oldKey)
+            }
+            throw rekeyFailure(rc)
+        }
+        // For a file, which key opens it decides, not SQLCipher's answer or the counter: SQLCipher 3.4.1
+        // also returns OK when its commit failed after the page cache spilled (a full disk), and rolls
+        // back. Asked first with this connection left open (so its handle stays the same when the rekey
+        // took); when that does not say "new key", again after closing it, since it may hold a lock or
+        // leave a hot journal that the probing connection must roll back.
+        let settings = keySettings
+        let timeout = max(maxBusyRetryTimeInterval, 1)
+        func probe(_ key: SecureBytes) -> Connection.KeyProbe {
+            Connection.probeKey(key, path: path, flags: openFlags, vfs: openVFS, pageSize: settings.pageSize,
+                                kdfIterations: settings.kdfIterations, busyTimeout: timeout)
+        }
+        if rc == SQLITE_OK, case .opens = probe(newKey) {
             appliedKey = newKey
             return
         }
-        // SQLCipher may have left the new key as the write key: never write under a half-applied key.
-        if isFileBacked {
-            try? reopenConnection(key: oldKey)
-        } else {
-            _ = connection.rekey(oldKey)
+        closeConnection()
+        let newKeyOpens = probe(newKey)
+        let verdict: RekeyVerdict
+        switch newKeyOpens {
+        case .opens:
+            verdict = .done
+        case .locked:
+            // Nobody could read the file: fall back to the counter, and say so.
+            logger.warning("After the rekey the database stayed locked; judged by SQLite's written-pages counter.")
+            verdict = tookByCounter ? .done : .notDone
+        case .doesNotOpen:
+            switch probe(oldKey) {
+            case .opens: verdict = .notDone
+            case .locked: verdict = tookByCounter ? .done : .notDone
+            case .doesNotOpen(let error): verdict = .neitherKeyOpens(error)
+            }
         }
-        throw rekeyFailure(rc)
+        switch verdict {
+        case .done:
+            // Done: from here on nothing may report the rekey as failed. A reopen that fails leaves this
+            // FMDatabase closed (the next call says so); the file opens with the new key.
+            keySettings = settings
+            do {
+                try reopenConnection(key: newKey)
+            } catch {
+                logger.error("The rekey took, but the connection could not be reopened with the new key: \(error)")
+            }
+        case .notDone:
+            keySettings = settings
+            try? reopenConnection(key: oldKey)
+            throw rekeyFailure(rc)
+        case .neitherKeyOpens(let error):
+            keySettings = settings
+            try? reopenConnection(key: oldKey)
+            throw FMDatabaseError(
+                code: SQLITE_CORRUPT,
+                message: "After the rekey neither the old nor the new key opens the database (\(error.message)): "
+                    + "restore it from a backup."
+            )
+        }
+    }
+
+    private enum RekeyVerdict {
+        case done, notDone, neitherKeyOpens(FMDatabaseError)
     }
 
     /// Why a rekey did not take, asked of the (reopened) connection: another connection's lock, or a
@@ -261,6 +327,9 @@ extension FMDatabase {
             return FMDatabaseError(code: error.resultCode, message: "The rekey did not take (\(error.message))" + suffix)
         } catch {
             // Judged below.
+        }
+        if let path = databasePath, isFileBacked, DatabaseFile.lacksSpaceToRewrite(path) {
+            return FMDatabaseError(code: SQLITE_FULL, message: "The rekey did not take (not enough free disk space to rewrite every page)" + suffix)
         }
         if let check = try? connection.pragmaText("PRAGMA quick_check"), check != "ok" {
             return FMDatabaseError(code: SQLITE_CORRUPT, message: "The rekey did not take: the database is damaged (\(check))" + suffix)

@@ -76,6 +76,8 @@ public final class FMDatabase {
     /// The key this connection was keyed with through this API (kept to allow the same key again,
     /// to refuse a different one, and to restore the old key after a failed rekey).
     var appliedKey: SecureBytes?
+    /// The cipher settings `setKey(using:settings:)` applied with that key (re-applied on reopen).
+    var keySettings = CipherSettings()
 
     /// A database at `path`. nil: in-memory; "": a temporary file, deleted on close.
     public init(path: String?) {
@@ -208,6 +210,7 @@ public final class FMDatabase {
         }
         connection = nil
         appliedKey = nil
+        keySettings = CipherSettings()
     }
 
     /// Finalizes every cached statement.

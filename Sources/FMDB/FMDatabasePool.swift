@@ -378,9 +378,18 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Changes the key of the database and of every connection of the pool: waits until every
     /// connection is checked in (new checkouts wait meanwhile), rekeys on one connection outside any
     /// transaction with a busy timeout, verifies the new key on a fresh connection, checkpoints the
-    /// WAL (TRUNCATE), and closes every other connection so later ones open with the new key. If
-    /// anything fails the database still opens with the old key, and the pool keeps using it.
-    public func rekey(using provider: any KeyProvider) throws {
+    /// WAL (TRUNCATE), and closes every other connection so later ones open with the new key. The pool
+    /// switches to the new provider from the moment the key changed, even when only the checkpoint is
+    /// pending (`.checkpointPending`).
+    ///
+    /// ```swift
+    /// let outcome = try pool.rekey(using: newProvider)
+    /// ```
+    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
+    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
+    ///   keeps using it.
+    @discardableResult
+    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
         let me = pthread_self()
         condition.lock()
         if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
@@ -406,8 +415,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         } else {
             db = try openConnection(keyProvider: oldProvider)
         }
+        let outcome: FMRekeyOutcome
         do {
-            try db.rekeySafely(using: provider, path: path, flags: openFlags, vfs: vfsName)
+            outcome = try db.rekeySafely(using: provider, busyTimeout: max(db.maxBusyRetryTimeInterval, 5))
         } catch {
             db.close()
             throw record(error)
@@ -415,8 +425,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         locked {
             state.keyProvider = provider
             state.generation += 1
-            state.checkedIn = [(db, state.generation)]
+            state.checkedIn = db.isOpen ? [(db, state.generation)] : []
         }
+        return outcome
     }
 
     // MARK: - Swift-native API

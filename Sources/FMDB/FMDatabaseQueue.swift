@@ -258,15 +258,34 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
-    /// Changes the key with SQLCipher's rekey, safely: on the queue (so outside any block and any
-    /// transaction), with a busy timeout; the new key is verified on a fresh connection, and the WAL
-    /// is checkpointed (TRUNCATE) so no page under the old key stays behind. Later reopens use the new
-    /// provider. If anything fails the database still opens with the old key.
-    public func rekey(using provider: any KeyProvider) throws {
+    /// Changes the key with SQLCipher's rekey, safely (`FMDatabase.rekeySafely`): on the queue (so outside
+    /// any block and any transaction), with a busy timeout of at least 5 seconds; which key opens the file
+    /// afterwards is checked on a fresh connection, and the WAL is checkpointed (TRUNCATE) so no page under
+    /// the old key stays behind. The queue reopens with the new provider from the moment the key changed,
+    /// even when only the checkpoint is pending.
+    ///
+    /// ```swift
+    /// if case .checkpointPending(let error) = try queue.rekey(using: newProvider) {
+    ///     print("rekeyed; the WAL checkpoint is pending: \(error.message)")
+    /// }
+    /// ```
+    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
+    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the
+    ///   queue keeps the old provider.
+    @discardableResult
+    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
         try onQueue {
             let db = try openDatabase()
-            try db.rekeySafely(using: provider, path: path, flags: openFlags, vfs: vfsName)
+            let outcome = try db.rekeySafely(using: provider, busyTimeout: max(db.maxBusyRetryTimeInterval, 5))
             keyProvider = provider
+            if !db.isOpen {
+                // The rekey took but the connection could not be reopened: the next call reopens it.
+                database = nil
+                interruptTarget.withLock { $0 = nil }
+            } else {
+                interruptTarget.withLock { $0 = db.interruptHandle }
+            }
+            return outcome
         }
     }
 

@@ -13,6 +13,7 @@ struct FMDBCipherCommand: ParsableCommand {
             --new-key-stdin for a new key); with none of these and a terminal, you are prompted.
 
             Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed; \
+            3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
             64 usage error; 65 wrong key or not a database; 66 input file missing or unreadable; \
             73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only; \
             75 database busy or locked (try again).

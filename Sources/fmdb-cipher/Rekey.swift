@@ -9,8 +9,11 @@ struct Rekey: ParsableCommand {
             SQLCipher re-encrypts every page in one transaction. The tool waits up to --busy-timeout for other \
             connections, checks that the rekey took (SQLCipher 3.4.1 itself does not), verifies the new key on \
             a fresh connection and checkpoints the WAL, so no page under the old key stays behind. If anything \
-            fails the database still opens with the old key. --backup first writes a verified encrypted copy \
-            (with the old key).
+            fails before the key changed the database still opens with the old key. --backup first writes a \
+            verified encrypted copy (with the old key).
+
+            Exit codes: 0 rekeyed; 75 busy and 74 I/O (not done: the old key still opens it); 3 rekeyed, but \
+            the WAL checkpoint is pending (only the new key opens it; do not retry).
 
             Recovery after an interrupted rekey (killed, power loss): the rekey is one transaction, so the file \
             opens with exactly one of the two keys. Try `fmdb-cipher check DB` with the old key, then with the new.
@@ -60,25 +63,25 @@ struct Rekey: ParsableCommand {
 
             let db = try DatabaseFiles.open(database, provider: oldProvider, settings: key.settings)
             defer { db.close() }
-            db.maxBusyRetryTimeInterval = busyTimeout
             let progress = ProgressReporter(quiet: quiet)
             progress.start("rekey") { nil }
+            // The library's safe rekey: which key opens the file afterwards is checked on a fresh
+            // connection, so a throw always means "not done, the old key still opens it".
+            let outcome: FMRekeyOutcome
             do {
-                try db.rekey(using: newProvider)
+                outcome = try db.rekeySafely(using: newProvider, busyTimeout: busyTimeout)
             } catch {
                 progress.finish("rekey: failed; the database still uses the old key")
                 throw CLIError.from(error, context: "rekey \(database)")
             }
-            progress.finish("rekey: verifying")
-            // The new key must open the file on a fresh connection before we call it done.
-            let fresh = try DatabaseFiles.open(database, provider: newProvider, settings: key.settings)
-            fresh.close()
-            if db.string(forQuery: "PRAGMA journal_mode") == "wal" {
-                do {
-                    try db.checkpoint(.truncate)
-                } catch {
-                    throw CLIError.from(error, context: "the key was changed, but the WAL checkpoint failed")
-                }
+            progress.finish("rekey: done")
+            if case .checkpointPending(let error) = outcome {
+                throw CLIError(
+                    "rekeyed \(database): only the new key opens it now, but the WAL checkpoint is pending (\(error.message)); "
+                        + "pages under the old key stay in the file until SQLite checkpoints it, when the last connection "
+                        + "closes. Do not retry the rekey: the old key no longer opens the database.",
+                    code: Exit.checkpointPending
+                )
             }
             if !quiet { Output.message("rekeyed \(database)") }
         }

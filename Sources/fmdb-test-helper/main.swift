@@ -138,6 +138,39 @@ case "rekeyer":
         FileHandle.standardError.write(Data("rekeyer: \(error)\n".utf8))
         exit(5)
     }
+case "hold":
+    // hold DB HEXKEY read|write [passphrase]: opens the database with the key and holds a read transaction (a
+    // SELECT stepped once and left open) or a write transaction (BEGIN IMMEDIATE + an INSERT), prints
+    // "holding", and keeps it until standard input closes; then ends it and prints "released".
+    guard arguments.count >= 4 else { exit(64) }
+    let args = Array(arguments)
+    let db = FMDatabase(path: args[1])
+    db.logsErrors = false
+    guard db.open() else { exit(3) }
+    do {
+        // A fifth argument "passphrase": the key is a passphrase (as fmdb-cipher's default KDF), not raw.
+        if args.count > 4, args[4] == "passphrase" {
+            try db.setKey(using: PassphraseKeyProvider(args[2]))
+        } else {
+            try db.setKey(using: RawKeyProvider(material: material(args[2])))
+        }
+    } catch {
+        exit(4)
+    }
+    db.maxBusyRetryTimeInterval = 10
+    var reader: FMResultSet?
+    if args[3] == "write" {
+        guard db.beginImmediateTransaction(), db.executeUpdate("INSERT INTO t VALUES (-1)") else { exit(5) }
+    } else {
+        guard db.beginDeferredTransaction(), let rs = db.executeQuery("SELECT * FROM t"), rs.next() else { exit(6) }
+        reader = rs
+    }
+    say("holding")
+    _ = FileHandle.standardInput.readDataToEndOfFile()
+    reader?.close()
+    db.rollback()
+    db.close()
+    say("released")
 default:
     FileHandle.standardError.write(Data("unknown scenario \(scenario)\n".utf8))
     exit(64)

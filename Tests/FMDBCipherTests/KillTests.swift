@@ -1,3 +1,4 @@
+// Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
 @testable import FMDB
 import Foundation
 import TestSupport
@@ -29,29 +30,9 @@ final class KillTests: XCTestCase {
     /// How many kills each scenario runs: FMDB_KILLS overrides (Scripts/soak sets hundreds).
     var kills: Int { ProcessInfo.processInfo.environment["FMDB_KILLS"].flatMap(Int.init) ?? 15 }
 
-    /// Starts `executable`, waits `delay` seconds (or until `untilOutput` appears), SIGKILLs it, returns its stdout.
+    /// Starts `executable`, waits `delay` seconds, SIGKILLs it, returns its stdout (TestSupport's helper).
     func runAndKill(_ executable: String, _ arguments: [String], after delay: Double, env: [String: String] = [:]) throws -> (output: String, killed: Bool) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        let out = directory.url.appendingPathComponent("stdout-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: out)
-        process.standardOutput = handle
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        Thread.sleep(forTimeInterval: delay)
-        let killed = process.isRunning
-        if killed { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        try handle.close()
-        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
-        try? FileManager.default.removeItem(at: out)
-        return (text, killed)
+        try TestSupport.runAndKill(executable, arguments, after: delay, environment: env)
     }
 
     func open(_ path: String, hexKey: String) -> FMDatabase? {
@@ -199,18 +180,5 @@ final class KillTests: XCTestCase {
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: encrypted)), encryptedBefore, "\(name): SRC untouched")
             print("kill during \(name): DEST absent \(absent) times, complete \(complete) times")
         }
-    }
-}
-
-/// A small deterministic random number generator (SplitMix64), so the kill moments repeat.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

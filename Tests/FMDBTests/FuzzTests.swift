@@ -8,18 +8,7 @@ import XCTest
 /// succeeds or fails with a clean error: no crash, and a failure always leaves a real SQLite code.
 /// FMDB_FUZZ_CASES sets the number of cases (default 100,000); the seed is fixed.
 final class FuzzTests: XCTestCase {
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    var rng = Generator(state: 20261122)
+    var rng = SeededGenerator(seed: 20261122)
 
     let tables = ["t", "u", "missing", "T", "sqlite_master", "\"odd name\""]
     let columns = ["a", "b", "c", "A", "rowid", "nope", "", "a\u{0}", "x y", "*"]
@@ -181,7 +170,8 @@ final class FuzzTests: XCTestCase {
             counts["ops"] = n + 1
         }
         resultSets.forEach { $0.close() }
-        XCTAssertTrue(db.close())
+        db.close()
+        XCTAssertFalse(db.isOpen, "close() closes the connection")
         print("fuzz: \(cases) cases, \(failures.count) failures")
         XCTAssertEqual(failures.prefix(10), [], "\(failures.count) failures")
         XCTAssertEqual(counts["ops"], cases)

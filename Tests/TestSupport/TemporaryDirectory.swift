@@ -87,18 +87,6 @@ public func which(_ name: String) -> String? {
     return nil
 }
 
-/// The path of an executable built beside the test bundle (`.build/<config>/NAME`), or nil.
-public func builtProduct(_ name: String) -> String? {
-    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-    var dir = bundle.deletingLastPathComponent()
-    for _ in 0..<4 {
-        let candidate = dir.appendingPathComponent(name).path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        dir = dir.deletingLastPathComponent()
-    }
-    return nil
-}
-
 /// The two ways every queue and pool behaviour is tested.
 public enum StorageMode: String, CaseIterable, Sendable {
     case plain, encrypted

@@ -32,6 +32,57 @@ extension Connection {
         }
     }
 
+    /// Applies cipher settings right after keying (`PRAGMA cipher_page_size`, `PRAGMA kdf_iter`).
+    func applyCipher(pageSize: Int?, kdfIterations: Int?, schema: String? = nil) throws {
+        let prefix = schema.map { "\($0)." } ?? ""
+        // The library's own statements: the keyed authorizer refuses these pragmas from SQL text.
+        try runningLibraryStatements {
+            if let pageSize { try execute("PRAGMA \(prefix)cipher_page_size = \(pageSize)") }
+            if let kdfIterations { try execute("PRAGMA \(prefix)kdf_iter = \(kdfIterations)") }
+        }
+    }
+
+    /// What a fresh connection keyed with `key` finds in the file at `path`.
+    enum KeyProbe {
+        /// The key reads the schema.
+        case opens
+        /// The key does not read the file (SQLITE_NOTADB, or another error than a lock).
+        case doesNotOpen(FMDatabaseError)
+        /// The file stayed locked by another connection for the whole busy timeout.
+        case locked
+    }
+
+    /// Opens a separate connection to `path` (never creating it), keys it with `key` and the cipher
+    /// settings (nil: SQLCipher's defaults), and
+    /// reads the schema: which key opens a file, asked of the file itself. Read-write unless `flags` say
+    /// read-only, so a hot journal left by a failed commit is rolled back first, as any opener would.
+    static func probeKey(
+        _ key: SecureBytes,
+        path: String,
+        flags: Int32,
+        vfs: String?,
+        pageSize: Int?,
+        kdfIterations: Int?,
+        busyTimeout: TimeInterval
+    ) -> KeyProbe {
+        do {
+            let probe = try Connection.open(path: path, flags: multiThreadFlags(flags & ~SQLITE_OPEN_CREATE), vfs: vfs)
+            defer { try? probe.close() }
+            probe.setBusyTimeout(busyTimeout)
+            try probe.key(key)
+            try probe.execute("PRAGMA temp_store = MEMORY")
+            try probe.applyCipher(pageSize: pageSize, kdfIterations: kdfIterations)
+            _ = try probe.pragmaText("SELECT count(*) FROM sqlite_master")
+            return .opens
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED {
+            return .locked
+        } catch let error as FMDatabaseError {
+            return .doesNotOpen(error)
+        } catch {
+            return .doesNotOpen(FMDatabaseError(code: SQLITE_ERROR, message: "\(error)"))
+        }
+    }
+
     // MARK: - Settings and facts
 
     /// SQLite's busy timeout; 0 (or less) fails at once with `SQLITE_BUSY`.

@@ -71,3 +71,15 @@ enum DatabaseFile {
         return .encrypted(salt: head)
     }
 }
+
+extension DatabaseFile {
+    /// Whether the filesystem holding `path` has less free space than the file's size: a rekey rewrites
+    /// every page through a journal (or the WAL), which needs about that much. (statvfs(2), no SQLite.)
+    static func lacksSpaceToRewrite(_ path: String) -> Bool {
+        var info = stat()
+        var fs = statvfs()
+        guard stat(path, &info) == 0, statvfs(path, &fs) == 0 else { return false }
+        let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        return free < UInt64(max(info.st_size, 0))
+    }
+}

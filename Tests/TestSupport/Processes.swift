@@ -1,0 +1,61 @@
+import Foundation
+
+/// Starts `executable`, waits `delay` seconds, SIGKILLs it if it is still running, and returns its
+/// standard output and whether it was killed. `environment` is merged over this process's.
+public func runAndKill(
+    _ executable: String,
+    _ arguments: [String],
+    after delay: Double,
+    environment: [String: String] = [:]
+) throws -> (output: String, killed: Bool) {
+    let scratch = try TemporaryDirectory("fmdb-kill-output")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    var childEnvironment = ProcessInfo.processInfo.environment
+    childEnvironment.merge(environment) { _, new in new }
+    // A child that traps must end at once: Swift's crash backtracer would make it linger.
+    childEnvironment["SWIFT_BACKTRACE"] = "enable=no"
+    process.environment = childEnvironment
+    let out = scratch.url.appendingPathComponent("stdout")
+    _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: out)
+    process.standardOutput = handle
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    Thread.sleep(forTimeInterval: delay)
+    let killed = process.isRunning
+    if killed { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+    try handle.close()
+    let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+    return (text, killed)
+}
+
+/// The path of an executable product built with the tests. The test targets declare the executables
+/// they run as dependencies in Package.swift, so SwiftPM builds them into the same build folder as the
+/// test bundle (`.build/<config>/`): that folder, and only it, is searched. Nil when it is not there.
+public func builtProduct(_ name: String) -> String? {
+    // The test runner runs the .xctest bundle (a file on Linux; on macOS the binary is inside it).
+    var bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    while bundle.pathExtension != "xctest", bundle.path != "/" { bundle.deleteLastPathComponent() }
+    guard bundle.pathExtension == "xctest" else { return nil }
+    let buildFolder = bundle.deletingLastPathComponent()
+    let candidate = buildFolder.appendingPathComponent(name).path
+    return FileManager.default.isExecutableFile(atPath: candidate) ? candidate : nil
+}
+
+/// A small deterministic random number generator (SplitMix64): the same "random" cases every run.
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    public var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
