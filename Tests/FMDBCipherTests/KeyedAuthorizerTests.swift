@@ -158,6 +158,19 @@ final class KeyedAuthorizerTests: XCTestCase {
         db.close()
     }
 
+    func testVacuumAndTemporaryAttachStayAllowed() throws {
+        let (db, path) = try makeKeyedDatabase(rows: 50)
+        XCTAssertTrue(db.executeUpdate("DELETE FROM t WHERE id % 2 = 0"))
+        XCTAssertTrue(db.executeUpdate("VACUUM"), db.lastErrorMessage())
+        // ATTACH '' is a temporary database, in memory under temp_store = MEMORY: nothing reaches a file.
+        XCTAssertTrue(db.executeStatements("ATTACH DATABASE '' AS scratch; CREATE TABLE scratch.s (a); DETACH DATABASE scratch"),
+                      db.lastErrorMessage())
+        db.close()
+        let after = try contentsWithRealKey(path)
+        XCTAssertEqual(after.rows, 25)
+        XCTAssertEqual(after.integrity, "ok")
+    }
+
     // MARK: - The examples
 
     func testPragmaKeyThenInsertIsRefusedAndTheFileKeepsItsKey() throws {
