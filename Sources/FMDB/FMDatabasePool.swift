@@ -34,18 +34,18 @@ extension FMDatabasePoolDelegate {
 /// ```
 ///
 /// When every allowed connection is checked out, a call waits (no timeout) until one is checked in.
+/// A call that could only be served by a connection its own thread holds (a nested call at the limit)
+/// is a programming error, reported with a precondition failure instead of a deadlock.
 ///
 /// Transactions (`inTransaction`, `inDeferredTransaction`, `inExclusiveTransaction`,
 /// `inImmediateTransaction`, `inSavePoint`, `inTransaction(_:_:)`, `performTransaction`) queue first-come,
 /// first-served per database file, shared by every pool on that file in this process, before they take a
 /// connection: SQLite's busy handler is not fair, and pool writers waiting in it could starve each other
-/// past the busy timeout. `SQLITE_BUSY` then only comes from another process (or from writes outside a
-/// pool transaction). Deferred transactions queue too: one that reads and then writes could otherwise fail
-/// to upgrade its lock (in WAL mode at once, without waiting). Read in `inDatabase` to read in parallel.
-/// A pool transaction started inside another on the same thread fails with `SQLITE_MISUSE` (it would wait
-/// for itself).
-/// A call that could only be served by a connection its own thread holds (a nested call at the limit)
-/// is a programming error, reported with a precondition failure instead of a deadlock.
+/// past the busy timeout. `SQLITE_BUSY` then only comes from another process, from writes outside a pool
+/// transaction, or from `transactionQueueTimeout` when set. Deferred transactions queue too: one that
+/// reads and then writes could otherwise fail to upgrade its lock (in WAL mode at once, without waiting).
+/// Read in `inDatabase` to read in parallel. A pool transaction started inside another on the same thread
+/// fails with `SQLITE_MISUSE` (it would wait for itself).
 ///
 /// Sendable: safe to share between threads and tasks.
 ///
@@ -55,8 +55,8 @@ extension FMDatabasePoolDelegate {
 ///   `lastError`, and the throwing variants throw it.
 public final class FMDatabasePool: @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: every mutable stored property below (`state`, `delegateBox`,
-    // `maximum`, `queueTimeout`) is read and written only while `condition` is locked. A checked-out FMDatabase is used
-    // only by the thread that checked it out; checked-in ones are touched only under the lock.
+    // `maximum`, `queueTimeout`) is read and written only while `condition` is locked. A checked-out
+    // FMDatabase is used only by the thread that checked it out; checked-in ones are touched only under the lock.
 
     private struct Checkout {
         let database: FMDatabase
