@@ -33,18 +33,18 @@ extension FMDatabasePoolDelegate {
 /// ```
 ///
 /// When every allowed connection is checked out, a call waits (no timeout) until one is checked in.
+/// A call that could only be served by a connection its own thread holds (a nested call at the limit)
+/// is a programming error, reported with a precondition failure instead of a deadlock.
 ///
 /// Transactions (`inTransaction`, `inDeferredTransaction`, `inExclusiveTransaction`,
 /// `inImmediateTransaction`, `inSavePoint`, `inTransaction(_:_:)`, `performTransaction`) queue first-come,
 /// first-served per database file, shared by every pool on that file in this process, before they take a
 /// connection: SQLite's busy handler is not fair, and pool writers waiting in it could starve each other
-/// past the busy timeout. `SQLITE_BUSY` then only comes from another process (or from writes outside a
-/// pool transaction). Deferred transactions queue too: one that reads and then writes could otherwise fail
-/// to upgrade its lock (in WAL mode at once, without waiting). Read in `inDatabase` to read in parallel.
-/// A pool transaction started inside another on the same thread fails with `SQLITE_MISUSE` (it would wait
-/// for itself).
-/// A call that could only be served by a connection its own thread holds (a nested call at the limit)
-/// is a programming error, reported with a precondition failure instead of a deadlock.
+/// past the busy timeout. `SQLITE_BUSY` then only comes from another process, from writes outside a pool
+/// transaction, or from `transactionQueueTimeout` when set. Deferred transactions queue too: one that
+/// reads and then writes could otherwise fail to upgrade its lock (in WAL mode at once, without waiting).
+/// Read in `inDatabase` to read in parallel. A pool transaction started inside another on the same thread
+/// fails with `SQLITE_MISUSE` (it would wait for itself).
 ///
 /// Sendable: safe to share between threads and tasks.
 ///
@@ -54,8 +54,8 @@ extension FMDatabasePoolDelegate {
 ///   `lastError`, and the throwing variants throw it.
 public final class FMDatabasePool: @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: every mutable stored property below (`state`, `delegateStorage`,
-    // `maximum`) is read and written only while `condition` is locked. A checked-out FMDatabase is used
-    // only by the thread that checked it out; checked-in ones are touched only under the lock.
+    // `maximum`, `queueTimeout`) is read and written only while `condition` is locked. A checked-out
+    // FMDatabase is used only by the thread that checked it out; checked-in ones are touched only under the lock.
 
     private struct Checkout {
         let database: FMDatabase
@@ -89,6 +89,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// The file's first-come, first-served queue for transactions, shared by every pool on the file in
     /// this process (Core/WriteGate.swift); immutable, Sendable.
     private let writeGate: WriteGate
+    private var queueTimeout: TimeInterval?
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
     private var maximum = 0
 
@@ -177,6 +178,20 @@ public final class FMDatabasePool: @unchecked Sendable {
             locked { maximum = max(0, newValue) }
             condition.broadcast()
         }
+    }
+
+    /// How long a transaction waits for its turn behind this file's earlier pool transactions in this
+    /// process; nil (the default) waits as long as it takes. When it runs out, the transaction does not
+    /// start: the throwing forms throw `SQLITE_BUSY`, the FMDB forms skip the block and set `lastError`.
+    ///
+    /// ```swift
+    /// pool.transactionQueueTimeout = 10
+    /// ```
+    /// - Note: FMDB compatibility: FMDB has no such queue; its transactions waited in SQLite's busy handler
+    ///   (`maxBusyRetryTimeInterval`), which still applies to locks held by other processes.
+    public var transactionQueueTimeout: TimeInterval? {
+        get { locked { queueTimeout } }
+        set { locked { queueTimeout = newValue } }
     }
 
     /// Connections idle in the pool.
@@ -294,6 +309,11 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.broadcast()
     }
 
+    /// Runs `body` in this transaction's turn at the file's write gate (Core/WriteGate.swift).
+    private func inTurn<T>(_ body: () throws -> T) throws -> T {
+        try writeGate.withTurn(timeout: transactionQueueTimeout, body)
+    }
+
     private func withDatabase<T>(_ body: (FMDatabase) throws -> T) throws -> T {
         let db: FMDatabase
         do {
@@ -347,7 +367,7 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
         do {
-            try writeGate.withTurn {
+            try inTurn {
                 do {
                     try withDatabase { db in
                         do {
@@ -361,7 +381,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 }
             }
         } catch {
-            _ = record(error)  // The gate refused a nested transaction.
+            _ = record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
         }
     }
 
@@ -369,7 +389,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     @discardableResult
     public func inSavePoint(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Error? {
         do {
-            return try writeGate.withTurn { try withDatabase { db in db.inSavePoint { rollback in block(db, rollback) } } }
+            return try inTurn { try withDatabase { db in db.inSavePoint { rollback in block(db, rollback) } } }
         } catch {
             return error
         }
@@ -458,7 +478,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     ///   error, or what `block` throws (after rolling back).
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
-        try writeGate.withTurn { try withDatabase { db in try db.inTransaction(kind, block) } }
+        try inTurn { try withDatabase { db in try db.inTransaction(kind, block) } }
     }
 
     /// Runs `block` with a connection without blocking the calling task (the wait for a connection and

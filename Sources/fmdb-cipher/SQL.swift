@@ -79,7 +79,10 @@ struct SQL: ParsableCommand {
                 }
             } catch {
                 if json { try? Output.json(jsonRows) }
-                throw CLIError.from(error, context: "SQL error")
+                let cli = CLIError.from(error, context: "SQL error")
+                // A statement the library's key guard refused (SQLITE_AUTH) is an SQL error, not a missing input.
+                let ns = error as NSError
+                throw ns.domain == "FMDatabase" && ns.code == Int(SQLITE_AUTH) ? CLIError(cli.message, code: Exit.failure) : cli
             }
             if json { try Output.json(jsonRows) }
         }

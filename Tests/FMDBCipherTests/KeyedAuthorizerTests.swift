@@ -48,9 +48,12 @@ final class KeyedAuthorizerTests: XCTestCase {
     /// cipher_hmac_algorithm, cipher_kdf_algorithm, cipher_plaintext_header_size, cipher_default_*,
     /// cipher_log*, cipher_memory_security ...). On 3.4.1 the 4.x-only names are unknown PRAGMAs: they are
     /// refused all the same, so a file moved to a 4.x build keeps the guard.
-    static let refusedOnKeyedConnections: [String] = [
+    var refusedOnKeyedConnections: [String] { Self.refusedOnKeyedConnectionsOnly + refusedOnEveryConnection }
+
+    static let refusedOnKeyedConnectionsOnly: [String] = [
         // Keys.
-        "PRAGMA key = 'other'", "PRAGMA key('other')", "PRAGMA main.key = 'other'", "PRAGMA key",
+        "PRAGMA key = 'other'", "PRAGMA key('other')", "PRAGMA main.key = 'other'", "PRAGMA key", "PRAGMA KEY = 'other'",
+        "PRAGMA \"rekey\" = 'other'", "PRAGMA Cipher_Use_HMAC = off",
         "PRAGMA rekey = 'other'", "PRAGMA main.rekey = 'other'",
         "PRAGMA hexkey = '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff'",
         "PRAGMA hexrekey = '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff'",
@@ -70,18 +73,18 @@ final class KeyedAuthorizerTests: XCTestCase {
         // Temporary data.
         "PRAGMA temp_store = FILE", "PRAGMA temp_store = 1", "PRAGMA temp_store = DEFAULT",
         "PRAGMA temp_store_directory = '/tmp'", "PRAGMA activate_extensions = 'see-7bb07b8d471d642e'",
-    ] + refusedOnEveryConnection
+    ]
 
     /// Process-wide SQLCipher settings: refused on every connection, keyed or not.
-    static let refusedOnEveryConnection: [String] = [
+    var refusedOnEveryConnection: [String] { [
         "PRAGMA cipher_default_kdf_iter = 1", "PRAGMA cipher_default_page_size = 4096",
         "PRAGMA cipher_default_use_hmac = OFF", "PRAGMA cipher_default_plaintext_header_size = 32",
         "PRAGMA cipher_default_hmac_algorithm = HMAC_SHA1", "PRAGMA cipher_default_kdf_algorithm = PBKDF2_HMAC_SHA1",
-        "PRAGMA cipher_default_compatibility = 1", "PRAGMA cipher_log = '/tmp/fmdb-cipher-log-should-not-exist'",
+        "PRAGMA cipher_default_compatibility = 1", "PRAGMA cipher_log = '\(directory.path("log"))'",
         "PRAGMA cipher_log_level = DEBUG", "PRAGMA cipher_log_source = ANY",
-        "PRAGMA cipher_profile = '/tmp/fmdb-cipher-profile-should-not-exist'", "PRAGMA cipher_memory_security = ON",
-        "PRAGMA cipher_trace = '/tmp/fmdb-cipher-trace-should-not-exist'",
-    ]
+        "PRAGMA cipher_profile = '\(directory.path("profile"))'", "PRAGMA cipher_memory_security = ON",
+        "PRAGMA cipher_trace = '\(directory.path("trace"))'",
+    ] }
 
     /// `cAPICode`: what the C API answers. SQLite reports a refused function as SQLITE_ERROR ("not authorized
     /// to use function"); the library's APIs report SQLITE_AUTH for every refusal.
@@ -108,7 +111,7 @@ final class KeyedAuthorizerTests: XCTestCase {
         for mode in ["delete", "wal"] {
             let (db, path) = try makeKeyedDatabase("\(mode).db", journalMode: mode)
             var expectedRows: Int32 = 3
-            for sql in Self.refusedOnKeyedConnections {
+            for sql in refusedOnKeyedConnections {
                 assertRefused(db, sql)
                 // The connection still writes under the real key, and a fresh connection reads it with that key.
                 XCTAssertTrue(db.executeUpdate("INSERT INTO t (v) VALUES (?)", sql), "\(mode): write after \(sql)")
@@ -122,14 +125,14 @@ final class KeyedAuthorizerTests: XCTestCase {
             XCTAssertEqual(try contentsWithRealKey(path).rows, expectedRows)
         }
         for leftover in ["log", "profile", "trace"] {
-            XCTAssertFalse(FileManager.default.fileExists(atPath: "/tmp/fmdb-cipher-\(leftover)-should-not-exist"))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path(leftover)), "no SQLCipher \(leftover) file")
         }
     }
 
     func testProcessWideCipherDefaultsAreRefusedOnPlaintextConnectionsToo() throws {
         let db = FMDatabase(path: directory.path("plain.db"))
         XCTAssertTrue(db.open())
-        for sql in Self.refusedOnEveryConnection { assertRefused(db, sql) }
+        for sql in refusedOnEveryConnection { assertRefused(db, sql) }
         XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_kdf_iter"), "64000", "the default is unchanged")
         XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_use_hmac"), "1")
         // What only concerns this plaintext file stays allowed.
@@ -153,6 +156,19 @@ final class KeyedAuthorizerTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("PRAGMA user_version = 7"))
         XCTAssertEqual(db.userVersion, 7)
         db.close()
+    }
+
+    func testVacuumAndTemporaryAttachStayAllowed() throws {
+        let (db, path) = try makeKeyedDatabase(rows: 50)
+        XCTAssertTrue(db.executeUpdate("DELETE FROM t WHERE id % 2 = 0"))
+        XCTAssertTrue(db.executeUpdate("VACUUM"), db.lastErrorMessage())
+        // ATTACH '' is a temporary database, in memory under temp_store = MEMORY: nothing reaches a file.
+        XCTAssertTrue(db.executeStatements("ATTACH DATABASE '' AS scratch; CREATE TABLE scratch.s (a); DETACH DATABASE scratch"),
+                      db.lastErrorMessage())
+        db.close()
+        let after = try contentsWithRealKey(path)
+        XCTAssertEqual(after.rows, 25)
+        XCTAssertEqual(after.integrity, "ok")
     }
 
     // MARK: - The issue's examples

@@ -1,3 +1,4 @@
+// Sanitizer: thread (Scripts/test runs this file's test classes under ThreadSanitizer)
 @testable import FMDB
 import Foundation
 import TestSupport
@@ -60,6 +61,46 @@ final class PoolWriteGateTests: XCTestCase {
         release.signal()
         XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(order.withLock { $0 }, Array(0..<count), "first come, first served")
+    }
+
+    /// Turns that time out leave the queue; the others still run one at a time (the counter below is
+    /// only protected by the gate: ThreadSanitizer checks that too).
+    func testTimedOutTurnsLeaveTheQueueAndTheOthersStillRunOneAtATime() throws {
+        final class Counter: @unchecked Sendable {
+            // @unchecked Sendable: only touched inside the gate's turns, which never overlap.
+            var value = 0
+            var inside = 0
+            var overlaps = 0
+        }
+        let gate = WriteGate()
+        let counter = Counter()
+        let outcomes = Locked<(ran: Int, timedOut: Int, other: Int)>((0, 0, 0))
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for iteration in 0..<200 {
+                do {
+                    try gate.withTurn(timeout: worker % 2 == 0 ? 0.0005 : nil) {
+                        counter.inside += 1
+                        if counter.inside > 1 { counter.overlaps += 1 }
+                        counter.value += 1
+                        if iteration % 10 == 0 { usleep(200) }
+                        counter.inside -= 1
+                    }
+                    outcomes.withLock { $0.ran += 1 }
+                } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY {
+                    outcomes.withLock { $0.timedOut += 1 }
+                } catch {
+                    outcomes.withLock { $0.other += 1 }
+                }
+            }
+        }
+        let result = outcomes.withLock { $0 }
+        XCTAssertEqual(result.ran + result.timedOut, 1_600)
+        XCTAssertEqual(result.other, 0)
+        XCTAssertEqual(counter.overlaps, 0, "turns never overlap")
+        XCTAssertEqual(counter.value, result.ran)
+        XCTAssertEqual(gate.waitingCount, 0, "no waiter is left behind")
+        // The gate still works.
+        XCTAssertEqual(try gate.withTurn(timeout: 0.1) { 42 }, 42)
     }
 
     func testPoolsOnTheSameFileShareOneGate() throws {
@@ -158,6 +199,41 @@ final class PoolWriteGateTests: XCTestCase {
         XCTAssertTrue(other.rollback())
         pool.inTransaction { _, _ in ran = true }
         XCTAssertTrue(ran)
+    }
+
+    /// `transactionQueueTimeout` is the explicit limit on the wait for a turn: when it runs out the
+    /// transaction does not start, visibly.
+    func testTransactionQueueTimeoutIsExplicitAndVisible() throws {
+        let path = directory.path("timeout.db")
+        let pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: Self.rawKey))
+        try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a)", values: nil) }
+        let holding = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = try? pool.inTransaction(.immediate) { _ in
+                holding.signal()
+                release.wait()
+            }
+            done.signal()
+        }
+        holding.wait()
+        XCTAssertNil(pool.transactionQueueTimeout, "waits as long as it takes by default")
+        pool.transactionQueueTimeout = 0.3
+        let start = Date()
+        XCTAssertThrowsError(try pool.inTransaction(.immediate) { _ in XCTFail("must not run") }) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY))
+        }
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(start), 0.3)
+        var ran = false
+        pool.inImmediateTransaction { _, _ in ran = true }
+        XCTAssertFalse(ran)
+        XCTAssertEqual((pool.lastError as? FMDatabaseError)?.resultCode, SQLITE_BUSY)
+        XCTAssertEqual(WriteGate.shared(forPath: path).waitingCount, 0)
+        release.signal()
+        done.wait()
+        try pool.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
+        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
     }
 
     // MARK: - Load

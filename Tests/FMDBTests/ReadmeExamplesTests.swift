@@ -159,9 +159,22 @@ final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
             }
         }
 
+        // README: the pool's transactions, throwing and FMDB forms
+        do {
+            try pool.inTransaction(.immediate) { db in
+                try db.executeUpdate("INSERT INTO notes (body) VALUES (?)", values: ["from the pool"])
+            }
+        } catch {
+            XCTFail("\(error)")  // Not started (busy: another process holds the lock; no connection), failed, or rolled back.
+        }
+        pool.inTransaction { db, rollback in   // FMDB's form: when BEGIN fails the block is not called,
+            _ = db.executeUpdate("INSERT INTO notes (body) VALUES (?)", "fmdb style")  // the error is logged
+        }                                       // and kept in pool.lastError
+
         XCTAssertEqual(count, 1)
         XCTAssertEqual(bodies, ["first", "second"])
         XCTAssertLessThanOrEqual(pool.countOfOpenDatabases, 4)
+        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM notes") }, 4)
     }
 }
 

@@ -57,7 +57,7 @@ final class SecurityGuardToolTests: XCTestCase {
             "ATTACH DATABASE '\(directory.path("leak.db"))' AS p KEY ''; SELECT sqlcipher_export('p')",
         ] {
             let result = try run(["sql", db, sql, "--key-env", "K"])
-            XCTAssertNotEqual(result.status, 0, sql)
+            XCTAssertEqual(result.status, 1, "an SQL error: \(sql)")
             XCTAssertTrue(result.stderr.contains("refused"), "\(sql): \(result.stderr)")
             XCTAssertFalse(result.stderr.contains("k1"), "the key is never printed")
         }
@@ -80,6 +80,11 @@ final class SecurityGuardToolTests: XCTestCase {
         XCTAssertEqual(written.status, 0, written.stderr)
         XCTAssertEqual(try rows(unsafe, key: "k1", iterations: 1_000), 2)
         XCTAssertNil(try rows(unsafe, key: "k1"), "it really uses 1000 iterations")
+        // A passphrase rekey would keep the weak count: refused, and the file still opens with its old key.
+        let rekey = try run(["rekey", unsafe, "--key-env", "K", "--kdf-iter", "1000", "--new-key-env", "NK"])
+        XCTAssertNotEqual(rekey.status, 0, rekey.stderr)
+        XCTAssertTrue(rekey.stderr.contains("export"), rekey.stderr)
+        XCTAssertEqual(try rows(unsafe, key: "k1", iterations: 1_000), 2)
         // Opening an old file with its own low count still works.
         let opened = try run(["sql", unsafe, "SELECT count(*) FROM t", "--key-env", "K", "--kdf-iter", "1000"])
         XCTAssertEqual(opened.status, 0, opened.stderr)

@@ -20,7 +20,8 @@ import Foundation
 ///   key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`), `cipher_migrate` (which acts
 ///   without a value), and every cipher PRAGMA, `kdf_iter`, `fast_kdf_iter`, `page_size`, `temp_store` and
 ///   `temp_store_directory` when it **sets** a value, are refused with SQLITE_AUTH; reading one (no value)
-///   stays allowed. `ATTACH` and `sqlcipher_export` from SQL text are refused: use
+///   stays allowed. `ATTACH` of a file and `sqlcipher_export` from SQL text are refused (`ATTACH ''`, an
+///   in-memory temporary database that VACUUM uses, is not): use
 ///   `attachDatabase(atPath:schema:keyProvider:settings:)` and `exportContents(to:)`, which say in code
 ///   whether the other file is encrypted.
 /// - on **every** connection: setting a process-wide SQLCipher default (`cipher_default_*`, `cipher_log*`,
@@ -122,9 +123,9 @@ final class AuthorizerState {
             guard let first else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.refusal(pragma: String(cString: first), hasValue: second != nil, keyed: isKeyed)
         case SQLITE_ATTACH:
-            // An empty name is a temporary database, which temp_store = MEMORY keeps in memory: VACUUM
-            // attaches one (`ATTACH '' AS vacuum_db`) to rebuild the file, so it must stay allowed.
-            if let first, first.pointee == 0 || strcmp(first, ":memory:") == 0 { return SQLITE_OK }
+            // `ATTACH ''` is a temporary database, held in memory under temp_store = MEMORY: VACUUM attaches
+            // one itself. Every named file is refused.
+            if let first, first.pointee == 0 { return SQLITE_OK }
             message = isKeyed ? KeyedAuthorizerPolicy.attachRefusal : nil
         case SQLITE_FUNCTION:
             guard isKeyed, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }

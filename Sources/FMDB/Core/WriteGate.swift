@@ -1,3 +1,4 @@
+import CSQLCipher
 import Foundation
 
 /// A first-come, first-served queue for one database file's write transactions in this process.
@@ -33,16 +34,17 @@ final class WriteGate: @unchecked Sendable {
     init() {}
 
     /// Runs `body` when the calling thread's turn comes: turns are served in the order they were asked for.
+    /// - Parameter timeout: how long to wait for the turn; nil waits as long as it takes.
     /// - Throws: SQLITE_MISUSE when the calling thread already holds the gate (a pool transaction
-    ///   started inside another pool transaction on the same file: it could never start), or what
-    ///   `body` throws.
-    func withTurn<T>(_ body: () throws -> T) throws -> T {
-        try enter()
+    ///   started inside another pool transaction on the same file: it could never start), SQLITE_BUSY
+    ///   when `timeout` ran out first (`body` did not run), or what `body` throws.
+    func withTurn<T>(timeout: TimeInterval? = nil, _ body: () throws -> T) throws -> T {
+        try enter(timeout: timeout)
         defer { leave() }
         return try body()
     }
 
-    private func enter() throws {
+    private func enter(timeout: TimeInterval?) throws {
         let me = pthread_self()
         lock.lock()
         if let holder {
@@ -56,8 +58,30 @@ final class WriteGate: @unchecked Sendable {
             let waiter = Waiter(thread: me)
             queue.append(waiter)
             lock.unlock()
+            let deadline = timeout.map { Date().addingTimeInterval($0) }
             waiter.condition.lock()
-            while !waiter.ready { waiter.condition.wait() }
+            while !waiter.ready {
+                guard let deadline else {
+                    waiter.condition.wait()
+                    continue
+                }
+                if waiter.condition.wait(until: deadline) || waiter.ready { continue }
+                // Timed out: leave the queue, unless `leave` has just made this thread the holder (it is
+                // then about to set `ready`, and the loop waits for that).
+                waiter.condition.unlock()
+                lock.lock()
+                if let index = queue.firstIndex(where: { $0 === waiter }) {
+                    queue.remove(at: index)
+                    lock.unlock()
+                    throw FMDatabaseError(
+                        code: SQLITE_BUSY,
+                        message: "The transaction did not start: it waited \(timeout ?? 0) s (the pool's transactionQueueTimeout) "
+                            + "behind this file's earlier transactions in this process."
+                    )
+                }
+                lock.unlock()
+                waiter.condition.lock()
+            }
             waiter.condition.unlock()
             // `leave` made this thread the holder before waking it.
         } else {
