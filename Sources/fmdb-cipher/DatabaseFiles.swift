@@ -43,44 +43,6 @@ enum DatabaseFiles {
         }
     }
 
-    /// Checks that DEST may be written (exit 73 otherwise) and returns a temporary path beside it.
-    static func prepareOutput(_ path: String, force: Bool, source: String) throws -> String {
-        let dest = URL(fileURLWithPath: path).standardizedFileURL
-        if dest.path == URL(fileURLWithPath: source).standardizedFileURL.path {
-            throw CLIError.usage("DEST must differ from SRC")
-        }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: dest.path, isDirectory: &isDirectory) {
-            if isDirectory.boolValue { throw CLIError("\(path): is a directory", code: Exit.cannotCreate) }
-            if !force { throw CLIError("\(path): already exists (use --force to replace it)", code: Exit.cannotCreate) }
-        }
-        let folder = dest.deletingLastPathComponent().path
-        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw CLIError("\(folder): no such directory", code: Exit.cannotCreate)
-        }
-        guard FileManager.default.isWritableFile(atPath: folder) else {
-            throw CLIError("\(folder): not writable", code: Exit.cannotCreate)
-        }
-        return dest.deletingLastPathComponent()
-            .appendingPathComponent(".\(dest.lastPathComponent).fmdb-cipher-\(UUID().uuidString.prefix(8)).tmp").path
-    }
-
-    /// Removes a temporary database and its side files.
-    static func removeTemporary(_ path: String) {
-        for suffix in ["", "-journal", "-wal", "-shm"] {
-            try? FileManager.default.removeItem(atPath: path + suffix)
-        }
-    }
-
-    /// Moves a verified temporary file into place (rename(2): atomic within a folder).
-    static func commit(_ temporary: String, to destination: String) throws {
-        guard rename(temporary, destination) == 0 else {
-            let reason = String(cString: strerror(errno))
-            removeTemporary(temporary)
-            throw CLIError("cannot move the new database into place at \(destination): \(reason)", code: Exit.ioError)
-        }
-    }
-
     /// Opens a database, keyed with `provider` when given (verified: a wrong key throws code 26).
     static func open(
         _ path: String,
@@ -130,7 +92,8 @@ enum DatabaseFiles {
     }
 }
 
-/// encrypt, decrypt and export: SRC → a temporary file beside DEST → verified → renamed into place.
+/// encrypt, decrypt and export: SRC → a new file in a private directory beside DEST (PrivateOutput) → verified →
+/// renamed into place.
 struct DatabaseCopy {
     let source: String
     let sourceProvider: (any KeyProvider)?
@@ -143,10 +106,9 @@ struct DatabaseCopy {
     let verb: String
 
     func run() throws {
-        let temporary = try DatabaseFiles.prepareOutput(destination, force: force, source: source)
+        let output = try PrivateOutput(destination: destination, force: force, source: source)
+        let temporary = output.file
         let progress = ProgressReporter(quiet: quiet)
-        var succeeded = false
-        defer { if !succeeded { DatabaseFiles.removeTemporary(temporary) } }
 
         let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
         defer { db.close() }
@@ -176,8 +138,7 @@ struct DatabaseCopy {
         }
         progress.finish("\(verb): verifying")
         try verify(temporary, expected: expected)
-        try DatabaseFiles.commit(temporary, to: destination)
-        succeeded = true
+        try output.commit()
     }
 
     /// Opens the new file with its own key and checks integrity and every table's row count.

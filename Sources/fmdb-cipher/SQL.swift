@@ -46,6 +46,7 @@ struct SQL: ParsableCommand {
             }
             let db: FMDatabase
             if kind == .missing {
+                try PrivateOutput.createEmptyDatabase(at: database)
                 db = FMDatabase(path: database)
                 db.logsErrors = false
                 guard db.open() else { throw CLIError.from(db.lastError(), context: database) }
