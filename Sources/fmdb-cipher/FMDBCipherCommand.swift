@@ -20,6 +20,24 @@ struct FMDBCipherCommand: ParsableCommand {
         version: "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
         subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Info.self, Check.self, SQL.self]
     )
+
+    /// Turns core dumps off before anything else, then parses and runs; a usage error never repeats a
+    /// value from the command line (it may be a key typed in the wrong place).
+    static func main() {
+        ProcessHardening.disableCoreDumps()
+        do {
+            var command = try parseAsRoot(nil)
+            try command.run()
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success { exit(withError: error) }
+            let names = Set(configuration.subcommands.map { $0._commandName } + ["help"])
+            let message = ProcessHardening.redacted(fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()),
+                                                    keeping: names)
+            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+            Foundation.exit(code.rawValue)
+        }
+    }
 }
 
 enum FMDBCipherVersion {
