@@ -31,6 +31,7 @@ enum FileKind {
 enum DatabaseFiles {
     /// Checks that `path` is a readable file; exit 66 otherwise.
     static func requireInput(_ path: String) throws -> FileKind {
+        try InputFiles.requireRegularFile(path)
         let kind = FileKind(path: path)
         switch kind {
         case .missing: throw CLIError("\(path): no such file", code: Exit.noInput)
@@ -73,20 +74,22 @@ enum DatabaseFiles {
         var names: [String] = []
         let rs = try db.executeQuery(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name", values: nil)
-        while rs.next() { if let name = rs.string(forColumnIndex: 0) { names.append(name) } }
+        while try rs.nextWithError() { if let name = rs.string(forColumnIndex: 0) { names.append(name) } }
         return try names.map { name in
             let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
             let count = try db.executeQuery("SELECT count(*) FROM \(quoted)", values: nil)
-            return (name, count.next() ? count.longLongInt(forColumnIndex: 0) : 0)
+            // nextWithError, not next(): a damaged page must fail the count, not read as 0 rows.
+            return (name, try count.nextWithError() ? count.longLongInt(forColumnIndex: 0) : 0)
         }
     }
 
     static func integrityCheck(_ db: FMDatabase, quick: Bool = false) throws -> [String] {
         var problems: [String] = []
         let rs = try db.executeQuery(quick ? "PRAGMA quick_check" : "PRAGMA integrity_check", values: nil)
-        while rs.next() {
-            let line = rs.string(forColumnIndex: 0) ?? ""
-            if line != "ok" { problems.append(line) }
+        while try rs.nextWithError() {
+            // SQLite may put several problems in one row, a line each.
+            let row = rs.string(forColumnIndex: 0) ?? ""
+            if row != "ok" { problems += row.split(separator: "\n").map(String.init) }
         }
         return problems
     }
@@ -121,10 +124,8 @@ struct DatabaseCopy {
                                code: Exit.integrity)
             }
             expected = try DatabaseFiles.tableCounts(db)
-        } catch let error as CLIError {
-            throw error
         } catch {
-            throw CLIError.from(error, context: source)
+            throw CLIError.fromOpened(error, context: source, keyed: sourceProvider != nil)
         }
         let total = max(Double(fileSize(source)), 1)
         progress.start(verb) { Double(fileSize(temporary)) / total }
@@ -134,7 +135,7 @@ struct DatabaseCopy {
             try db.detachDatabase(schema: "fmdb_cipher_dest")
         } catch {
             progress.finish("\(verb): failed")
-            throw CLIError.from(error, context: "\(verb) \(source) → \(destination)")
+            throw CLIError.fromOpened(error, context: "\(verb) \(source) → \(destination)", keyed: sourceProvider != nil)
         }
         progress.finish("\(verb): verifying")
         try verify(temporary, expected: expected)
@@ -154,10 +155,8 @@ struct DatabaseCopy {
             guard actual.map(\.0) == expected.map(\.0), actual.map(\.1) == expected.map(\.1) else {
                 throw CLIError("the new database does not hold the same tables and rows as \(source)", code: Exit.integrity)
             }
-        } catch let error as CLIError {
-            throw error
         } catch {
-            throw CLIError.from(error, context: "verifying the new database")
+            throw CLIError.fromOpened(error, context: "verifying the new database", keyed: destinationProvider != nil)
         }
     }
 }

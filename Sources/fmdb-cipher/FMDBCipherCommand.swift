@@ -12,8 +12,9 @@ struct FMDBCipherCommand: ParsableCommand {
             with --key-env VAR, --key-file PATH or --key-stdin (and --new-key-env, --new-key-file, \
             --new-key-stdin for a new key); with none of these and a terminal, you are prompted.
 
-            Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed; \
-            64 usage error; 65 wrong key or not a database; 66 input file missing or unreadable; \
+            Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed or the \
+            database is damaged; 64 usage error; 65 wrong key or not a database; 66 input file missing, \
+            unreadable or not a regular file; \
             73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only; \
             75 database busy or locked (try again).
             """,

@@ -67,7 +67,7 @@ struct Rekey: ParsableCommand {
                 try db.rekey(using: newProvider)
             } catch {
                 progress.finish("rekey: failed; the database still uses the old key")
-                throw CLIError.from(error, context: "rekey \(database)")
+                throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: verifying")
             // The new key must open the file on a fresh connection before we call it done.

@@ -29,6 +29,7 @@ struct SQL: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
+            try InputFiles.requireRegularFile(database)
             let kind = FileKind(path: database)
             if kind == .directory { throw CLIError("\(database): is a directory, not a database file", code: Exit.noInput) }
             let reader = KeyReader()
@@ -80,7 +81,7 @@ struct SQL: ParsableCommand {
                 }
             } catch {
                 if json { try? Output.json(jsonRows) }
-                throw CLIError.from(error, context: "SQL error")
+                throw CLIError.fromOpened(error, context: "SQL error", keyed: provider != nil, db: db)
             }
             if json { try Output.json(jsonRows) }
         }
