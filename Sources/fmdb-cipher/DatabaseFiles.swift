@@ -115,6 +115,8 @@ struct DatabaseCopy {
 
         let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
         defer { db.close() }
+        let clock = ContinuousClock()
+        let sourceCheckStarted = clock.now
         // A damaged SRC is refused rather than copied: sqlcipher_export would silently lose what it cannot read.
         let expected: [(String, Int64)]
         do {
@@ -128,6 +130,7 @@ struct DatabaseCopy {
             throw CLIError.fromOpened(error, context: source, keyed: sourceProvider != nil)
         }
         let total = max(Double(fileSize(source)), 1)
+        let copyStarted = clock.now
         progress.start(verb) { Double(fileSize(temporary)) / total }
         do {
             try db.attachDatabase(atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: destinationProvider, settings: settings)
@@ -138,8 +141,21 @@ struct DatabaseCopy {
             throw CLIError.fromOpened(error, context: "\(verb) \(source) → \(destination)", keyed: sourceProvider != nil)
         }
         progress.finish("\(verb): verifying")
+        let verifyStarted = clock.now
         try verify(temporary, expected: expected)
         try output.commit()
+        if !quiet {
+            // Throughput on standard error, so scripts that read standard output see nothing new.
+            let copy = seconds(copyStarted.duration(to: verifyStarted))
+            let sourceCheck = seconds(sourceCheckStarted.duration(to: copyStarted))
+            let check = seconds(verifyStarted.duration(to: clock.now))
+            Output.message(String(format: "%@: %.1f MB in %.2f s (%.1f MB/s); source check %.2f s; verification %.2f s",
+                                  verb, total / 1e6, copy, total / 1e6 / max(copy, 1e-9), sourceCheck, check))
+        }
+    }
+
+    private func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// Opens the new file with its own key and checks integrity and every table's row count.

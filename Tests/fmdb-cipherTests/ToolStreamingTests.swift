@@ -108,4 +108,24 @@ final class ToolStreamingTests: ToolTestCase {
         XCTAssertEqual(lines[2], "v1  z")
         XCTAssertEqual(lines[1_201], "a much longer cell  z", "a cell past the first 1000 rows is printed whole")
     }
+
+    func testCopiesReportThroughputAndVerificationTimeOnStandardError() throws {
+        let plain = try makeRows("rows.db", rows: 2_000)
+        let env = ["K": Self.rawKey, "N": Self.otherRawKey]
+        let runs: [[String]] = [
+            ["encrypt", plain, path("e.db"), "--kdf", "raw", "--key-env", "K"],
+            ["export", path("e.db"), path("x.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N"],
+            ["decrypt", path("x.db"), path("d.db"), "--kdf", "raw", "--key-env", "N"],
+        ]
+        for arguments in runs {
+            let result = try run(arguments, env: env)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(result.stdout, "", "standard output stays empty for scripts")
+            let stats = try XCTUnwrap(result.stderr.split(separator: "\n").first { $0.contains("MB/s") }, result.stderr)
+            XCTAssertTrue(stats.hasPrefix("\(arguments[0]): ") && stats.contains("verification"), String(stats))
+        }
+        let quiet = try run(["decrypt", path("x.db"), path("q.db"), "--kdf", "raw", "--key-env", "N", "--quiet"], env: env)
+        XCTAssertEqual(quiet.status, 0, quiet.stderr)
+        XCTAssertEqual(quiet.stderr, "", "--quiet: nothing")
+    }
 }
