@@ -179,7 +179,7 @@ final class KeyReader {
         // `--key-file <(pass show db)` are not files and are fine).
         if (status.st_mode & S_IFMT) == S_IFREG, status.st_mode & 0o077 != 0 {
             let mode = String(status.st_mode & 0o7777, radix: 8)
-            Output.message("fmdb-cipher: warning: the key file for the \(what) has mode 0\(mode): group or others can "
+            Output.message("fmdb-cipher: warning: the file holding the \(what) has mode 0\(mode): group or others can "
                             + "read or change it; chmod 600 it")
         }
         let material = try KeyMaterial(capacity: Self.maxKeyLength + 1) { buffer in
