@@ -34,6 +34,8 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // Linux calls the tool needs that Swift cannot import (renameat2, prctl): C, for fmdb-cipher only.
+        .target(name: "CToolSupport"),
         .target(
             name: "TestSupport",
             dependencies: ["FMDB", .product(name: "Logging", package: "swift-log")],
@@ -42,7 +44,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "fmdb-cipher",
-            dependencies: ["FMDB", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["FMDB", "CToolSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(

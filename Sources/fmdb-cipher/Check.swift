@@ -6,6 +6,9 @@ struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Open a database with its key and run PRAGMA integrity_check; exit 2 on any problem.",
         discussion: """
+            The file is opened read-only, unless a journal or WAL beside it may need recovery (after a crash): \
+            then read-write, so SQLite rolls the interrupted transaction back first (said on standard error).
+
             PRAGMA cipher_integrity_check (page HMACs) runs too where the linked SQLCipher has it (4.x); \
             SQLCipher 3.4.1 checks every page's HMAC as integrity_check reads it.
 
@@ -25,7 +28,14 @@ struct Check: ParsableCommand {
             let provider: (any KeyProvider)? = kind == .plaintext && key.source == nil
                 ? nil
                 : try key.kdf.provider(KeyReader().read(key.source, what: "key for \(database)"))
-            let db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: true)
+            // A journal or WAL left by a crash (a killed rekey, say) must be rolled back before the file can be
+            // read, which a read-only connection cannot do: then open read-write, so SQLite recovers it first.
+            let recover = InputFiles.mayNeedRecovery(database)
+            if recover {
+                Output.message("fmdb-cipher: \(database) has a journal or WAL beside it (an interrupted write?); "
+                                + "opening it read-write so SQLite can recover it before the check")
+            }
+            let db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: !recover)
             defer { db.close() }
             var problems: [String]
             do {
@@ -33,7 +43,7 @@ struct Check: ParsableCommand {
             } catch {
                 let ns = error as NSError
                 if ns.code == Int(SQLITE_CORRUPT) || ns.code == Int(SQLITE_NOTADB) {
-                    problems = [ns.localizedDescription]
+                    problems = [CLIError.fromOpened(error, context: "integrity_check", keyed: true).message]
                 } else {
                     throw CLIError.from(error, context: database)
                 }

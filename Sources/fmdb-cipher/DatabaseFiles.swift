@@ -19,6 +19,7 @@ extension FMDatabaseFileKind {
 enum DatabaseFiles {
     /// Checks that `path` is a readable file; exit 66 otherwise.
     static func requireInput(_ path: String) throws -> FileKind {
+        try InputFiles.requireRegularFile(path)
         let kind = FileKind(path: path)
         switch kind {
         case .missing: throw CLIError("\(path): no such file", code: Exit.noInput)
@@ -26,44 +27,6 @@ enum DatabaseFiles {
         case .notRegularFile: throw CLIError("\(path): is not a regular file (a FIFO, device or socket)", code: Exit.noInput)
         case .unreadable: throw CLIError("\(path): not readable (permission denied)", code: Exit.noInput)
         default: return kind
-        }
-    }
-
-    /// Checks that DEST may be written (exit 73 otherwise) and returns a temporary path beside it.
-    static func prepareOutput(_ path: String, force: Bool, source: String) throws -> String {
-        let dest = URL(fileURLWithPath: path).standardizedFileURL
-        if dest.path == URL(fileURLWithPath: source).standardizedFileURL.path {
-            throw CLIError.usage("DEST must differ from SRC")
-        }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: dest.path, isDirectory: &isDirectory) {
-            if isDirectory.boolValue { throw CLIError("\(path): is a directory", code: Exit.cannotCreate) }
-            if !force { throw CLIError("\(path): already exists (use --force to replace it)", code: Exit.cannotCreate) }
-        }
-        let folder = dest.deletingLastPathComponent().path
-        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw CLIError("\(folder): no such directory", code: Exit.cannotCreate)
-        }
-        guard FileManager.default.isWritableFile(atPath: folder) else {
-            throw CLIError("\(folder): not writable", code: Exit.cannotCreate)
-        }
-        return dest.deletingLastPathComponent()
-            .appendingPathComponent(".\(dest.lastPathComponent).fmdb-cipher-\(UUID().uuidString.prefix(8)).tmp").path
-    }
-
-    /// Removes a temporary database and its side files.
-    static func removeTemporary(_ path: String) {
-        for suffix in ["", "-journal", "-wal", "-shm"] {
-            try? FileManager.default.removeItem(atPath: path + suffix)
-        }
-    }
-
-    /// Moves a verified temporary file into place (rename(2): atomic within a folder).
-    static func commit(_ temporary: String, to destination: String) throws {
-        guard rename(temporary, destination) == 0 else {
-            let reason = String(cString: strerror(errno))
-            removeTemporary(temporary)
-            throw CLIError("cannot move the new database into place at \(destination): \(reason)", code: Exit.ioError)
         }
     }
 
@@ -97,26 +60,29 @@ enum DatabaseFiles {
         var names: [String] = []
         let rs = try db.executeQuery(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name", values: nil)
-        while rs.next() { if let name = rs.string(forColumnIndex: 0) { names.append(name) } }
+        while try rs.nextWithError() { if let name = rs.string(forColumnIndex: 0) { names.append(name) } }
         return try names.map { name in
             let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
             let count = try db.executeQuery("SELECT count(*) FROM \(quoted)", values: nil)
-            return (name, count.next() ? count.longLongInt(forColumnIndex: 0) : 0)
+            // nextWithError, not next(): a damaged page must fail the count, not read as 0 rows.
+            return (name, try count.nextWithError() ? count.longLongInt(forColumnIndex: 0) : 0)
         }
     }
 
     static func integrityCheck(_ db: FMDatabase, quick: Bool = false) throws -> [String] {
         var problems: [String] = []
         let rs = try db.executeQuery(quick ? "PRAGMA quick_check" : "PRAGMA integrity_check", values: nil)
-        while rs.next() {
-            let line = rs.string(forColumnIndex: 0) ?? ""
-            if line != "ok" { problems.append(line) }
+        while try rs.nextWithError() {
+            // SQLite may put several problems in one row, a line each.
+            let row = rs.string(forColumnIndex: 0) ?? ""
+            if row != "ok" { problems += row.split(separator: "\n").map(String.init) }
         }
         return problems
     }
 }
 
-/// encrypt, decrypt and export: SRC → a temporary file beside DEST → verified → renamed into place.
+/// encrypt, decrypt and export: SRC → a new file in a private directory beside DEST (PrivateOutput) → verified →
+/// renamed into place.
 struct DatabaseCopy {
     let source: String
     let sourceProvider: (any KeyProvider)?
@@ -129,13 +95,14 @@ struct DatabaseCopy {
     let verb: String
 
     func run() throws {
-        let temporary = try DatabaseFiles.prepareOutput(destination, force: force, source: source)
+        let output = try PrivateOutput(destination: destination, force: force, source: source)
+        let temporary = output.file
         let progress = ProgressReporter(quiet: quiet)
-        var succeeded = false
-        defer { if !succeeded { DatabaseFiles.removeTemporary(temporary) } }
 
         let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
         defer { db.close() }
+        let clock = ContinuousClock()
+        let sourceCheckStarted = clock.now
         // A damaged SRC is refused rather than copied: sqlcipher_export would silently lose what it cannot read.
         let expected: [(String, Int64)]
         do {
@@ -145,12 +112,11 @@ struct DatabaseCopy {
                                code: Exit.integrity)
             }
             expected = try DatabaseFiles.tableCounts(db)
-        } catch let error as CLIError {
-            throw error
         } catch {
-            throw CLIError.from(error, context: source)
+            throw CLIError.fromOpened(error, context: source, keyed: sourceProvider != nil)
         }
         let total = max(Double(fileSize(source)), 1)
+        let copyStarted = clock.now
         progress.start(verb) { Double(fileSize(temporary)) / total }
         do {
             try db.attachDatabase(atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: destinationProvider, settings: settings)
@@ -158,12 +124,24 @@ struct DatabaseCopy {
             try db.detachDatabase(schema: "fmdb_cipher_dest")
         } catch {
             progress.finish("\(verb): failed")
-            throw CLIError.from(error, context: "\(verb) \(source) → \(destination)")
+            throw CLIError.fromOpened(error, context: "\(verb) \(source) → \(destination)", keyed: sourceProvider != nil)
         }
         progress.finish("\(verb): verifying")
+        let verifyStarted = clock.now
         try verify(temporary, expected: expected)
-        try DatabaseFiles.commit(temporary, to: destination)
-        succeeded = true
+        try output.commit()
+        if !quiet {
+            // Throughput on standard error, so scripts that read standard output see nothing new.
+            let copy = seconds(copyStarted.duration(to: verifyStarted))
+            let sourceCheck = seconds(sourceCheckStarted.duration(to: copyStarted))
+            let check = seconds(verifyStarted.duration(to: clock.now))
+            Output.message(String(format: "%@: %.1f MB in %.2f s (%.1f MB/s); source check %.2f s; verification %.2f s",
+                                  verb, total / 1e6, copy, total / 1e6 / max(copy, 1e-9), sourceCheck, check))
+        }
+    }
+
+    private func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// Opens the new file with its own key and checks integrity and every table's row count.
@@ -179,10 +157,8 @@ struct DatabaseCopy {
             guard actual.map(\.0) == expected.map(\.0), actual.map(\.1) == expected.map(\.1) else {
                 throw CLIError("the new database does not hold the same tables and rows as \(source)", code: Exit.integrity)
             }
-        } catch let error as CLIError {
-            throw error
         } catch {
-            throw CLIError.from(error, context: "verifying the new database")
+            throw CLIError.fromOpened(error, context: "verifying the new database", keyed: destinationProvider != nil)
         }
     }
 }

@@ -12,15 +12,34 @@ struct FMDBCipherCommand: ParsableCommand {
             with --key-env VAR, --key-file PATH or --key-stdin (and --new-key-env, --new-key-file, \
             --new-key-stdin for a new key); with none of these and a terminal, you are prompted.
 
-            Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed; \
-            3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
-            64 usage error; 65 wrong key or not a database; 66 input file missing or unreadable; \
+            Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed or the \
+            database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
+            64 usage error; 65 wrong key or not a database; 66 input file missing, unreadable or not a regular \
+            file; \
             73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only; \
             75 database busy or locked (try again).
             """,
         version: "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
         subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Info.self, Check.self, SQL.self]
     )
+
+    /// Turns core dumps off before anything else, then parses and runs; a usage error never repeats a
+    /// value from the command line (it may be a key typed in the wrong place).
+    static func main() {
+        ProcessHardening.disableCoreDumps()
+        do {
+            var command = try parseAsRoot(nil)
+            try command.run()
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success { exit(withError: error) }
+            let names = Set(configuration.subcommands.map { $0._commandName } + ["help"])
+            let message = ProcessHardening.redacted(fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()),
+                                                    keeping: names)
+            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+            Foundation.exit(code.rawValue)
+        }
+    }
 }
 
 enum FMDBCipherVersion {

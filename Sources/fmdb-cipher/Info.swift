@@ -56,7 +56,7 @@ struct Info: ParsableCommand {
                 do {
                     tables = try DatabaseFiles.tableCounts(db)
                 } catch {
-                    throw CLIError.from(error, context: database)
+                    throw CLIError.fromOpened(error, context: database, keyed: provider != nil, db: db)
                 }
                 details["tables"] = tables.map { ["name": $0.0, "rows": $0.1] as [String: Any] }
                 info.merge(details) { _, new in new }

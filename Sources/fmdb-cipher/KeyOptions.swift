@@ -128,15 +128,22 @@ final class KeyReader {
         let material: KeyMaterial
         switch source ?? .prompt {
         case .environment(let name):
+            // The name is not repeated: it may be the key itself, given by mistake (`--key-env "$KEY"`).
             guard let value = getenv(name) else {
-                throw CLIError.usage("the environment variable \(name) (for the \(what)) is not set")
+                throw CLIError.usage("the environment variable given for the \(what) is not set "
+                                        + "(its name is not shown, in case it is a key given by mistake)")
             }
             let length = strlen(value)
             material = KeyMaterial(copying: UnsafeRawBufferPointer(start: value, count: length))
         case .file(let path):
             material = try readFile(path, what: what)
         case .standardInput:
-            guard let line = try readLine(fd: STDIN_FILENO) else {
+            // On a terminal, the same as the prompt: no echo.
+            let terminal = isatty(STDIN_FILENO) == 1
+            if terminal { Output.prompt("Enter \(what) (standard input): ") }
+            let read = try Terminal.withEchoOff(STDIN_FILENO) { try readLine(fd: STDIN_FILENO) }
+            if terminal { Output.prompt("\n") }
+            guard let line = read else {
                 throw CLIError.usage("standard input ended before the \(what) was read")
             }
             stdinLinesRead += 1
@@ -158,14 +165,22 @@ final class KeyReader {
     }
 
     private func readFile(_ path: String, what: String) throws -> KeyMaterial {
-        let fd = open(path, O_RDONLY)
+        // The path is not repeated in messages: it may be the key itself, given by mistake.
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw CLIError("cannot read the \(what) from \(path): \(String(cString: strerror(errno)))", code: Exit.noInput)
+            throw CLIError("cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
         }
         defer { close(fd) }
-        var isDirectory = stat()
-        if fstat(fd, &isDirectory) == 0, (isDirectory.st_mode & S_IFMT) == S_IFDIR {
-            throw CLIError("cannot read the \(what) from \(path): it is a directory", code: Exit.noInput)
+        var status = stat()
+        if fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
+            throw CLIError("cannot read the \(what) from the file given: it is a directory", code: Exit.noInput)
+        }
+        // As ssh does for private keys: a key file others can read is worth a warning (pipes such as
+        // `--key-file <(pass show db)` are not files and are fine).
+        if (status.st_mode & S_IFMT) == S_IFREG, status.st_mode & 0o077 != 0 {
+            let mode = String(status.st_mode & 0o7777, radix: 8)
+            Output.message("fmdb-cipher: warning: the file holding the \(what) has mode 0\(mode): group or others can "
+                            + "read or change it; chmod 600 it")
         }
         let material = try KeyMaterial(capacity: Self.maxKeyLength + 1) { buffer in
             var total = 0
@@ -206,22 +221,12 @@ final class KeyReader {
     }
 
     private func prompt(_ text: String) throws -> KeyMaterial {
-        let tty = open("/dev/tty", O_RDWR)
+        let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         let fd = tty >= 0 ? tty : STDIN_FILENO
         defer { if tty >= 0 { close(tty) } }
         _ = text.withCString { write(fd == STDIN_FILENO ? STDERR_FILENO : fd, $0, strlen($0)) }
-        var saved = termios()
-        let hasTerminal = tcgetattr(fd, &saved) == 0
-        if hasTerminal {
-            var quiet = saved
-            quiet.c_lflag &= ~tcflag_t(ECHO)
-            tcsetattr(fd, TCSAFLUSH, &quiet)
-        }
-        defer {
-            if hasTerminal { tcsetattr(fd, TCSAFLUSH, &saved) }
-            _ = write(fd == STDIN_FILENO ? STDERR_FILENO : fd, "\n", 1)
-        }
-        guard let line = try readLine(fd: fd) else { throw CLIError.usage("no key was entered") }
+        defer { _ = write(fd == STDIN_FILENO ? STDERR_FILENO : fd, "\n", 1) }
+        guard let line = try Terminal.withEchoOff(fd, { try readLine(fd: fd) }) else { throw CLIError.usage("no key was entered") }
         return line
     }
 }

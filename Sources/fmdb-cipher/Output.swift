@@ -11,6 +11,11 @@ enum Output {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
+    /// Text for a person at a terminal (a prompt), on standard error, without a newline.
+    static func prompt(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
     /// Pretty, stable JSON (sorted keys) for scripts.
     static func json(_ value: Any) throws {
         let data = try JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys])

@@ -72,7 +72,7 @@ struct Rekey: ParsableCommand {
                 outcome = try db.rekeySafely(using: newProvider, busyTimeout: busyTimeout)
             } catch {
                 progress.finish("rekey: failed; the database still uses the old key")
-                throw CLIError.from(error, context: "rekey \(database)")
+                throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: done")
             if case .checkpointPending(let error) = outcome {

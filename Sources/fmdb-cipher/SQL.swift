@@ -8,8 +8,10 @@ struct SQL: ParsableCommand {
         abstract: "Run SQL on an encrypted database and print the results.",
         discussion: """
             The SQL comes from the argument, or else from standard input (after the key line when \
-            --key-stdin is given). Every statement runs in order; rows print as an aligned table, or as CSV \
-            (RFC 4180, a header line per statement) or JSON (an array of row objects; BLOBs as base64).
+            --key-stdin is given). Every statement runs in order; rows print as an aligned table (column widths \
+            from the first 1000 rows), or as CSV (RFC 4180, a header line per statement), JSON (one array of \
+            row objects, one per line; BLOBs as base64) or JSON lines. Rows stream: memory does not grow with \
+            the number of rows.
 
             Examples:
               DB_KEY=... fmdb-cipher sql app.db "SELECT count(*) FROM users" --key-env DB_KEY
@@ -21,14 +23,16 @@ struct SQL: ParsableCommand {
     @Argument(help: "The SQL to run (default: standard input).") var sql: String?
     @OptionGroup var key: KeyOptions
     @Flag(help: "Print CSV.") var csv = false
-    @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Print JSON (one array of row objects).") var json = false
+    @Flag(help: "Print JSON lines (one row object per line).") var jsonl = false
 
     func validate() throws {
-        if csv && json { throw ValidationError("choose one of --csv and --json") }
+        if [csv, json, jsonl].filter({ $0 }).count > 1 { throw ValidationError("choose one of --csv, --json and --jsonl") }
     }
 
     func run() throws {
         try runReportingErrors {
+            try InputFiles.requireRegularFile(database)
             let kind = FileKind(path: database)
             if kind == .directory { throw CLIError("\(database): is a directory, not a database file", code: Exit.noInput) }
             let reader = KeyReader()
@@ -46,6 +50,7 @@ struct SQL: ParsableCommand {
             }
             let db: FMDatabase
             if kind == .missing {
+                try PrivateOutput.createEmptyDatabase(at: database)
                 db = FMDatabase(path: database)
                 db.logsErrors = false
                 guard db.open() else { throw CLIError.from(db.lastError(), context: database) }
@@ -56,35 +61,20 @@ struct SQL: ParsableCommand {
                 db = try DatabaseFiles.open(database, provider: provider, settings: key.settings)
             }
             defer { db.close() }
-            var jsonRows: [[String: Any]] = []
+            // Rows stream through a 64 KiB buffer: memory does not grow with the number of rows.
+            let writer = RowWriter(format: csv ? .csv : json ? .json : jsonl ? .jsonl : .table)
             do {
-                try db.executeScript(script) { rs in
-                    let count = rs.columnCount
-                    guard count > 0 else { return }
-                    let columns = (0..<count).map { rs.columnName(for: $0) ?? "" }
-                    var rows: [[CellValue]] = []
-                    while try rs.nextWithError() { rows.append((0..<count).map { CellValue(rs, $0) }) }
-                    if json {
-                        for row in rows {
-                            var object: [String: Any] = [:]
-                            for (name, value) in zip(columns, row) { object[name] = value.json }
-                            jsonRows.append(object)
-                        }
-                    } else if csv {
-                        Output.line(columns.map(RowFormat.csvField).joined(separator: ","))
-                        for row in rows { Output.line(row.map { RowFormat.csvField($0.display) }.joined(separator: ",")) }
-                    } else {
-                        RowFormat.table(columns: columns, rows: rows.map { $0.map(\.display) }).forEach(Output.line)
-                    }
-                }
+                try db.executeScript(script) { rs in try writer.write(rs) }
+            } catch let error as CLIError {
+                throw error
             } catch {
-                if json { try? Output.json(jsonRows) }
-                let cli = CLIError.from(error, context: "SQL error")
+                try? writer.finish()
+                let cli = CLIError.fromOpened(error, context: "SQL error", keyed: provider != nil, db: db)
                 // A statement the library's key guard refused (SQLITE_AUTH) is an SQL error, not a missing input.
                 let ns = error as NSError
                 throw ns.domain == "FMDatabase" && ns.code == Int(SQLITE_AUTH) ? CLIError(cli.message, code: Exit.failure) : cli
             }
-            if json { try Output.json(jsonRows) }
+            try writer.finish()
         }
     }
 }

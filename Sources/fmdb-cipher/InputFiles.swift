@@ -1,0 +1,59 @@
+import FMDB
+import Foundation
+
+/// Checks on the files the tool reads, and what an error means once a database has opened.
+enum InputFiles {
+    /// Refuses anything that is not a regular file (links the user named are followed), exit 66: reading
+    /// a FIFO would hang, and /dev/zero reads as an empty database. stat(2) never blocks, so this runs
+    /// before anything opens the path. A missing path or a directory is left to the caller's own message.
+    static func requireRegularFile(_ path: String) throws {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return }
+        let type = status.st_mode & S_IFMT
+        guard type != S_IFREG, type != S_IFDIR else { return }
+        let what: String
+        switch type {
+        case S_IFIFO: what = "a FIFO (named pipe)"
+        case S_IFCHR: what = "a character device"
+        case S_IFBLK: what = "a block device"
+        case S_IFSOCK: what = "a socket"
+        default: what = "not a regular file"
+        }
+        throw CLIError("\(path): is \(what), not a database file", code: Exit.noInput)
+    }
+
+    /// Whether SQLite may have to recover `path` before it can be read (a journal or WAL left beside it,
+    /// as after a crash): a read-only connection cannot roll a hot journal back.
+    static func mayNeedRecovery(_ path: String) -> Bool {
+        for suffix in ["-journal", "-wal"] {
+            var status = stat()
+            if stat(path + suffix, &status) == 0, status.st_size > 0 { return true }
+        }
+        return false
+    }
+}
+
+extension CLIError {
+    /// Maps an error from a database that has already opened — with its key verified (`keyed`) or as
+    /// plaintext. SQLITE_CORRUPT now means damage, and so does SQLITE_NOTADB on a verified key (a later
+    /// page that fails its HMAC): exit 2, "damaged", never "wrong key". Other errors map as `from`.
+    static func fromOpened(_ error: Error, context: String, keyed: Bool, db: FMDatabase? = nil) -> CLIError {
+        if let cli = error as? CLIError { return cli }
+        let ns = error as NSError
+        guard ns.domain == "FMDatabase",
+              ns.code == Int(SQLITE_CORRUPT) || (keyed && ns.code == Int(SQLITE_NOTADB)) else {
+            return from(error, context: context)
+        }
+        return CLIError("\(context): the database is damaged (\(ns.localizedDescription)); \(damagedPages(db))",
+                        code: Exit.integrity)
+    }
+
+    /// The first damaged page integrity_check names, or why it is not known.
+    private static func damagedPages(_ db: FMDatabase?) -> String {
+        let unknown = "the damaged page is not known (SQLCipher 3.4.1 does not say which page failed its check)"
+        guard let db, let problems = try? DatabaseFiles.integrityCheck(db) else { return unknown }
+        let lines = problems.flatMap { $0.split(separator: "\n") }.filter { $0.hasPrefix("Page ") || $0.hasPrefix("On tree page ") }
+        guard let first = lines.first else { return unknown }
+        return "first problem integrity_check reports: \(first)\(lines.count > 1 ? " (and \(lines.count - 1) more)" : "")"
+    }
+}

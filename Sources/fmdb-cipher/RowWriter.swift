@@ -1,0 +1,269 @@
+import FMDB
+import Foundation
+
+/// Standard output in 64 KiB writes (one write(2) per line made `sql --csv` on a million rows slow).
+final class OutputBuffer {
+    private var bytes: [UInt8] = []
+    private let fd: Int32
+    private static let capacity = 1 << 16
+
+    init(fd: Int32 = STDOUT_FILENO) {
+        self.fd = fd
+        bytes.reserveCapacity(Self.capacity + 4096)
+    }
+
+    @inline(__always) func append(_ byte: UInt8) { bytes.append(byte) }
+
+    func append(_ pointer: UnsafePointer<UInt8>, count: Int) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: pointer, count: count))
+    }
+
+    func append(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+
+    /// An integer in decimal.
+    func append(_ value: Int64) {
+        var magnitude = value.magnitude
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        bytes[start...].reverse()
+    }
+
+    /// Writes out once the buffer holds 64 KiB.
+    @inline(__always) func flushIfFull() throws {
+        if bytes.count >= Self.capacity { try flush() }
+    }
+
+    /// Writes everything out (exit 74 when standard output fails, e.g. a full disk).
+    func flush() throws {
+        var written = 0
+        try bytes.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let n = write(fd, buffer.baseAddress.map { $0 + written }, buffer.count - written)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw CLIError("cannot write the output: \(String(cString: strerror(errno)))", code: Exit.ioError)
+                }
+                written += n
+            }
+        }
+        bytes.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Streams result sets as CSV, JSON, JSON lines or an aligned table, a row at a time: memory does not grow
+/// with the number of rows (the table keeps its first `tableSampleRows` rows to size the columns).
+final class RowWriter {
+    enum Format { case table, csv, json, jsonl }
+
+    /// Rows the aligned table reads before it fixes the column widths and streams the rest.
+    static let tableSampleRows = 1000
+
+    private let format: Format
+    private let out = OutputBuffer()
+    private var jsonRows = 0
+
+    init(format: Format) {
+        self.format = format
+        if format == .json { out.append(UInt8(ascii: "[")) }
+    }
+
+    /// Writes every row of `rs` (nothing for a statement without columns).
+    func write(_ rs: FMResultSet) throws {
+        let count = rs.columnCount
+        guard count > 0 else { return }
+        let names = (0..<count).map { rs.columnName(for: $0) ?? "" }
+        switch format {
+        case .csv: try writeCSV(rs, names)
+        case .json, .jsonl: try writeJSON(rs, names)
+        case .table: try writeTable(rs, names)
+        }
+    }
+
+    /// Closes the JSON array (also after an error, so the output stays valid JSON) and writes out.
+    func finish() throws {
+        if format == .json { out.append(jsonRows > 0 ? "\n]\n" : "]\n") }
+        try out.flush()
+    }
+
+    // MARK: CSV (RFC 4180; NULL is empty, BLOBs x'hex')
+
+    private func writeCSV(_ rs: FMResultSet, _ names: [String]) throws {
+        for (i, name) in names.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            var name = name
+            name.withUTF8 { csvField($0) }
+        }
+        out.append(UInt8(ascii: "\n"))
+        let count = Int32(names.count)
+        while try rs.nextWithError() {
+            for i in 0..<count {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                switch rs.type(forColumnIndex: i) {
+                case .null: break
+                case .integer: out.append(rs.longLongInt(forColumnIndex: i))
+                case .float: out.append(String(rs.double(forColumnIndex: i)))
+                case .text:
+                    if let text = rs.utf8String(forColumnIndex: i) {
+                        csvField(UnsafeBufferPointer(start: text, count: strlen(text)))
+                    }
+                case .blob: appendHex(rs.dataNoCopy(forColumnIndex: i))
+                }
+            }
+            out.append(UInt8(ascii: "\n"))
+            try out.flushIfFull()
+        }
+    }
+
+    private func csvField(_ text: UnsafeBufferPointer<UInt8>) {
+        let needsQuotes = text.contains { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 10 || $0 == 13 }
+        guard needsQuotes else {
+            if let base = text.baseAddress { out.append(base, count: text.count) }
+            return
+        }
+        out.append(UInt8(ascii: "\""))
+        for byte in text {
+            if byte == UInt8(ascii: "\"") { out.append(byte) }
+            out.append(byte)
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    private func appendHex(_ data: Data?) {
+        let digits = Array("0123456789abcdef".utf8)
+        out.append("x'")
+        data?.forEach { byte in
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        out.append(UInt8(ascii: "'"))
+    }
+
+    // MARK: JSON and JSON lines (numbers, strings, null; BLOBs base64)
+
+    private func writeJSON(_ rs: FMResultSet, _ names: [String]) throws {
+        // A name that appears twice keeps its last value, as a JSON object (and JSONSerialization) would.
+        let keep = names.indices.filter { i in !names[(i + 1)...].contains(names[i]) }
+        let keys = keep.map { i -> [UInt8] in
+            let key = OutputBuffer.jsonString(names[i])
+            return key + [UInt8(ascii: ":")]
+        }
+        while try rs.nextWithError() {
+            if format == .json { out.append(jsonRows == 0 ? "\n" : ",\n") }
+            jsonRows += 1
+            out.append(UInt8(ascii: "{"))
+            for (n, i) in keep.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                keys[n].withUnsafeBufferPointer { if let base = $0.baseAddress { out.append(base, count: $0.count) } }
+                let column = Int32(i)
+                switch rs.type(forColumnIndex: column) {
+                case .null: out.append("null")
+                case .integer: out.append(rs.longLongInt(forColumnIndex: column))
+                case .float:
+                    let value = rs.double(forColumnIndex: column)
+                    out.append(value.isFinite ? String(value) : "\"\(value)\"")
+                case .text:
+                    if let text = rs.utf8String(forColumnIndex: column) {
+                        out.appendJSONString(UnsafeBufferPointer(start: text, count: strlen(text)))
+                    }
+                case .blob:
+                    out.append("\"" + (rs.dataNoCopy(forColumnIndex: column)?.base64EncodedString() ?? "") + "\"")
+                }
+            }
+            out.append(UInt8(ascii: "}"))
+            if format == .jsonl { out.append(UInt8(ascii: "\n")) }
+            try out.flushIfFull()
+        }
+    }
+
+    // MARK: Aligned table
+
+    private func writeTable(_ rs: FMResultSet, _ names: [String]) throws {
+        let count = Int32(names.count)
+        func cells() -> [String] { (0..<count).map { CellValue(rs, $0).display } }
+        var sample: [[String]] = []
+        var more = false
+        while try rs.nextWithError() {
+            sample.append(cells())
+            if sample.count == Self.tableSampleRows {
+                more = true
+                break
+            }
+        }
+        var widths = names.map(\.count)
+        for row in sample {
+            for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
+        }
+        func line(_ row: [String]) {
+            var text = ""
+            for (i, cell) in row.enumerated() {
+                if i > 0 { text += "  " }
+                text += cell
+                if i < row.count - 1, cell.count < widths[i] { text += String(repeating: " ", count: widths[i] - cell.count) }
+            }
+            while text.last == " " { text.removeLast() }
+            out.append(text)
+            out.append(UInt8(ascii: "\n"))
+        }
+        line(names)
+        out.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
+        out.append(UInt8(ascii: "\n"))
+        for row in sample { line(row) }
+        sample = []
+        // Past the sample the widths stay: a longer cell is printed whole and pushes its row out of line.
+        if more {
+            while try rs.nextWithError() {
+                line(cells())
+                try out.flushIfFull()
+            }
+        }
+        try out.flushIfFull()
+    }
+}
+
+extension OutputBuffer {
+    /// `text` as a JSON string literal.
+    static func jsonString(_ text: String) -> [UInt8] {
+        let buffer = OutputBuffer()
+        var text = text
+        text.withUTF8 { buffer.appendJSONString($0) }
+        return buffer.bytes
+    }
+
+    /// UTF-8 bytes as a JSON string: quotes, backslashes and control characters escaped; invalid UTF-8
+    /// replaced (U+FFFD) so the output is always valid JSON.
+    func appendJSONString(_ text: UnsafeBufferPointer<UInt8>) {
+        if text.contains(where: { $0 >= 0x80 }) {
+            var repaired = String(decoding: text, as: UTF8.self)
+            repaired.withUTF8 { appendEscaped($0) }
+        } else {
+            appendEscaped(text)
+        }
+    }
+
+    private func appendEscaped(_ text: UnsafeBufferPointer<UInt8>) {
+        let hex = Array("0123456789abcdef".utf8)
+        append(UInt8(ascii: "\""))
+        for byte in text {
+            switch byte {
+            case UInt8(ascii: "\""): append("\\\"")
+            case UInt8(ascii: "\\"): append("\\\\")
+            case 10: append("\\n")
+            case 13: append("\\r")
+            case 9: append("\\t")
+            case 0..<0x20:
+                append("\\u00")
+                append(hex[Int(byte >> 4)])
+                append(hex[Int(byte & 0x0F)])
+            default: append(byte)
+            }
+        }
+        append(UInt8(ascii: "\""))
+    }
+}
