@@ -5,7 +5,12 @@ import Foundation
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
 public enum FMDBTransactionKind: Sendable {
-    case deferred, immediate, exclusive
+    /// `BEGIN DEFERRED`: no lock until the first read or write.
+    case deferred
+    /// `BEGIN IMMEDIATE`: the write lock at once; readers go on.
+    case immediate
+    /// `BEGIN EXCLUSIVE`: the write lock at once (and, outside WAL mode, no readers). FMDB's `beginTransaction()`.
+    case exclusive
 
     var beginSQL: String {
         switch self {
