@@ -5,12 +5,7 @@ import Foundation
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
 public enum FMDBTransactionKind: Sendable {
-    /// `BEGIN DEFERRED`: no lock until the first read or write.
-    case deferred
-    /// `BEGIN IMMEDIATE`: the write lock at once; readers go on.
-    case immediate
-    /// `BEGIN EXCLUSIVE`: the write lock at once (and, outside WAL mode, no readers). FMDB's `beginTransaction()`.
-    case exclusive
+    case deferred, immediate, exclusive
 
     var beginSQL: String {
         switch self {
