@@ -63,6 +63,8 @@ public final class FMDatabase {
     public var logger: Logger
 
     /// Log every SQL statement run (SQL text only, never bound values or keys), at `.info`.
+    ///
+    /// - Note: FMDB compatibility: lines go to ``logger`` (swift-log, label `fmdb`), not `NSLog`.
     public var traceExecution = false
     /// Log every error, at `.error`. On by default, as FMDB.
     public var logsErrors = true
@@ -121,6 +123,9 @@ public final class FMDatabase {
     }
 
     /// The `sqlite3*` handle, as Apple imports `void *`: `OpaquePointer(db.sqliteHandle)`.
+    ///
+    /// - Note: FMDB compatibility: on a keyed connection, SQL run through the C API on this handle is
+    ///   still checked by the library's authorizer (`PRAGMA page_size` is refused).
     public var sqliteHandle: UnsafeMutableRawPointer? {
         connection?.handle.map { UnsafeMutableRawPointer($0) }
     }
@@ -393,6 +398,9 @@ public final class FMDatabase {
     }
 
     /// Runs one statement that returns no rows, with an array of arguments.
+    ///
+    /// - Note: FMDB compatibility: more (or fewer) arguments than the statement's parameters is an
+    ///   error (`SQLITE_RANGE`); FMDB ignored extra arguments.
     @discardableResult
     public func executeUpdate(_ sql: String, withArgumentsIn arguments: [Any]) -> Bool {
         executeUpdate(sql, arrayArguments: arguments)
@@ -462,6 +470,9 @@ public final class FMDatabase {
     }
 
     /// Runs a query with an array of arguments; nil on error (see `lastError()`).
+    ///
+    /// - Note: FMDB compatibility: more (or fewer) arguments than the statement's parameters is an
+    ///   error (`SQLITE_RANGE`); FMDB ignored extra arguments.
     @discardableResult
     public func executeQuery(_ sql: String, withArgumentsIn arguments: [Any]) -> FMResultSet? {
         executeQuery(sql, arrayArguments: arguments)
