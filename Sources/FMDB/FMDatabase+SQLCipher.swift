@@ -2,7 +2,7 @@ import Foundation
 
 /// SQLCipher on one connection: keys, rekeys, and the cipher's facts.
 ///
-/// Key safety on SQLCipher 3.4.1, whose own calls do not report these (API.md):
+/// Key safety on SQLCipher 3.4.1, whose own calls do not report these (<doc:KeysAndKeyProviders>):
 /// - keying a connection again with a *different* key after it has read or written the file is an
 ///   error (SQLITE_MISUSE); keying again with the *same* key is a no-op that succeeds;
 /// - rekeying inside a transaction or savepoint, with open result sets, or a plaintext database is

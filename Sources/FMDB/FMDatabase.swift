@@ -7,14 +7,30 @@ public typealias FMDBExecuteStatementsCallbackBlock = ([AnyHashable: Any]) -> In
 
 /// The storage class of a value, as `sqlite3_column_type` and `sqlite3_value_type` report it.
 public enum SqliteValueType: Int32, Sendable {
-    case integer = 1, float = 2, text = 3, blob = 4, null = 5
+    /// `SQLITE_INTEGER`: a signed integer of up to 8 bytes.
+    case integer = 1
+    /// `SQLITE_FLOAT`: an 8-byte IEEE floating point number.
+    case float = 2
+    /// `SQLITE_TEXT`: a string, stored as UTF-8 here.
+    case text = 3
+    /// `SQLITE_BLOB`: bytes, stored exactly as given.
+    case blob = 4
+    /// `SQLITE_NULL`: no value.
+    case null = 5
 }
 
 /// The modes of `sqlite3_wal_checkpoint_v2`.
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/c3ref/wal_checkpoint_v2.html>
 public enum FMDBCheckpointMode: Int32, Sendable {
-    case passive = 0, full = 1, restart = 2, truncate = 3
+    /// `SQLITE_CHECKPOINT_PASSIVE`: checkpoint as many frames as possible without waiting for readers or writers.
+    case passive = 0
+    /// `SQLITE_CHECKPOINT_FULL`: wait for writers, then checkpoint every frame.
+    case full = 1
+    /// `SQLITE_CHECKPOINT_RESTART`: as `full`, then wait until readers are done so the next writer restarts the WAL.
+    case restart = 2
+    /// `SQLITE_CHECKPOINT_TRUNCATE`: as `restart`, and truncate the WAL file to zero bytes.
+    case truncate = 3
 }
 
 /// One SQLite (SQLCipher) database connection: FMDB's `FMDatabase`, in Swift, on Linux.
@@ -46,6 +62,8 @@ public final class FMDatabase {
     public var logger: Logger
 
     /// Log every SQL statement run (SQL text only, never bound values or keys), at `.info`.
+    ///
+    /// - Note: FMDB compatibility: lines go to ``logger`` (swift-log, label `fmdb`), not `NSLog`.
     public var traceExecution = false
     /// Log every error, at `.error`. On by default, as FMDB.
     public var logsErrors = true
@@ -106,6 +124,9 @@ public final class FMDatabase {
     }
 
     /// The `sqlite3*` handle, as Apple imports `void *`: `OpaquePointer(db.sqliteHandle)`.
+    ///
+    /// - Note: FMDB compatibility: on a keyed connection, SQL run through the C API on this handle is
+    ///   still checked by the library's authorizer (`PRAGMA page_size` is refused).
     public var sqliteHandle: UnsafeMutableRawPointer? {
         connection?.handle.map { UnsafeMutableRawPointer($0) }
     }
@@ -405,6 +426,9 @@ public final class FMDatabase {
     }
 
     /// Runs one statement that returns no rows, with an array of arguments.
+    ///
+    /// - Note: FMDB compatibility: more (or fewer) arguments than the statement's parameters is an
+    ///   error (`SQLITE_RANGE`); FMDB ignored extra arguments.
     @discardableResult
     public func executeUpdate(_ sql: String, withArgumentsIn arguments: [Any]) -> Bool {
         executeUpdate(sql, arrayArguments: arguments)
@@ -464,6 +488,9 @@ public final class FMDatabase {
     }
 
     /// Runs a query with an array of arguments; nil on error (see `lastError()`).
+    ///
+    /// - Note: FMDB compatibility: more (or fewer) arguments than the statement's parameters is an
+    ///   error (`SQLITE_RANGE`); FMDB ignored extra arguments.
     @discardableResult
     public func executeQuery(_ sql: String, withArgumentsIn arguments: [Any]) -> FMResultSet? {
         executeQuery(sql, arrayArguments: arguments)

@@ -199,6 +199,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Connections in use by blocks now.
     public var countOfCheckedOutDatabases: Int { locked { state.checkedOut.count } }
     /// All open connections of the pool.
+    ///
+    /// - Note: FMDB compatibility: a keyed pool opens, keys and verifies one connection at init, so
+    ///   this starts at 1.
     public var countOfOpenDatabases: Int { locked { state.checkedIn.count + state.checkedOut.count } }
 
     /// The last error met while supplying a database to a block, or nil.

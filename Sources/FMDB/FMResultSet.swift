@@ -17,6 +17,9 @@ import Foundation
 /// Not Sendable.
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/c3ref/column_blob.html>
+///
+/// - Note: FMDB compatibility: `final`; `columnNameToIndexMap` is a Swift dictionary, and there is no
+///   key-value coding (`kvcMagic`): Linux has no Objective-C runtime.
 public final class FMResultSet {
     /// The database this result set reads from (nil once closed).
     public private(set) var parentDB: FMDatabase?

@@ -122,20 +122,108 @@ public final class PreparedStatement {
 
     // MARK: - Low-level binders (for SQLiteBindable conformances)
 
+    /// Binds NULL to parameter `index` (1-based), as `sqlite3_bind_null`.
+    ///
+    /// For ``SQLiteBindable`` conformances of your own types; ``bind(_:)`` and ``execute(_:)`` call them.
+    ///
+    /// ```swift
+    /// struct Nothing: SQLiteBindable {
+    ///     func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindNull(at: index) }
+    /// }
+    /// ```
+    ///
+    /// - Returns: SQLite's result code: `SQLITE_OK`, or `SQLITE_RANGE` for an index out of range.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/bind_blob.html>
     @inline(__always) public func bindNull(at index: Int32) -> Int32 { statement.bindNull(at: index) }
+    /// Binds a 64-bit integer to parameter `index` (1-based), as `sqlite3_bind_int64`.
+    ///
+    /// ```swift
+    /// struct UserID: SQLiteBindable {
+    ///     let raw: Int64
+    ///     func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(raw, at: index) }
+    /// }
+    /// ```
+    ///
+    /// - Returns: SQLite's result code (`SQLITE_OK` on success).
     @inline(__always) public func bindInt64(_ value: Int64, at index: Int32) -> Int32 { statement.bind(value, at: index) }
+    /// Binds a REAL to parameter `index` (1-based), as `sqlite3_bind_double`.
+    ///
+    /// ```swift
+    /// struct Celsius: SQLiteBindable {
+    ///     let degrees: Double
+    ///     func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+    ///         statement.bindDouble(degrees, at: index)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// - Returns: SQLite's result code (`SQLITE_OK` on success).
     @inline(__always) public func bindDouble(_ value: Double, at index: Int32) -> Int32 { statement.bind(value, at: index) }
+    /// Binds TEXT (the string's UTF-8, copied by SQLite) to parameter `index` (1-based), as `sqlite3_bind_text`.
+    ///
+    /// ```swift
+    /// struct Email: SQLiteBindable {
+    ///     let address: String
+    ///     func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+    ///         statement.bindText(address, at: index)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// - Returns: SQLite's result code (`SQLITE_OK` on success).
     @inline(__always) public func bindText(_ value: String, at index: Int32) -> Int32 { statement.bind(value, at: index) }
+    /// Binds a BLOB (the bytes, copied by SQLite) to parameter `index` (1-based), as `sqlite3_bind_blob`.
+    ///
+    /// An empty buffer binds a zero-length BLOB, not NULL.
+    ///
+    /// ```swift
+    /// struct Digest: SQLiteBindable {
+    ///     let bytes: [UInt8]
+    ///     func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+    ///         bytes.withUnsafeBytes { statement.bindBlob($0, at: index) }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// - Returns: SQLite's result code (`SQLITE_OK` on success).
     @inline(__always) public func bindBlob(_ bytes: UnsafeRawBufferPointer, at index: Int32) -> Int32 {
         statement.bind(bytes: bytes, at: index)
     }
 
     // MARK: - Columns of the current row (no range check beyond SQLite's own)
 
+    /// Whether column `index` (0-based) of the current row is NULL.
+    ///
+    /// ```swift
+    /// while try lookup.step() {
+    ///     let age: Int? = lookup.isNull(at: 1) ? nil : lookup.int(at: 1)
+    /// }
+    /// ```
     @inline(__always) public func isNull(at index: Int32) -> Bool { statement.columnType(index) == SQLITE_NULL }
+    /// Column `index` (0-based) of the current row as a 64-bit integer (`sqlite3_column_int64`; NULL is 0).
+    ///
+    /// ```swift
+    /// while try lookup.step() { total += lookup.int64(at: 0) }
+    /// ```
     @inline(__always) public func int64(at index: Int32) -> Int64 { statement.int64(at: index) }
+    /// Column `index` (0-based) of the current row as an `Int` (`sqlite3_column_int64`; NULL is 0).
+    ///
+    /// ```swift
+    /// while try lookup.step() { print(lookup.int(at: 1)) }
+    /// ```
     @inline(__always) public func int(at index: Int32) -> Int { Int(truncatingIfNeeded: statement.int64(at: index)) }
+    /// Column `index` (0-based) of the current row as a `Double` (`sqlite3_column_double`; NULL is 0).
+    ///
+    /// ```swift
+    /// while try lookup.step() { print(lookup.double(at: 1)) }
+    /// ```
     @inline(__always) public func double(at index: Int32) -> Double { statement.double(at: index) }
+    /// Column `index` (0-based) of the current row as text (`sqlite3_column_text`); nil for NULL.
+    ///
+    /// ```swift
+    /// while try lookup.step() { print(lookup.string(at: 0) ?? "(null)") }
+    /// ```
     @inline(__always) public func string(at index: Int32) -> String? { statement.string(at: index) }
     /// The column's size in bytes (`sqlite3_column_bytes`), without reading it.
     @inline(__always) public func byteCount(at index: Int32) -> Int { statement.byteCount(at: index) }
@@ -165,71 +253,90 @@ extension FMDatabase {
 
 // MARK: - Conformances
 
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int64: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(self, at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int32: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int16: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int8: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER (past `Int64.max`: the bit pattern, as FMDB).
 extension UInt: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
         statement.bindInt64(Int64(bitPattern: UInt64(self)), at: index)
     }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER (past `Int64.max`: the bit pattern, as FMDB).
 extension UInt64: SQLiteBindable {
     /// Past Int64.max: the bit pattern, as FMDB.
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(bitPattern: self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension UInt32: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension UInt16: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension UInt8: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER 1 or 0.
 extension Bool: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(self ? 1 : 0, at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds REAL.
 extension Double: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindDouble(self, at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds REAL.
 extension Float: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindDouble(Double(self), at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds TEXT.
 extension String: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindText(self, at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds a BLOB (empty data: a zero-length BLOB, not NULL).
 extension Data: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
         withUnsafeBytes { statement.bindBlob($0, at: index) }
     }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: `[UInt8]` binds a BLOB (empty: a zero-length BLOB, not NULL).
 extension Array: SQLiteBindable where Element == UInt8 {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
         withUnsafeBytes { statement.bindBlob($0, at: index) }
     }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds REAL, seconds since 1970 (FMDB's default).
 extension Date: SQLiteBindable {
     /// Seconds since 1970 as REAL (the FMDB default, without a date formatter).
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
         statement.bindDouble(timeIntervalSince1970, at: index)
     }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds NULL.
 extension NSNull: SQLiteBindable {
     /// Binds the value (see `SQLiteBindable`).
     public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindNull(at: index) }
 }
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: `nil` binds NULL; a value binds as its wrapped type does.
 extension Optional: SQLiteBindable where Wrapped: SQLiteBindable {
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
         switch self {

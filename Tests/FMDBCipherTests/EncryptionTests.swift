@@ -162,7 +162,7 @@ final class EncryptionTests: XCTestCase {
         fourth.close()
     }
 
-    // MARK: - Key-safety rules (API.md)
+    // MARK: - Key-safety rules (<doc:KeysAndKeyProviders>)
 
     func testKeyingAgainWithTheSameKeyIsANoOp() throws {
         let (db, _) = try makeEncryptedDatabase()

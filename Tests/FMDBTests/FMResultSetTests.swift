@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// A port of FMDB's Tests/FMResultSetTests.m, plus the result-set rules of API.md.
+/// A port of FMDB's Tests/FMResultSetTests.m, plus the result-set rules of <doc:BindingAndReadingValues>.
 final class FMResultSetTests: FMDBTempDBTestCase {
     override class func populateDatabase(_ db: FMDatabase) {
         db.executeUpdate("create table test (a text, b text, c integer, d double, e double)")

@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// The README's examples, compiled and run as written (keep the two in step).
+/// The examples of the README and of FMDB.docc/GettingStarted.md, compiled and run as written (keep them in step).
 final class ReadmeExamplesTests: XCTestCase {
     func testReadmeUsage() throws {
         let directory = try TemporaryDirectory()
@@ -33,6 +33,9 @@ final class ReadmeExamplesTests: XCTestCase {
         db.beginTransaction()
         db.executeUpdate("UPDATE people SET age = age + 1")
         db.commit()
+        try db.inTransaction(.immediate) { db in
+            try db.executeUpdate("INSERT INTO people (name, age) VALUES (?, ?)", values: ["Barbara", 41])
+        }
         let error = db.inSavePoint { rollback in
             if !db.executeUpdate("DELETE FROM people") { rollback.pointee = true }
         }
@@ -115,7 +118,7 @@ final class ReadmeExamplesTests: XCTestCase {
     }
 }
 
-/// The README's "Keys, queues and pools" examples, compiled and run as written.
+/// The queue and pool examples of the README and of FMDB.docc/QueuesAndPools.md, compiled and run as written.
 final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
     func testReadmeKeysQueuesAndPools() async throws {
         let directory = try TemporaryDirectory()
@@ -144,6 +147,7 @@ final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
             }
             return bodies
         }
+        let total = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM notes") }
         try queue.rekey(using: PBKDF2KeyProvider(passphrase: "a new passphrase"))
         queue.close()
 
@@ -173,12 +177,13 @@ final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
 
         XCTAssertEqual(count, 1)
         XCTAssertEqual(bodies, ["first", "second"])
+        XCTAssertEqual(total, 2)
         XCTAssertLessThanOrEqual(pool.countOfOpenDatabases, 4)
         XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM notes") }, 4)
     }
 }
 
-/// The README's fast-path example, as written.
+/// The fast-path example of the README and of FMDB.docc/GettingStarted.md, as written.
 final class ReadmeFastPathExampleTests: XCTestCase {
     func testReadmeFastPath() throws {
         let db = FMDatabase()

@@ -22,7 +22,12 @@ import Foundation
 public final class PBKDF2KeyProvider: KeyProvider {
     /// The HMAC digest of the derivation.
     public enum Digest: Sendable {
-        case sha1, sha256, sha512
+        /// HMAC-SHA1: SQLCipher 3's own KDF digest (see `sqlcipherCompatible(passphrase:)`).
+        case sha1
+        /// HMAC-SHA256.
+        case sha256
+        /// HMAC-SHA512: the default, and SQLCipher 4's KDF digest.
+        case sha512
     }
 
     /// The lowest iteration count the safe initializers accept: SQLCipher 3's own default.

@@ -76,8 +76,8 @@ extension Statement {
         value.withUnsafeBytes { bind(bytes: $0, at: index) }
     }
 
-    /// Binds one value of any type by the rules of API.md: nil/NSNull → NULL, Data/[UInt8] → BLOB,
-    /// Date → REAL seconds since 1970 (or formatted TEXT), Bool → 0/1, integers → INTEGER
+    /// Binds one value of any type by the rules of <doc:BindingAndReadingValues>: nil/NSNull → NULL,
+    /// Data/[UInt8] → BLOB, Date → REAL seconds since 1970 (or formatted TEXT), Bool → 0/1, integers → INTEGER
     /// (UInt64 past Int64.max: the bit pattern), Float/Double → REAL, String → TEXT, anything else
     /// → its `description` as TEXT.
     func bind(any value: Any?, at index: Int32, dateFormatter: DateFormatter?) -> Int32 {

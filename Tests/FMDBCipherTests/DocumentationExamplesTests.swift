@@ -1,0 +1,125 @@
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// The examples of the DocC articles (Sources/FMDB/FMDB.docc) that the README tests do not already
+/// run, compiled and run as written (keep them in step). Each test says which article it follows.
+final class DocumentationExamplesTests: XCTestCase {
+    private enum MyError: Error { case noKey }
+
+    /// The article's custom provider: the key from an environment variable.
+    private struct EnvironmentKeyProvider: KeyProvider {
+        let variable: String
+        func key(for request: KeyRequest) throws -> DatabaseKey {
+            guard let value = ProcessInfo.processInfo.environment[variable] else { throw MyError.noKey }
+            return .passphrase(value)
+        }
+    }
+
+    // FMDB.docc/FMDB.md (the landing page)
+    func testLandingPageExample() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("landing.sqlite")
+        let passphrase = "correct horse battery staple"
+
+        let queue = try FMDatabaseQueue(path: path, keyProvider: PBKDF2KeyProvider(passphrase: passphrase))
+        queue.inDatabase { db in
+            db.executeUpdate("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT)")
+            db.executeUpdate("INSERT INTO notes (body) VALUES (?)", "first")
+        }
+        queue.close()
+
+        let wrong = PBKDF2KeyProvider(passphrase: "wrong")
+        XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: wrong)) {
+            XCTAssertEqual(nsError($0).code, 26)
+        }
+        let again = try FMDatabaseQueue(path: path, keyProvider: PBKDF2KeyProvider(passphrase: passphrase))
+        let body: String? = try again.inDatabase { db throws in db.string(forQuery: "SELECT body FROM notes") }
+        XCTAssertEqual(body, "first")
+        again.close()
+    }
+
+    // FMDB.docc/KeysAndKeyProviders.md: the overview's three ways to key, each on its own file.
+    func testKeysArticleOverview() throws {
+        let directory = try TemporaryDirectory()
+        let passphrase = "correct horse battery staple"
+        let keyFromKeyStore = Data((0..<32).map { UInt8($0) })
+
+        var path = directory.path("one.sqlite")
+        let db = FMDatabase(path: path)
+        guard db.open() else { throw db.lastError() }
+        try db.setKey(using: PBKDF2KeyProvider(passphrase: passphrase))
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
+        db.close()
+
+        path = directory.path("two.sqlite")
+        let queue = try FMDatabaseQueue(path: path, keyProvider: ScryptKeyProvider(passphrase: passphrase))
+        queue.inDatabase { db in XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)")) }
+        queue.close()
+
+        path = directory.path("three.sqlite")
+        let pool = try FMDatabasePool(path: path, keyProvider: try RawKeyProvider(key: keyFromKeyStore))
+        pool.inDatabase { db in XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)")) }
+        pool.releaseAllDatabases()
+
+        for name in ["one.sqlite", "two.sqlite", "three.sqlite"] {
+            let bytes = try XCTUnwrap(FileManager.default.contents(atPath: directory.path(name)))
+            XCTAssertFalse(bytes.contains(bytes: "SQLite format 3"), "\(name) is not encrypted")
+        }
+    }
+
+    // FMDB.docc/KeysAndKeyProviders.md: "Writing a provider".
+    func testKeysArticleEnvironmentProvider() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("env.sqlite")
+        let variable = "FMDB_DOCS_TEST_KEY_\(getpid())"
+
+        let provider = EnvironmentKeyProvider(variable: variable)
+        XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: provider)) { XCTAssertTrue($0 is MyError) }
+        setenv(variable, "from the environment", 1)
+        defer { unsetenv(variable) }
+        let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
+        queue.inDatabase { db in XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)")) }
+        queue.close()
+
+        // A passphrase key: the same as PassphraseKeyProvider with the same text.
+        let check = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("from the environment"))
+        XCTAssertTrue(try check.inDatabase { db throws in db.tableExists("t") })
+        check.close()
+    }
+
+    // FMDB.docc/KeysAndKeyProviders.md: "Cipher settings".
+    func testKeysArticleCipherSettings() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("pages.sqlite")
+        let provider = PassphraseKeyProvider("p")
+
+        let db = FMDatabase(path: path)
+        guard db.open() else { throw db.lastError() }
+        try db.setKey(using: provider, settings: CipherSettings(pageSize: 4096))   // before the first write
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
+        db.close()
+
+        // The article: such a file opens only with the same setting.
+        let plain = FMDatabase(path: path)
+        XCTAssertTrue(plain.open())
+        XCTAssertThrowsError(try plain.setKey(using: provider)) { XCTAssertEqual(nsError($0).code, 26) }
+        plain.close()
+        let same = FMDatabase(path: path)
+        XCTAssertTrue(same.open())
+        XCTAssertNoThrow(try same.setKey(using: provider, settings: CipherSettings(pageSize: 4096)))
+        XCTAssertTrue(same.tableExists("t"))
+        same.close()
+    }
+
+    // FMDB.docc/SQLCipher3And4.md: the version a program runs with.
+    func testSQLCipherArticleVersion() {
+        let db = FMDatabase()
+        db.open()
+        print(db.cipherVersion ?? "no codec")
+        XCTAssertNotNil(db.cipherVersion)
+        XCTAssertNotNil(db.cipherProviderVersion)
+        db.close()
+    }
+}
