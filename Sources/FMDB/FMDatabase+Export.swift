@@ -65,12 +65,16 @@ extension FMDatabase {
             do {
                 _ = try connection.runningLibraryStatements { try connection.pragmaText("SELECT sqlcipher_export('\(name)')") }
             } catch let error as FMDatabaseError {
-                // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text. The
-                // destination's state tells a read-only or failing filesystem; a full disk leaves no trace
-                // there (SQLite's VFS clears the file's errno for ENOSPC), so for it alone the text is
-                // compared with SQLite's own text for SQLITE_FULL (sqlite3_errstr), never with other English.
-                let code = connection.fileErrorCode(schema: name)
-                    ?? (error.message == FMDatabaseError.defaultMessage(for: SQLITE_FULL) ? SQLITE_FULL : error.extendedCode)
+                // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text: the
+                // code is found from the files instead. The destination's state tells a read-only or failing
+                // filesystem; a full disk leaves no errno there (SQLite's VFS clears it for ENOSPC), so it
+                // is told by the space: less free than the source occupies means the copy cannot fit.
+                var code = connection.fileErrorCode(schema: name) ?? error.extendedCode
+                if code == SQLITE_ERROR, let source = connection.fileName(schema: "main"),
+                   let destination = connection.fileName(schema: name),
+                   DatabaseFile.lacksSpace(toCopy: source, into: destination) {
+                    code = SQLITE_FULL
+                }
                 throw FMDatabaseError(code: code, message: error.message, sql: error.sql)
             }
             let userVersion = try connection.pragmaText("PRAGMA main.user_version") ?? "0"

@@ -1,4 +1,3 @@
-import CSQLCipher
 import Foundation
 
 /// The block behind one SQL function, kept alive by SQLite until the function is replaced or the

@@ -7,10 +7,14 @@ import Foundation
 ///   error (SQLITE_MISUSE); keying again with the *same* key is a no-op that succeeds;
 /// - rekeying inside a transaction or savepoint, with open result sets, or a plaintext database is
 ///   an error (SQLITE_MISUSE);
-/// - a rekey that did not take (another connection holds a lock) is an error (SQLITE_BUSY), and the
-///   connection is reopened with the old key so it never writes under a half-applied key.
+/// - whether a rekey took is decided by which key opens the file afterwards (fresh connections, new key
+///   then old), never by SQLCipher's answer alone: it returns OK when it could not take the write lock
+///   and when its commit failed on a full disk. A rekey that did not take is an error (SQLITE_BUSY,
+///   SQLITE_FULL, ...) and the connection is reopened with the old key, so it never writes under a
+///   half-applied key; when neither key opens the file the error is SQLITE_CORRUPT.
 ///
-/// Keys reach SQLCipher only through `sqlite3_key_v2`/`sqlite3_rekey_v2`, never as SQL text, so no
+/// Keys reach SQLCipher only through `sqlite3_key_v2`/`sqlite3_rekey_v2` (both called in
+/// `Core/Connection+Operations.swift` only), never as SQL text, so no
 /// trace or log line shows one. Every keyed connection runs `PRAGMA temp_store = MEMORY`.
 extension FMDatabase {
     /// Keys the connection with a passphrase (SQLCipher derives the key, as `PRAGMA key = '...'`).
@@ -42,7 +46,9 @@ extension FMDatabase {
     /// ```swift
     /// guard db.rekey("new passphrase") else { print(db.lastErrorMessage()); return }
     /// ```
-    /// - Returns: false on error; the database then still opens with the old key.
+    /// - Returns: true when the key changed; false on error: the database then still opens with the old
+    ///   key, except for code 11 (`SQLITE_CORRUPT`: neither key opens it). No WAL checkpoint is run here;
+    ///   `rekeySafely(using:)` runs one and reports it separately.
     @discardableResult
     public func rekey(_ key: String) -> Bool {
         recordingBool { try rekeyConnection(to: SecureBytes(utf8: key)) }
@@ -96,6 +102,12 @@ extension FMDatabase {
     }
 
     /// Changes the key to the one `provider` gives for this file, with the safety rules above.
+    ///
+    /// ```swift
+    /// try db.rekey(using: PBKDF2KeyProvider(passphrase: "new"))
+    /// ```
+    /// - Throws: when the key did not change (the old key still opens the database), or code 11 when
+    ///   neither key opens it. Returning means the new key is in force.
     public func rekey(using provider: any KeyProvider) throws {
         try recording {
             let key = try provider.key(for: keyRequest().request).validated()

@@ -157,6 +157,13 @@ extension Connection {
         }
     }
 
+    /// The file behind `schema` (`sqlite3_db_filename`); nil for an in-memory or temporary database.
+    func fileName(schema: String) -> String? {
+        guard let db = handle, let name = sqlite3_db_filename(db, schema) else { return nil }
+        let path = String(cString: name)
+        return path.isEmpty ? nil : path
+    }
+
     // MARK: - Online backup
 
     /// Copies `main` of this connection into `main` of `destination` (SQLite's online backup), retrying

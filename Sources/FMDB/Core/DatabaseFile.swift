@@ -76,10 +76,20 @@ extension DatabaseFile {
     /// Whether the filesystem holding `path` has less free space than the file's size: a rekey rewrites
     /// every page through a journal (or the WAL), which needs about that much. (statvfs(2), no SQLite.)
     static func lacksSpaceToRewrite(_ path: String) -> Bool {
-        var info = stat()
+        lacksSpace(toCopy: path, into: path)
+    }
+
+    /// Whether the filesystem holding `destination` has less free space than the file at `source` (and
+    /// its WAL) occupies: a copy of it cannot fit. (stat(2) and statvfs(2), no SQLite.)
+    static func lacksSpace(toCopy source: String, into destination: String) -> Bool {
         var fs = statvfs()
-        guard stat(path, &info) == 0, statvfs(path, &fs) == 0 else { return false }
+        guard statvfs(destination, &fs) == 0 else { return false }
+        var needed: UInt64 = 0
+        for path in [source, source + "-wal"] {
+            var info = stat()
+            if stat(path, &info) == 0 { needed += UInt64(max(info.st_size, 0)) }
+        }
         let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
-        return free < UInt64(max(info.st_size, 0))
+        return needed > 0 && free < needed
     }
 }
