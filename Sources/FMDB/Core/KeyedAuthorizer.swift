@@ -43,7 +43,7 @@ enum KeyedAuthorizerPolicy {
 
     /// PRAGMAs that change the key derivation, the cipher, the page layout or where temporary data goes:
     /// refused on a keyed connection when they set a value. Every other `cipher_…` name is treated the
-    /// same way (`isCipherSetting`), so a PRAGMA a later SQLCipher adds is refused by default.
+    /// same way (the prefix rule in `refusal`), so a PRAGMA a later SQLCipher adds is refused by default.
     static let settingPragmas: [String] = [
         "kdf_iter", "fast_kdf_iter", "rekey_kdf_iter", "cipher", "rekey_cipher", "page_size",
         "temp_store", "temp_store_directory", "activate_extensions",
