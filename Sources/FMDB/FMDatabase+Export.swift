@@ -12,11 +12,16 @@ public struct CipherSettings: Sendable, Equatable {
     public var pageSize: Int?
     /// `PRAGMA kdf_iter`: the iterations of SQLCipher's own KDF (passphrase keys only).
     public var kdfIterations: Int?
+    /// The file format (`PRAGMA cipher_compatibility` on SQLCipher 4): nil writes new files in the linked
+    /// SQLCipher's default format and finds an existing file's format; a format is used as given (the
+    /// page size and KDF iterations above then adjust it).
+    public var format: CipherFormat?
 
     /// Settings; nil keeps SQLCipher's default.
-    public init(pageSize: Int? = nil, kdfIterations: Int? = nil) {
+    public init(pageSize: Int? = nil, kdfIterations: Int? = nil, format: CipherFormat? = nil) {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
+        self.format = format
     }
 
     /// Throws for settings SQLCipher would reject or silently ignore.
@@ -52,7 +57,12 @@ extension FMDatabase {
             try settings.validate()
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
-            let key = try keyProvider.map { try $0.key(for: Self.keyRequest(forFileAt: path).request).validated() }
+            let request = Self.keyRequest(forFileAt: path).request
+            let format = settings.format ?? .linkedDefault
+            let key = try keyProvider.map {
+                try $0.key(for: KeyRequest(databasePath: path, salt: request.salt, format: format)).validated()
+            }
+            let formatStatements = try keyProvider == nil ? [] : format.selectionStatements(schema: name)
             // KEY '' attaches it without a codec: an empty key is not a secret, and it stops SQLCipher from
             // giving the new database the main database's key.
             try update("ATTACH DATABASE ? AS \(name) KEY ''") { try $0.bind(array: [path], dateFormatter: nil) }
@@ -63,6 +73,7 @@ extension FMDatabase {
                         sqlite3_key_v2(db, name, bytes.baseAddress, Int32(clamping: bytes.count))
                     }
                     try connection.check(rc)
+                    for statement in formatStatements { try connection.execute(statement) }
                     if let pageSize = settings.pageSize { try connection.execute("PRAGMA \(name).cipher_page_size = \(pageSize)") }
                     if let iterations = settings.kdfIterations { try connection.execute("PRAGMA \(name).kdf_iter = \(iterations)") }
                     // Reading the schema verifies the key for an existing file.

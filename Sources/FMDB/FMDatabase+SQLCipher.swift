@@ -77,16 +77,8 @@ extension FMDatabase {
             try settings.validate()
             let connection = try requireConnection()
             let (request, kind) = keyRequest()
-            let key = try provider.key(for: request).validated()
-            try applyKey(key.sqlcipherKeyBytes())
-            if let pageSize = settings.pageSize { try connection.execute("PRAGMA cipher_page_size = \(pageSize)") }
-            if let iterations = settings.kdfIterations { try connection.execute("PRAGMA kdf_iter = \(iterations)") }
-            do {
-                try verifyKey(on: connection)
-            } catch let error as FMDatabaseError {
-                if isFileBacked { try? reopenConnection(key: nil) }
-                throw error
-            }
+            // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
+            try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
             // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
             // first page now, so the salt the key was made for is on disk before another connection
             // (of a pool, say) asks for a key for this file.
