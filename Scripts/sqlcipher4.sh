@@ -87,7 +87,7 @@ with_sqlcipher4() {
 # the built fmdb-cipher reports VERSION at run time (PRAGMA cipher_version), and the `sqlcipher` shell
 # on PATH is the same version. Prints one line saying what it found.
 sqlcipher_verify() {
-    local want="$1" bindir="$2" binary found=0
+    local want="$1" bindir="$2" binary found=0 linked=""
     local want_lib
     case "$want" in
         3.*) want_lib="libsqlcipher.so.0 => /" ;;
@@ -104,6 +104,7 @@ sqlcipher_verify() {
             echo "$libs" >&2
             return 1
         fi
+        linked=$(awk '{print $3}' <<<"$libs")
     done
     if [ "$found" -eq 0 ] || [ ! -e "$bindir/fmdb-cipher" ]; then
         echo "Scripts/test: no built binaries in $bindir" >&2
@@ -120,5 +121,5 @@ sqlcipher_verify() {
         echo "Scripts/test: the sqlcipher shell on PATH is '$shell', expected $want" >&2
         return 1
     fi
-    echo "SQLCipher line verified: $found binaries link ${want_lib%% =>*} ($(sed 's#/$##' <<<"${want_lib#*=> }")), runtime PRAGMA cipher_version $runtime, shell $shell"
+    echo "SQLCipher line verified: $found binaries link $linked, runtime PRAGMA cipher_version $runtime, shell $shell"
 }
