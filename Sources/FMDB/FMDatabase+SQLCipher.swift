@@ -57,7 +57,9 @@ extension FMDatabase {
 
     /// Keys the connection with the key `provider` gives for this file, and verifies it: a wrong
     /// key (or a plaintext file) throws code 26 (SQLITE_NOTADB) here, not at a later query. After a
-    /// wrong key the connection is reopened unkeyed, so another key can be tried.
+    /// wrong key the connection is reopened unkeyed, so another key can be tried. An existing file's
+    /// format is found (`CipherFormat`, `cipherFormat`): SQLCipher 1-3 files open on SQLCipher 4 as they
+    /// are; on SQLCipher 3 the right key to a SQLCipher 4 file throws code 24 (SQLITE_FORMAT).
     ///
     /// ```swift
     /// try db.setKey(using: PBKDF2KeyProvider(passphrase: "secret"))
