@@ -25,21 +25,27 @@ public struct CipherSettings: Sendable, Equatable {
     public var pageSize: Int?
     /// `PRAGMA kdf_iter`: the iterations of SQLCipher's own KDF (passphrase keys only).
     public var kdfIterations: Int?
+    /// The file format (`PRAGMA cipher_compatibility` on SQLCipher 4): nil writes new files in the linked
+    /// SQLCipher's default format and finds an existing file's format; a format is used as given (the
+    /// page size and KDF iterations above then adjust it).
+    public var format: CipherFormat?
 
     /// Whether a new file may get fewer than `minimumKDFIterations` iterations (made with
     /// `init(pageSize:unsafeKDFIterations:)`).
     public private(set) var allowsWeakKDF = false
 
     /// Settings; nil keeps SQLCipher's default.
-    public init(pageSize: Int? = nil, kdfIterations: Int? = nil) {
+    public init(pageSize: Int? = nil, kdfIterations: Int? = nil, format: CipherFormat? = nil) {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
+        self.format = format
     }
 
     /// Settings that may write a new file with any positive iteration count, below the floor included.
     /// For tests and for files another program requires: weak counts make passphrases cheap to guess.
-    public init(pageSize: Int? = nil, unsafeKDFIterations: Int) {
+    public init(pageSize: Int? = nil, unsafeKDFIterations: Int, format: CipherFormat? = nil) {
         self.pageSize = pageSize
+        self.format = format
         self.kdfIterations = unsafeKDFIterations
         self.allowsWeakKDF = true
     }
@@ -90,5 +96,12 @@ extension SecureBytes {
             bytes.count >= 3 && (bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"))
                 && bytes[1] == UInt8(ascii: "'") && bytes[bytes.count - 1] == UInt8(ascii: "'")
         }
+    }
+}
+
+extension CipherSettings {
+    /// The statements that select `format` on a connection keyed just before (none when nil).
+    func formatStatements() throws -> [String] {
+        try format?.selectionStatements() ?? []
     }
 }

@@ -22,7 +22,11 @@ extension FMDatabase {
             try settings.validate(creatingFile: keyProvider != nil && kind.isNew)
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
-            let key = try keyProvider.map { try $0.key(for: request).validated() }
+            let format = settings.format ?? .linkedDefault
+            let key = try keyProvider.map {
+                try $0.key(for: KeyRequest(databasePath: path, salt: request.salt, format: format)).validated()
+            }
+            let formatStatements = try keyProvider == nil ? [] : format.selectionStatements(schema: name)
             // KEY '' attaches it without a codec: an empty key is not a secret, and it stops SQLCipher from
             // giving the new database the main database's key.
             try connection.runningLibraryStatements {
@@ -37,7 +41,8 @@ extension FMDatabase {
                         // Its temporary tables and sort files stay in memory, as on a keyed main database.
                         try connection.execute("PRAGMA temp_store = MEMORY")
                     }
-                    try connection.applyCipher(pageSize: settings.pageSize, kdfIterations: settings.kdfIterations, schema: name)
+                    try connection.applyCipher(formatStatements: formatStatements, pageSize: settings.pageSize,
+                                               kdfIterations: settings.kdfIterations, schema: name)
                     // Reading the schema verifies the key for an existing file.
                     _ = try connection.pragmaText("SELECT count(*) FROM \(name).sqlite_master")
                 } catch {

@@ -62,7 +62,9 @@ extension FMDatabase {
 
     /// Keys the connection with the key `provider` gives for this file, and verifies it: a wrong
     /// key (or a plaintext file) throws code 26 (SQLITE_NOTADB) here, not at a later query. After a
-    /// wrong key the connection is reopened unkeyed, so another key can be tried.
+    /// wrong key the connection is reopened unkeyed, so another key can be tried. An existing file's
+    /// format is found (`CipherFormat`, `cipherFormat`): SQLCipher 1-3 files open on SQLCipher 4 as they
+    /// are; on SQLCipher 3 the right key to a SQLCipher 4 file throws code 24 (SQLITE_FORMAT).
     ///
     /// ```swift
     /// try db.setKey(using: PBKDF2KeyProvider(passphrase: "secret"))
@@ -82,16 +84,8 @@ extension FMDatabase {
             let connection = try requireConnection()
             let (request, kind) = keyRequest()
             try settings.validate(creatingFile: kind?.isNew ?? true)
-            let key = try provider.key(for: request).validated()
-            try applyKey(key.sqlcipherKeyBytes())
-            try connection.applyCipher(pageSize: settings.pageSize, kdfIterations: settings.kdfIterations)
-            keySettings = settings
-            do {
-                try verifyKey(on: connection)
-            } catch let error as FMDatabaseError {
-                if isFileBacked { try? reopenConnection(key: nil) }
-                throw error
-            }
+            // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
+            try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
             // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
             // first page now, so the salt the key was made for is on disk before another connection
             // (of a pool, say) asks for a key for this file.
@@ -204,7 +198,8 @@ extension FMDatabase {
         try openConnection(flags: flags, vfs: vfs)
         if let key {
             try applyKey(key)
-            try requireConnection().applyCipher(pageSize: settings.pageSize, kdfIterations: settings.kdfIterations)
+            try requireConnection().applyCipher(formatStatements: settings.formatStatements(), pageSize: settings.pageSize,
+                                                kdfIterations: settings.kdfIterations)
             keySettings = settings
         }
     }
@@ -263,8 +258,10 @@ extension FMDatabase {
         // leave a hot journal that the probing connection must roll back.
         let settings = keySettings
         let timeout = max(maxBusyRetryTimeInterval, 1)
+        let formatStatements = (try? settings.formatStatements()) ?? []
         func probe(_ key: SecureBytes) -> Connection.KeyProbe {
-            Connection.probeKey(key, path: path, flags: openFlags, vfs: openVFS, pageSize: settings.pageSize,
+            Connection.probeKey(key, path: path, flags: openFlags, vfs: openVFS, formatStatements: formatStatements,
+                                pageSize: settings.pageSize,
                                 kdfIterations: settings.kdfIterations, busyTimeout: timeout)
         }
         if rc == SQLITE_OK, case .opens = probe(newKey) {

@@ -49,13 +49,13 @@ struct Check: ParsableCommand {
                 }
             }
             var cipherCheck = "not available in SQLCipher \(db.cipherVersion ?? "?")"
-            if provider != nil, let rs = db.executeQuery("PRAGMA cipher_integrity_check") {
+            // SQLCipher 4 answers one row per page whose HMAC fails ("HMAC verification failed for page N") and
+            // none when every page passes; SQLCipher 3.4.1 does not know the pragma (no rows either).
+            if provider != nil, CipherFormat.v4.isSupportedByLinkedSQLCipher, let rs = db.executeQuery("PRAGMA cipher_integrity_check") {
                 var lines: [String] = []
                 while rs.next() { lines.append(rs.string(forColumnIndex: 0) ?? "") }
-                if !lines.isEmpty {
-                    cipherCheck = lines == ["ok"] ? "ok" : "failed"
-                    problems += lines.filter { $0 != "ok" }
-                }
+                cipherCheck = lines.allSatisfy { $0 == "ok" } ? "ok" : "failed"
+                problems += lines.filter { $0 != "ok" }
             }
             if json {
                 try Output.json(["path": database, "ok": problems.isEmpty, "problems": problems, "cipher_integrity_check": cipherCheck])

@@ -11,6 +11,7 @@ enum Exit {
     static let usage: Int32 = 64          // EX_USAGE, as swift-argument-parser's own
     static let wrongKey: Int32 = 65       // EX_DATAERR: wrong key, or not a database
     static let noInput: Int32 = 66        // EX_NOINPUT: missing or unreadable input file
+    static let unsupportedFormat: Int32 = 69  // EX_UNAVAILABLE: a SQLCipher 4 file, the key right, SQLCipher 3 linked
     static let cannotCreate: Int32 = 73   // EX_CANTCREAT: output exists or cannot be created
     static let ioError: Int32 = 74        // EX_IOERR: I/O error, disk full, read-only
     static let busy: Int32 = 75           // EX_TEMPFAIL: busy or locked, try again
@@ -42,6 +43,8 @@ struct CLIError: Error, CustomStringConvertible {
             return CLIError("\(context): wrong key, or not an encrypted database (SQLITE_NOTADB)", code: Exit.wrongKey)
         case SQLITE_CORRUPT:
             return CLIError(message + " (wrong key, or not an encrypted database)", code: Exit.wrongKey)
+        case SQLITE_FORMAT:
+            return CLIError(message, code: Exit.unsupportedFormat)
         case SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_AUTH:
             return CLIError(message, code: Exit.noInput)
         case SQLITE_BUSY, SQLITE_LOCKED:

@@ -11,12 +11,14 @@ struct Export: ParsableCommand {
             same settings to open (here --cipher-page-size / --kdf-iter; in the sqlcipher shell \
             PRAGMA cipher_page_size / PRAGMA kdf_iter after PRAGMA key).
 
-            SQLCipher 4 compatible files (HMAC-SHA512, PBKDF2-HMAC-SHA512 x 256000, 4096-byte pages) cannot be \
-            written by the linked SQLCipher 3.4.1; --sqlcipher4 is refused with an explanation.
+            --format 3 or 4 writes DEST in SQLCipher 3's or 4's format (default: the linked SQLCipher's), \
+            for a peer on the other line: a format-3 file opens in a SQLCipher 4 shell after \
+            PRAGMA cipher_compatibility = 3. SQLCipher 3.x cannot write format 4 (refused, exit 64).
 
             Examples:
               OLD=... NEW=... fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW
               fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW --new-page-size 4096
+              fmdb-cipher export a.db for-sqlcipher3.db --key-env OLD --new-key-env NEW --format 3
             """
     )
 
@@ -24,29 +26,26 @@ struct Export: ParsableCommand {
     @Argument(help: "The encrypted database to create.") var destination: String
     @OptionGroup var key: KeyOptions
     @OptionGroup var newKey: NewKeyOptions
-    @Option(name: .customLong("new-page-size"), help: ArgumentHelp("Cipher page size of DEST (default 1024).", valueName: "BYTES"))
+    @Option(name: .customLong("new-page-size"), help: ArgumentHelp("Cipher page size of DEST (default: the format's, 1024 for 3, 4096 for 4).", valueName: "BYTES"))
     var newPageSize: Int?
-    @Option(name: .customLong("new-kdf-iter"), help: ArgumentHelp("SQLCipher KDF iterations of DEST for passphrase keys (default 64000).", valueName: "N"))
+    @Option(name: .customLong("new-kdf-iter"), help: ArgumentHelp("SQLCipher KDF iterations of DEST for passphrase keys (default: the format's, 64000 for 3, 256000 for 4).", valueName: "N"))
     var newKDFIterations: Int?
     @Option(name: .customLong("unsafe-new-kdf-iter"), help: ArgumentHelp(
         "KDF iterations of DEST below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
     var unsafeNewKDFIterations: Int?
-    @Flag(name: .customLong("sqlcipher4"), help: "Write SQLCipher 4 compatible settings (not supported by SQLCipher 3.4.1).")
+    @Option(help: ArgumentHelp("File format of DEST: 3 or 4 (SQLCipher 3 or 4; default: the linked SQLCipher's).", valueName: "N"))
+    var format: Int?
+    @Flag(name: .customLong("sqlcipher4"), help: "Same as --format 4.")
     var sqlcipher4 = false
     @Flag(help: "Replace DEST if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
         try runReportingErrors {
-            if sqlcipher4 {
-                throw CLIError.usage(
-                    "SQLCipher 4 settings need HMAC-SHA512 page authentication, which the linked SQLCipher "
-                        + "\(FMDBCipherVersion.sqlcipher) cannot write; open SQLCipher 3 files in SQLCipher 4 with PRAGMA cipher_compatibility = 3"
-                )
-            }
+            let destinationFormat = try Self.format(sqlcipher4 ? 4 : format)
             let settings = try KDFFloor.newFileSettings(
                 pageSize: newPageSize, iterations: newKDFIterations, unsafeIterations: unsafeNewKDFIterations,
-                option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter")
+                option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter", format: destinationFormat)
             let kind = try DatabaseFiles.requireInput(source)
             if kind == .plaintext { throw CLIError("\(source): is a plaintext database: use encrypt", code: Exit.wrongKey) }
             let reader = KeyReader()
@@ -62,5 +61,21 @@ struct Export: ParsableCommand {
             ).run()
             if !quiet { FileHandle.standardError.write(Data("exported \(source) → \(destination)\n".utf8)) }
         }
+    }
+
+    /// `--format N` as a CipherFormat (nil: the linked default); usage errors for what cannot be written here.
+    static func format(_ number: Int?) throws -> CipherFormat? {
+        guard let number else { return nil }
+        guard number == 3 || number == 4, let format = CipherFormat(rawValue: number) else {
+            throw CLIError.usage("--format must be 3 or 4 (got \(number))")
+        }
+        guard format.isSupportedByLinkedSQLCipher else {
+            throw CLIError.usage(
+                "SQLCipher 4's format needs HMAC-SHA512 page authentication, which the linked SQLCipher "
+                    + "\(FMDBCipherVersion.sqlcipher) cannot write; install SQLCipher 4 (see README), or open SQLCipher 3 "
+                    + "files in SQLCipher 4 with PRAGMA cipher_compatibility = 3"
+            )
+        }
+        return format
     }
 }

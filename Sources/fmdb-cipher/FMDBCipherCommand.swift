@@ -15,12 +15,12 @@ struct FMDBCipherCommand: ParsableCommand {
             Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed or the \
             database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
             64 usage error; 65 wrong key or not a database; 66 input file missing, unreadable or not a regular \
-            file; \
+            file; 69 a SQLCipher 4 database (the key is right) and the linked SQLCipher is 3.x; \
             73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only; \
             75 database busy or locked (try again).
             """,
         version: "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
-        subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Info.self, Check.self, SQL.self]
+        subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Migrate.self, Info.self, Check.self, SQL.self]
     )
 
     /// Turns core dumps off before anything else, then parses and runs; a usage error never repeats a

@@ -38,10 +38,20 @@ struct Info: ParsableCommand {
 
             if key.source != nil || kind == .plaintext {
                 let provider: (any KeyProvider)? = try key.source.map { try key.kdf.provider(KeyReader().read($0, what: "key for \(database)")) }
-                let db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: true)
+                let db: FMDatabase
+                do {
+                    db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: true)
+                } catch let error as CLIError where error.code == Exit.unsupportedFormat {
+                    // The key is right and the file is SQLCipher 4, which the linked 3.x cannot read: say so.
+                    info["format"] = CipherFormat.v4.description
+                    lines.append("format: \(CipherFormat.v4) (cannot be read by the linked SQLCipher \(FMDBCipherVersion.sqlcipher))")
+                    if json { try Output.json(info) } else { lines.forEach(Output.line) }
+                    throw error
+                }
                 defer { db.close() }
                 var details: [String: Any] = [:]
                 if provider != nil {
+                    details["format"] = db.cipherFormat?.description ?? ""
                     details["cipher_version"] = db.cipherVersion ?? ""
                     details["cipher_page_size"] = Int(db.int(forQuery: "PRAGMA cipher_page_size"))
                     details["kdf_iter"] = Int(db.int(forQuery: "PRAGMA kdf_iter"))
@@ -60,7 +70,7 @@ struct Info: ParsableCommand {
                 }
                 details["tables"] = tables.map { ["name": $0.0, "rows": $0.1] as [String: Any] }
                 info.merge(details) { _, new in new }
-                for name in ["cipher_version", "cipher", "cipher_page_size", "kdf", "kdf_iter", "page_size", "journal_mode", "user_version", "application_id"] {
+                for name in ["format", "cipher_version", "cipher", "cipher_page_size", "kdf", "kdf_iter", "page_size", "journal_mode", "user_version", "application_id"] {
                     if let value = details[name] { lines.append("\(name): \(value)") }
                 }
                 lines.append("tables: \(tables.count)")

@@ -11,12 +11,13 @@ enum KDFFloor {
         iterations: Int?,
         unsafeIterations: Int?,
         option: String,
-        unsafeOption: String
+        unsafeOption: String,
+        format: CipherFormat? = nil
     ) throws -> CipherSettings {
         if let unsafeIterations {
             guard iterations == nil else { throw CLIError.usage("give \(option) or \(unsafeOption), not both") }
             guard unsafeIterations > 0 else { throw CLIError.usage("\(unsafeOption) must be positive") }
-            return CipherSettings(pageSize: pageSize, unsafeKDFIterations: unsafeIterations)
+            return CipherSettings(pageSize: pageSize, unsafeKDFIterations: unsafeIterations, format: format)
         }
         if let iterations, iterations < CipherSettings.minimumKDFIterations {
             throw CLIError.usage(
@@ -24,6 +25,6 @@ enum KDFFloor {
                     + "passphrase cheap to guess; use \(unsafeOption) \(iterations) if a reader really needs it"
             )
         }
-        return CipherSettings(pageSize: pageSize, kdfIterations: iterations)
+        return CipherSettings(pageSize: pageSize, kdfIterations: iterations, format: format)
     }
 }

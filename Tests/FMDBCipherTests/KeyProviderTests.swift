@@ -18,7 +18,7 @@ final class KeyProviderTests: XCTestCase {
 
     func shell(_ path: String, _ script: String) throws -> String {
         let shell = try XCTUnwrap(which("sqlcipher"), "apt-get install sqlcipher")
-        let result = try runProcess(shell, [path], input: script)
+        let result = try runSQLCipherShell(shell, path, script)
         return (result.stdout + result.stderr).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -58,14 +58,21 @@ final class KeyProviderTests: XCTestCase {
         ])
         XCTAssertEqual(expected.count, 64)
         XCTAssertEqual(try shell(path, "PRAGMA key = \"x'\(expected)'\";\nSELECT a FROM t;\n"), "made with PBKDF2KeyProvider")
-        XCTAssertTrue(try shell(path, "PRAGMA key = 'pbkdf2 passphrase';\nSELECT a FROM t;\n").contains("not a database"))
+        let viaPassphrase = try shell(path, "PRAGMA key = 'pbkdf2 passphrase';\nSELECT a FROM t;\n")
+        if CipherFormat.linkedDefault == .v4 {
+            // SQLCipher 4's own KDF is this provider's default (PBKDF2-HMAC-SHA512 × 256,000 over the salt).
+            XCTAssertEqual(viaPassphrase, "made with PBKDF2KeyProvider")
+        } else {
+            XCTAssertTrue(viaPassphrase.contains("not a database"), viaPassphrase)
+        }
         XCTAssertEqual(provider.derivationCount, 1)
     }
 
     func testSQLCipherCompatibleProviderMatchesTheShellBothWays() throws {
         let provider = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "shared passphrase")
-        XCTAssertEqual(provider.digest, .sha1)
-        XCTAssertEqual(provider.iterations, 64_000)
+        // The linked SQLCipher's own KDF: SHA-512 × 256,000 on 4.x, SHA-1 × 64,000 on 3.x.
+        XCTAssertEqual(provider.digest, CipherFormat.linkedDefault == .v4 ? .sha512 : .sha1)
+        XCTAssertEqual(provider.iterations, CipherFormat.linkedDefault == .v4 ? 256_000 : 64_000)
         let here = try makeDatabase("compat.db", provider: provider)
         XCTAssertEqual(try shell(here, "PRAGMA key = 'shared passphrase';\nSELECT a FROM t;\n"), "made with PBKDF2KeyProvider")
 
@@ -145,7 +152,9 @@ final class KeyProviderTests: XCTestCase {
             XCTAssertEqual(nsError(error).code, Int(SQLITE_CANTOPEN))
         }
         XCTAssertNoThrow(try FMDatabaseQueue(path: path, keyProvider: provider))
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)).count, 1024, "the header is written at once")
+        // One page, of the linked SQLCipher's default size (1024 bytes on 3.x, 4096 on 4.x).
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)).count, CipherFormat.linkedDefault == .v4 ? 4096 : 1024,
+                       "the header is written at once")
         XCTAssertNotEqual(DatabaseFile.kind(atPath: path), .plaintext)
     }
 

@@ -109,7 +109,10 @@ final class LeakTests: XCTestCase {
         XCTAssertFalse(db.executeUpdate("PRAGMA page_size = 4096"))
         guard let handle = db.sqliteHandle else { return XCTFail("closed") }
         XCTAssertEqual(sqlite3_exec(OpaquePointer(handle), "PRAGMA page_size = 4096", nil, nil, nil), SQLITE_AUTH, "the C API is guarded too")
-        XCTAssertEqual(db.int(forQuery: "PRAGMA page_size"), 1024, "reading it is fine")
+        // SQLCipher 4.6.1 still writes an unreadable file after PRAGMA page_size = N on a keyed database
+        // (shown with its shell), so the guard stays on both lines. Reading it is fine: the default cipher
+        // page size, 1024 bytes on 3.x, 4096 on 4.x.
+        XCTAssertEqual(db.int(forQuery: "PRAGMA page_size"), CipherFormat.linkedDefault == .v4 ? 4096 : 1024, "reading it is fine")
         XCTAssertTrue(db.executeUpdate("create table x (a)"))
         XCTAssertTrue(db.executeUpdate("insert into x values (?)", Self.marker))
 

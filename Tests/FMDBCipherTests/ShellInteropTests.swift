@@ -20,7 +20,7 @@ final class ShellInteropTests: XCTestCase {
     }
 
     func runShell(_ path: String, _ script: String) throws -> (status: Int32, stdout: String, stderr: String) {
-        try runProcess(shell, [path], input: script)
+        try runSQLCipherShell(shell, path, script)
     }
 
     func testDatabaseMadeHereOpensInTheShell() throws {

@@ -92,22 +92,42 @@ final class FMDBCipherToolTests: XCTestCase {
         XCTAssertEqual(rowCount(path("plain-out.db"), key: nil), 50)
         XCTAssertTrue(try Data(contentsOf: URL(fileURLWithPath: path("plain-out.db"))).contains(bytes: "MARKER-"))
 
-        result = try run(["export", enc, path("exported.db"), "--key-env", "K", "--new-key-env", "N", "--new-page-size", "4096"],
+        // A page size that is not the linked SQLCipher's default (1024 on 3.x, 4096 on 4.x).
+        let pageSize = CipherFormat.linkedDefault == .v4 ? "8192" : "4096"
+        result = try run(["export", enc, path("exported.db"), "--key-env", "K", "--new-key-env", "N", "--new-page-size", pageSize],
                          env: ["K": "k1", "N": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         // The new page size is needed to open it, here and in the shell.
-        result = try run(["sql", path("exported.db"), "select count(*) from t", "--key-env", "N", "--cipher-page-size", "4096"], env: ["N": "k2"])
+        result = try run(["sql", path("exported.db"), "select count(*) from t", "--key-env", "N", "--cipher-page-size", pageSize], env: ["N": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("50"))
         result = try run(["sql", path("exported.db"), "select count(*) from t", "--key-env", "N"], env: ["N": "k2"])
         XCTAssertEqual(result.status, 65, "without the page size the file does not open")
         let shell = try XCTUnwrap(which("sqlcipher"))
-        let viaShell = try runProcess(shell, [path("exported.db")], input: "PRAGMA key='k2';\nPRAGMA cipher_page_size=4096;\nSELECT count(*) FROM t;\n")
+        let viaShell = try runSQLCipherShell(shell, path("exported.db"), "PRAGMA key='k2';\nPRAGMA cipher_page_size=\(pageSize);\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50", viaShell.stderr)
 
-        result = try run(["export", enc, path("v4.db"), "--key-env", "K", "--new-key-env", "N", "--sqlcipher4"], env: ["K": "k1", "N": "k2"])
+        // --format 4: written on SQLCipher 4.x; refused with an explanation on 3.x, which cannot write it.
+        result = try run(["export", enc, path("v4.db"), "--key-env", "K", "--new-key-env", "N", "--format", "4"], env: ["K": "k1", "N": "k2"])
+        if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(rowCount(path("v4.db"), key: "k2"), 50)
+        } else {
+            XCTAssertEqual(result.status, 64)
+            XCTAssertTrue(result.stderr.contains("cipher_compatibility"), result.stderr)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path("v4.db")))
+        }
+        // --format 3 on either line: the 3.4.1 shell's format (on 4.x: PRAGMA cipher_compatibility = 3).
+        result = try run(["export", enc, path("v3.db"), "--key-env", "K", "--new-key-env", "N", "--format", "3"], env: ["K": "k1", "N": "k2"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let v3 = FMDatabase(path: path("v3.db"))
+        XCTAssertTrue(v3.open())
+        XCTAssertNoThrow(try v3.setKey(using: PassphraseKeyProvider("k2"), settings: CipherSettings(format: .v3)))
+        XCTAssertEqual(v3.cipherFormat, .v3)
+        XCTAssertEqual(v3.int(forQuery: "select count(*) from t"), 50)
+        v3.close()
+        result = try run(["export", enc, path("v5.db"), "--key-env", "K", "--new-key-env", "N", "--format", "5"], env: ["K": "k1", "N": "k2"])
         XCTAssertEqual(result.status, 64)
-        XCTAssertTrue(result.stderr.contains("cipher_compatibility"), result.stderr)
     }
 
     func testRekeyWithBackup() throws {
@@ -144,9 +164,11 @@ final class FMDBCipherToolTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         let info = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(info["encrypted"] as? Bool, true)
-        XCTAssertEqual(info["cipher_version"] as? String, "3.4.1")
-        XCTAssertEqual(info["cipher_page_size"] as? Int, 1024)
-        XCTAssertEqual(info["kdf_iter"] as? Int, 64000)
+        // The linked SQLCipher's defaults: 3.4.1 (1024-byte pages, 64,000 iterations) or 4.6.1 (4096, 256,000).
+        let v4 = CipherFormat.linkedDefault == .v4
+        XCTAssertEqual(info["cipher_version"] as? String, v4 ? "4.6.1 community" : "3.4.1")
+        XCTAssertEqual(info["cipher_page_size"] as? Int, v4 ? 4096 : 1024)
+        XCTAssertEqual(info["kdf_iter"] as? Int, v4 ? 256_000 : 64_000)
         XCTAssertEqual(info["user_version"] as? Int, 42)
         XCTAssertEqual(info["journal_mode"] as? String, "delete")
         let tables = try XCTUnwrap(info["tables"] as? [[String: Any]])
@@ -210,7 +232,7 @@ final class FMDBCipherToolTests: XCTestCase {
         result = try run(["encrypt", plain, path("raw.db"), "--key-env", "K", "--kdf", "raw"], env: ["K": hex])
         XCTAssertEqual(result.status, 0, result.stderr)
         let shell = try XCTUnwrap(which("sqlcipher"))
-        let viaShell = try runProcess(shell, [path("raw.db")], input: "PRAGMA key=\"x'\(hex)'\";\nSELECT count(*) FROM t;\n")
+        let viaShell = try runSQLCipherShell(shell, path("raw.db"), "PRAGMA key=\"x'\(hex)'\";\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50")
         result = try run(["encrypt", plain, path("raw2.db"), "--key-env", "K", "--kdf", "raw"], env: ["K": "too short"])
         XCTAssertEqual(result.status, 1)
@@ -341,7 +363,13 @@ final class FMDBCipherToolTests: XCTestCase {
         }
         let version = try run(["--version"])
         XCTAssertEqual(version.status, 0)
-        XCTAssertTrue(version.stdout.contains("SQLCipher 3.4.1"), version.stdout)
+        // Names the linked SQLCipher, read at run time.
+        let probe = FMDatabase()
+        XCTAssertTrue(probe.open())
+        let linked = try XCTUnwrap(probe.cipherVersion)
+        probe.close()
+        XCTAssertTrue(version.stdout.contains("SQLCipher \(linked)"), version.stdout)
+        XCTAssertTrue(["3.4.1", "4.6.1 community"].contains(linked), linked)
         let help = try run(["--help"])
         XCTAssertTrue(help.stdout.contains("75 database busy"), "exit codes are documented")
     }
@@ -351,13 +379,13 @@ final class FMDBCipherToolTests: XCTestCase {
     func testToolAndShellInterop() throws {
         let enc = try makeEncrypted(key: "shared")
         let shell = try XCTUnwrap(which("sqlcipher"))
-        var viaShell = try runProcess(shell, [enc], input: "PRAGMA key='shared';\nSELECT count(*) FROM t;\n")
+        var viaShell = try runSQLCipherShell(shell, enc, "PRAGMA key='shared';\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50", viaShell.stderr)
         let fromShell = path("shell.db")
-        _ = try runProcess(shell, [fromShell], input: "PRAGMA key='shell key';\nCREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
+        _ = try runSQLCipherShell(shell, fromShell, "PRAGMA key='shell key';\nCREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
         let result = try run(["rekey", fromShell, "--key-env", "K", "--new-key-env", "N"], env: ["K": "shell key", "N": "rotated"])
         XCTAssertEqual(result.status, 0, result.stderr)
-        viaShell = try runProcess(shell, [fromShell], input: "PRAGMA key='rotated';\nSELECT count(*) FROM t;\n")
+        viaShell = try runSQLCipherShell(shell, fromShell, "PRAGMA key='rotated';\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "1", viaShell.stderr)
     }
 }

@@ -17,7 +17,9 @@ final class DerivedKeyCache: Sendable {
 
     /// The raw key (with the salt SQLCipher should use) for `request`, deriving it with `derive` only
     /// when this salt has not been seen.
-    func key(for request: KeyRequest, derive: (Data) throws -> SecureBytes) throws -> DatabaseKey {
+    /// `variant` tells apart derivations of one salt with different parameters (a provider that derives
+    /// SQLCipher 4's or SQLCipher 3's KDF, depending on the file's format).
+    func key(for request: KeyRequest, variant: UInt8 = 0, derive: (Data) throws -> SecureBytes) throws -> DatabaseKey {
         let salt: Data
         if let existing = request.salt {
             salt = existing
@@ -31,14 +33,15 @@ final class DerivedKeyCache: Sendable {
         } else {
             salt = try secureRandomBytes(16).withUnsafeBytes { Data($0) }
         }
-        if let cached = state.withLock({ $0.keysBySalt[salt] }) {
+        let cacheKey = variant == 0 ? salt : salt + [variant]
+        if let cached = state.withLock({ $0.keysBySalt[cacheKey] }) {
             return .raw(secure: cached, salt: SecureBytes(salt))
         }
         // Derive outside the lock: a slow KDF must not block other files' cached lookups.
         let derived = try derive(salt)
         let key = state.withLock { state -> SecureBytes in
-            if let raced = state.keysBySalt[salt] { return raced }
-            state.keysBySalt[salt] = derived
+            if let raced = state.keysBySalt[cacheKey] { return raced }
+            state.keysBySalt[cacheKey] = derived
             state.derivations += 1
             return derived
         }

@@ -115,9 +115,10 @@ extension PBKDF2KeyProvider {
         self.init(secret: material.bytes, digest: digest, iterations: iterations, allowsWeak: false)
     }
 
-    /// SQLCipher 3's own KDF, for a passphrase held in wiped key material.
+    /// The linked SQLCipher's own KDF for each file's format (see `sqlcipherCompatible(passphrase:)`), for a
+    /// passphrase held in wiped key material.
     public static func sqlcipherCompatible(material: KeyMaterial) -> PBKDF2KeyProvider {
-        PBKDF2KeyProvider(material: material, digest: .sha1, iterations: 64_000)
+        compatible(material.bytes, format: nil)
     }
 }
 

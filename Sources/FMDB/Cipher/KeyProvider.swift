@@ -15,11 +15,17 @@ public struct KeyRequest: Sendable {
     public let databasePath: String?
     /// The 16-byte salt at the start of an existing encrypted file; nil for a new, empty or plaintext file.
     public let salt: Data?
+    /// The file format the key is asked for. It matters only to providers that derive what SQLCipher's
+    /// own `PRAGMA key` would (`PBKDF2KeyProvider.sqlcipherCompatible`): an existing file of unknown format
+    /// is tried in the linked SQLCipher's default format first, then in older ones (see `CipherFormat`).
+    public let format: CipherFormat
 
-    /// A request for the key of the database at `databasePath` (nil: in-memory) with the file's `salt`.
-    public init(databasePath: String?, salt: Data?) {
+    /// A request for the key of the database at `databasePath` (nil: in-memory) with the file's `salt`,
+    /// in `format` (by default the linked SQLCipher's: `.v4` on SQLCipher 4.x, `.v3` on 3.x).
+    public init(databasePath: String?, salt: Data?, format: CipherFormat = .linkedDefault) {
         self.databasePath = databasePath
         self.salt = salt
+        self.format = format
     }
 }
 
@@ -33,8 +39,9 @@ public protocol KeyProvider: Sendable {
     func key(for request: KeyRequest) throws -> DatabaseKey
 }
 
-/// A passphrase, handed to SQLCipher, which runs its own key derivation (PBKDF2-HMAC-SHA1, 64,000
-/// iterations in SQLCipher 3) on every connection: the same as `PRAGMA key = 'passphrase'`.
+/// A passphrase, handed to SQLCipher, which runs its own key derivation on every connection (the
+/// file format's: PBKDF2-HMAC-SHA512 × 256,000 for SQLCipher 4, PBKDF2-HMAC-SHA1 × 64,000 for
+/// SQLCipher 3): the same as `PRAGMA key = 'passphrase'`.
 ///
 /// ```swift
 /// let queue = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("correct horse"))

@@ -11,8 +11,9 @@ import Foundation
 /// ```
 ///
 /// The default (HMAC-SHA512, 256,000 iterations, 32-byte key) opens in the `sqlcipher` shell with
-/// `PRAGMA key = "x'<hex of the derived key>'"`. `sqlcipherCompatible(passphrase:)` (HMAC-SHA1,
-/// 64,000 iterations) derives exactly what SQLCipher 3 derives itself, so its files open there with
+/// `PRAGMA key = "x'<hex of the derived key>'"` (and, on SQLCipher 4, opens SQLCipher 3 files too: a raw
+/// key does not depend on the format). `sqlcipherCompatible(passphrase:)` derives exactly what the linked
+/// SQLCipher's `PRAGMA key` derives for each file's format, so its files open there with
 /// `PRAGMA key = 'passphrase'`.
 ///
 /// Iteration counts below `minimumIterations` (64,000, SQLCipher 3's own) are refused when a key is
@@ -37,6 +38,9 @@ public final class PBKDF2KeyProvider: KeyProvider {
     public let digest: Digest
     /// The PBKDF2 iteration count.
     public let iterations: Int
+    /// For `sqlcipherCompatible` providers: the format whose KDF they derive (`.some(nil)`: the format each
+    /// request asks for, so the key is what the linked SQLCipher's `PRAGMA key` derives for that file).
+    let compatibility: CipherFormat??
     private let passphrase: SecureBytes
     private let allowsWeakIterations: Bool
     private let cache = DerivedKeyCache()
@@ -56,22 +60,48 @@ public final class PBKDF2KeyProvider: KeyProvider {
         self.init(secret: SecureBytes(utf8: passphrase), digest: digest, iterations: unsafeIterations, allowsWeak: true)
     }
 
-    init(secret: SecureBytes, digest: Digest, iterations: Int, allowsWeak: Bool) {
+    init(secret: SecureBytes, digest: Digest, iterations: Int, allowsWeak: Bool, compatibility: CipherFormat?? = nil) {
         self.passphrase = secret
         self.digest = digest
         self.iterations = iterations
         self.allowsWeakIterations = allowsWeak
+        self.compatibility = compatibility
     }
 
-    /// SQLCipher 3's own key derivation (PBKDF2-HMAC-SHA1, 64,000 iterations), run once per salt:
-    /// files open in the `sqlcipher` shell with `PRAGMA key = 'passphrase'`, and the shell's files open here.
+    /// The key the linked SQLCipher's own `PRAGMA key = 'passphrase'` derives for each file, in OpenSSL,
+    /// once per salt: PBKDF2-HMAC-SHA512 × 256,000 for a SQLCipher 4 file, PBKDF2-HMAC-SHA1 × 64,000 for
+    /// a SQLCipher 3 file (× 4,000 for 2 and 1). Files open in the `sqlcipher` shell of the same line with
+    /// `PRAGMA key = 'passphrase'`, and the shell's files of either format open here.
+    ///
+    /// ```swift
+    /// let pool = try FMDatabasePool(path: path, keyProvider: PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p"))
+    /// ```
+    /// `digest` and `iterations` report the linked default format's KDF.
+    /// - Note: a file whose format is not the linked default costs one derivation per format tried the
+    ///   first time it is opened in a process (the format that matched is then tried first).
     public static func sqlcipherCompatible(passphrase: String) -> PBKDF2KeyProvider {
-        PBKDF2KeyProvider(passphrase: passphrase, digest: .sha1, iterations: 64_000)
+        compatible(SecureBytes(utf8: passphrase), format: nil)
     }
 
-    /// SQLCipher 3's own KDF for a passphrase given as bytes.
+    /// `sqlcipherCompatible(passphrase:)` for a passphrase given as bytes.
     public static func sqlcipherCompatible(passphrase: Data) -> PBKDF2KeyProvider {
-        PBKDF2KeyProvider(passphrase: passphrase, digest: .sha1, iterations: 64_000)
+        compatible(SecureBytes(passphrase), format: nil)
+    }
+
+    /// The key SQLCipher `format`'s own `PRAGMA key` derives, whatever the file's format: for example
+    /// `.v3` to make keys a SQLCipher 3 peer derives (`PRAGMA cipher_compatibility = 3` in a 4.x shell).
+    ///
+    /// ```swift
+    /// let v3 = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p", format: .v3)   // SHA-1 × 64,000
+    /// ```
+    public static func sqlcipherCompatible(passphrase: String, format: CipherFormat) -> PBKDF2KeyProvider {
+        compatible(SecureBytes(utf8: passphrase), format: format)
+    }
+
+    static func compatible(_ secret: SecureBytes, format: CipherFormat?) -> PBKDF2KeyProvider {
+        let shown = format ?? .linkedDefault
+        return PBKDF2KeyProvider(secret: secret, digest: shown.kdfDigest, iterations: shown.kdfIterations,
+                                 allowsWeak: false, compatibility: .some(format))
     }
 
     /// How many derivations this provider has run (one per distinct salt).
@@ -82,6 +112,13 @@ public final class PBKDF2KeyProvider: KeyProvider {
     public func key(for request: KeyRequest) throws -> DatabaseKey {
         guard !passphrase.isEmpty else {
             throw FMDatabaseError.misuse("An empty passphrase was given.")
+        }
+        if let compatibility {
+            // SQLCipher's own KDF for the format: below the floor only for SQLCipher 1 and 2 files.
+            let format = compatibility ?? request.format
+            return try cache.key(for: request, variant: UInt8(format.rawValue)) { salt in
+                try Self.derive(passphrase: passphrase, salt: salt, digest: format.kdfDigest, iterations: format.kdfIterations)
+            }
         }
         guard iterations > 0, allowsWeakIterations || iterations >= Self.minimumIterations else {
             throw FMDatabaseError.misuse(

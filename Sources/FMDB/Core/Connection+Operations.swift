@@ -33,10 +33,11 @@ extension Connection {
     }
 
     /// Applies cipher settings right after keying (`PRAGMA cipher_page_size`, `PRAGMA kdf_iter`).
-    func applyCipher(pageSize: Int?, kdfIterations: Int?, schema: String? = nil) throws {
+    func applyCipher(formatStatements: [String] = [], pageSize: Int?, kdfIterations: Int?, schema: String? = nil) throws {
         let prefix = schema.map { "\($0)." } ?? ""
         // The library's own statements: the keyed authorizer refuses these pragmas from SQL text.
         try runningLibraryStatements {
+            for statement in formatStatements { try execute(statement) }
             if let pageSize { try execute("PRAGMA \(prefix)cipher_page_size = \(pageSize)") }
             if let kdfIterations { try execute("PRAGMA \(prefix)kdf_iter = \(kdfIterations)") }
         }
@@ -61,6 +62,7 @@ extension Connection {
         path: String,
         flags: Int32,
         vfs: String?,
+        formatStatements: [String],
         pageSize: Int?,
         kdfIterations: Int?,
         busyTimeout: TimeInterval
@@ -71,7 +73,7 @@ extension Connection {
             probe.setBusyTimeout(busyTimeout)
             try probe.key(key)
             try probe.execute("PRAGMA temp_store = MEMORY")
-            try probe.applyCipher(pageSize: pageSize, kdfIterations: kdfIterations)
+            try probe.applyCipher(formatStatements: formatStatements, pageSize: pageSize, kdfIterations: kdfIterations)
             _ = try probe.pragmaText("SELECT count(*) FROM sqlite_master")
             return .opens
         } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED {

@@ -1,0 +1,87 @@
+import ArgumentParser
+import FMDB
+import Foundation
+
+struct Migrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Upgrade a SQLCipher 1, 2 or 3 database to SQLCipher 4's format, in place or into DEST.",
+        discussion: """
+            Needs SQLCipher 4 linked (fmdb-cipher --version says which). SRC's format is found with its key, \
+            the contents are copied with sqlcipher_export into a temporary file beside the target in SQLCipher \
+            4's format under the same key (a passphrase gets SQLCipher 4's KDF), verified (integrity check, \
+            same tables and row counts) and renamed into place: SRC is intact on any failure. In place, SRC is \
+            replaced only when no other process holds it open (a -wal or -journal beside it: exit 75). \
+            The journal mode is not copied: set PRAGMA journal_mode = WAL again if the application used it.
+
+            Examples:
+              DB_KEY=... fmdb-cipher migrate app.db --key-env DB_KEY
+              fmdb-cipher migrate old.db new.db --key-file key.txt
+            """
+    )
+
+    @Argument(help: "The encrypted database to upgrade.") var source: String
+    @Argument(help: "Write the upgraded database here instead of replacing SRC.") var destination: String?
+    @OptionGroup var key: KeyOptions
+    @Flag(help: "Replace DEST if it exists.") var force = false
+    @Flag(help: "No progress output.") var quiet = false
+
+    func run() throws {
+        try runReportingErrors {
+            guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
+                throw CLIError.usage(
+                    "migrate writes SQLCipher 4 files, which the linked SQLCipher \(FMDBCipherVersion.sqlcipher) cannot write: "
+                        + "install SQLCipher 4 (see README, \"Supported SQLCipher\")"
+                )
+            }
+            let kind = try DatabaseFiles.requireInput(source)
+            switch kind {
+            case .plaintext: throw CLIError("\(source): is a plaintext database, not SQLCipher: use encrypt", code: Exit.wrongKey)
+            case .empty, .truncated: throw CLIError("\(source): is not a database", code: Exit.wrongKey)
+            default: break
+            }
+            let provider = try key.kdf.provider(KeyReader().read(key.source, what: "key for \(source)"))
+            let current: CipherFormat? = try {
+                let db = try DatabaseFiles.open(source, provider: provider, settings: key.settings, readOnly: true)
+                defer { db.close() }
+                return db.cipherFormat
+            }()
+            if current == .v4, destination == nil {
+                if !quiet { FileHandle.standardError.write(Data("\(source) is already in SQLCipher 4's format: nothing to do\n".utf8)) }
+                return
+            }
+            let target = destination ?? source
+            // In place, the copy goes to a staging file first: DatabaseCopy never writes over its SRC.
+            let staged = destination == nil
+                ? URL(fileURLWithPath: source).deletingLastPathComponent()
+                    .appendingPathComponent(".\(URL(fileURLWithPath: source).lastPathComponent).fmdb-cipher-migrate-\(UUID().uuidString.prefix(8))").path
+                : target
+            var committed = false
+            defer { if !committed, destination == nil { unlink(staged) } }
+            try DatabaseCopy(
+                source: source, sourceProvider: provider, sourceSettings: key.settings,
+                destination: staged, destinationProvider: provider,
+                settings: CipherSettings(format: .v4),
+                force: force, quiet: quiet, verb: "migrate"
+            ).run()
+            if destination == nil {
+                // SRC's connection is closed: a side file left now belongs to another process, whose writes
+                // the upgraded copy would not hold.
+                for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {
+                    throw CLIError("\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
+                                   code: Exit.busy)
+                }
+                // The migrated copy (0600, or SRC's stricter mode) replaces SRC: in place was asked for.
+                guard rename(staged, source) == 0 else {
+                    throw CLIError("cannot replace \(source) with its migrated copy: \(String(cString: strerror(errno)))",
+                                   code: Exit.ioError)
+                }
+                try? FileManager.default.removeItem(atPath: source + "-shm")
+            }
+            committed = true
+            if !quiet {
+                let from = current?.description ?? "SQLCipher"
+                FileHandle.standardError.write(Data("migrated \(source) (\(from)) → \(target) (SQLCipher 4)\n".utf8))
+            }
+        }
+    }
+}
