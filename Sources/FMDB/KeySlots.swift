@@ -18,7 +18,7 @@ import Foundation
 /// ```
 ///
 /// The database is SQLCipher's raw-key mode: it opens in the `sqlcipher` shell of either line with
-/// `PRAGMA key = "x'<hex of the data key>'"` (`exportDataKey`, for escrow). Changes to the slot file
+/// `PRAGMA key = "x'<hex of the data key>'"` (`withDataKeyHex`, for escrow). Changes to the slot file
 /// are serialized between processes with an exclusive `flock` on `<database>-keyslots.lock`.
 ///
 /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
@@ -168,18 +168,24 @@ public enum KeySlots {
         }
     }
 
-    /// The data key as 64 hexadecimal digits, for escrow or for the `sqlcipher` shell
-    /// (`PRAGMA key = "x'<hex>'"`). Whoever holds it can read the database without any slot.
+    /// Calls `body` with the data key as 64 lower-case hexadecimal digits (in wiped memory), for escrow or
+    /// for the `sqlcipher` shell (`PRAGMA key = "x'<hex>'"`). Whoever holds it can read the database
+    /// without any slot; `body` must not keep the bytes.
     ///
     /// ```swift
-    /// let hex = try KeySlots.exportDataKey(of: path, unlockingWith: .recoveryKey(typed))
+    /// try KeySlots.withDataKeyHex(of: path, unlockingWith: .recoveryKey(typed)) { hex in
+    ///     _ = write(escrowFD, hex.baseAddress, hex.count)
+    /// }
     /// ```
-    public static func exportDataKey(of path: String, unlockingWith secret: KeySlotSecret) throws -> KeyMaterial {
+    /// - Throws: `FMDatabaseError` (see `KeySlotKeyProvider`), or what `body` throws.
+    public static func withDataKeyHex<R>(
+        of path: String, unlockingWith secret: KeySlotSecret, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
         let slotPath = slotFilePath(forDatabaseAt: path)
         let salt = try databaseSalt(path)
         let opened = try unlock(KeySlotStorage.read(slotPath), secret: secret.validated(), slotID: nil, databaseSalt: salt, slotPath: slotPath)
         let key = try opened.currentDataKey(databasePath: path)
-        return KeyMaterial(bytes: key.lowercaseHex())
+        return try key.lowercaseHex().withUnsafeBytes(body)
     }
 
     /// Rotates the data key itself: a real rekey through the library's rekey path (every page is
