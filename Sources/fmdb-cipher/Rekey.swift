@@ -53,6 +53,11 @@ struct Rekey: ParsableCommand {
                 try DataKeyRotation.run(database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots, quiet: quiet)
                 return
             }
+            if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
+                throw CLIError.usage(
+                    "\(database) has key slots: change a slot with `keys change`, or rotate the data key with `rekey --data-key`"
+                )
+            }
             let kind = try DatabaseFiles.requireInput(database)
             switch kind {
             case .plaintext: throw CLIError("\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)

@@ -112,6 +112,11 @@ final class KeysToolTests: XCTestCase {
         XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 0)
         let misuse = try run(["rekey", "--data-key", db, "--key-env", "K", "--new-key-env", "K"], env: ["K": "alpha"])
         XCTAssertEqual(misuse.status, 64)
+        // A plain rekey would leave the slots wrapping a key the database no longer has: refused.
+        let plain = try run(["rekey", db, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
+                            env: ["K": "alpha", "N": String(repeating: "ab", count: 32)])
+        XCTAssertEqual(plain.status, 64, plain.stderr)
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 0)
     }
 
     func testInitRefusesExistingFilesAndMissingSlotFilesAreExit66() throws {
