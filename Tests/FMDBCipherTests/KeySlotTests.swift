@@ -313,6 +313,35 @@ final class KeySlotTests: XCTestCase {
         assertFails(SQLITE_NOTADB) { _ = try self.readRow(path, .passphrase("alpha")) }
     }
 
+    func testRotationUnderAnotherConnectionsLockFailsAndKeepsTheOldSlotFile() throws {
+        let (path, recovery) = try makeSlotted()
+        let slotPath = KeySlots.slotFilePath(forDatabaseAt: path)
+        let slotsBefore = try bytes(slotPath)
+        let holder = FMDatabase(path: path)
+        XCTAssertTrue(holder.open())
+        try holder.setKey(using: KeySlotKeyProvider(secret: .passphrase("alpha")))
+        XCTAssertTrue(holder.beginImmediateTransaction())
+        let secrets: [KeySlotSecret] = [.passphrase("alpha"), .passphrase("beta"), try .recoveryKey(recovery)]
+        assertFails(SQLITE_BUSY) { try KeySlots.rotateDataKey(of: path, secrets: secrets) }
+        XCTAssertTrue(holder.rollback())
+        holder.close()
+        XCTAssertEqual(try bytes(slotPath), slotsBefore, "the old slot file is back")
+        XCTAssertEqual(try readRow(path, .passphrase("beta")), "slotted")
+    }
+
+    func testAPoolPicksUpADataKeyRotationMadeElsewhere() throws {
+        let (path, recovery) = try makeSlotted()
+        let provider = KeySlotKeyProvider(secret: .passphrase("beta"))
+        let pool = try FMDatabasePool(path: path, keyProvider: provider)
+        XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+        pool.releaseAllDatabases()
+        try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta"), .recoveryKey(recovery)])
+        // New connections: the slot file changed, so the provider unwraps the new data key.
+        XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+        XCTAssertEqual(provider.derivationCount, 2)
+        pool.releaseAllDatabases()
+    }
+
     func testAPendingRotationOpensWithWhicheverKeyTheDatabaseIsUnder() throws {
         // The state a crash between the steps of a rotation leaves: a slot file with both generations.
         let (path, _) = try makeSlotted()
