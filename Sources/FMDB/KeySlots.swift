@@ -40,6 +40,9 @@ public enum KeySlots {
     @discardableResult
     public static func createDatabase(at path: String, secret: KeySlotSecret, kdf: KeySlotKDF = .default) throws -> KeySlotInfo {
         let secret = try secret.validated()
+        guard secret.kind != .recoveryKey else {
+            throw FMDatabaseError.misuse("Recovery keys are generated, not given: create with a passphrase or raw key, then addRecoverySlot.")
+        }
         if secret.kind == .passphrase { try kdf.validate() }
         let slotPath = slotFilePath(forDatabaseAt: path)
         return try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {

@@ -164,6 +164,9 @@ final class KeySlotTests: XCTestCase {
         XCTAssertEqual(pbkdf2.kdf, "pbkdf2-sha512 256000")
         XCTAssertNotNil(try readRowOrNil(path, .passphrase("p")))
         assertFails(SQLITE_MISUSE) { try KeySlots.createDatabase(at: self.directory.path("e.db"), secret: .passphrase("")) }
+        let typed = RecoveryKeyCode.format(try secureRandomBytes(20)).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        assertFails(SQLITE_MISUSE) { try KeySlots.createDatabase(at: self.directory.path("r.db"), secret: .recoveryKey(typed)) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("r.db")))
         assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: path, secret: .passphrase("again"), kdf: self.cheap) }
     }
 

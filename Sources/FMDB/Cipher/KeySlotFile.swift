@@ -146,6 +146,9 @@ struct KeySlotFile: Equatable {
         guard body.version == Self.version else { throw Self.corrupt("its version field is not \(Self.version)") }
         guard let salt = databaseSalt, salt.count == 16 else { throw Self.corrupt("its database salt is malformed") }
         guard !body.slots.isEmpty else { throw Self.corrupt("it holds no slot") }
+        guard body.generation > 0, body.pendingGeneration.map({ $0 > body.generation }) ?? true else {
+            throw Self.corrupt("its data key generations are not in order")
+        }
         guard Set(body.slots.map(\.id)).count == body.slots.count else { throw Self.corrupt("two slots share an id") }
         for slot in body.slots {
             guard KeySlotKind(rawValue: slot.kind) != nil else { throw Self.corrupt("slot \(slot.id) is of an unknown kind") }
