@@ -56,7 +56,7 @@ struct KeyOptions: ParsableArguments {
     @Option(name: .customLong("key-credential"), help: ArgumentHelp("Read the key from the systemd credential $CREDENTIALS_DIRECTORY/NAME.", valueName: "NAME"))
     var keyCredential: String?
 
-    @Option(help: "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw.")
+    @Option(help: "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot).")
     var kdf: KDF = .passphrase
 
     @Option(name: .customLong("cipher-page-size"), help: ArgumentHelp("The database's cipher page size, when it is not SQLCipher 3's 1024.", valueName: "BYTES"))

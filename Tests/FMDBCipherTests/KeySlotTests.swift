@@ -377,6 +377,25 @@ final class KeySlotTests: XCTestCase {
         XCTAssertEqual(try readRow(path, .passphrase("alpha 3")), "slotted")
     }
 
+    /// The README's key slot example, as written there (with the default, real-cost KDFs).
+    func testReadmeExample() throws {
+        let path = directory.path("readme.db")
+        try KeySlots.createDatabase(at: path, secret: .passphrase("admin passphrase"))          // scrypt slot 1
+        try KeySlots.addSlot(to: path, unlockingWith: .passphrase("admin passphrase"), newSecret: .passphrase("ops"))
+        let (_, recovery) = try KeySlots.addRecoverySlot(to: path, unlockingWith: .passphrase("ops"))
+        let typedRecoveryKey = recovery.formattedText
+        let pool = try FMDatabasePool(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("ops")))
+        try KeySlots.changeSlot(of: path, from: .passphrase("ops"), to: .passphrase("ops 2026"))   // ms, no rekey
+        try KeySlots.removeSlot(1, from: path, unlockingWith: .recoveryKey(typedRecoveryKey))      // never the last
+        try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("ops 2026"), .recoveryKey(typedRecoveryKey)])
+        pool.releaseAllDatabases()
+        // The pool's provider holds "ops", which no longer opens any slot: new connections fail.
+        XCTAssertNil(pool.inDatabase { db in db.int(forQuery: "select count(*) from sqlite_master") })
+        let renewed = try FMDatabasePool(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("ops 2026")))
+        XCTAssertEqual(try renewed.inDatabase { db in db.int(forQuery: "select count(*) from sqlite_master") }, 0)
+        XCTAssertEqual(try KeySlots.list(path).map(\.id), [2, 3])
+    }
+
     // MARK: - systemd credentials
 
     func makeCredential(_ name: String, _ contents: Data, mode: Int) throws -> [String: String] {
