@@ -140,6 +140,24 @@ case "writer":
         guard db.commit() else { db.rollback(); continue }
         FileHandle.standardOutput.write(Data("\(n)\n".utf8))
     }
+case "slot-changer":
+    // slot-changer DB START: changes the passphrase of a key slot from "pSTART" to "pSTART+1", then on,
+    // forever (cheap KDF: most of the time goes to the slot file's write and fsyncs), printing each new
+    // number after the change returned. The key slot kill test SIGKILLs it at random moments.
+    guard arguments.count >= 3, let start = Int(Array(arguments)[2]) else { exit(64) }
+    let path = Array(arguments)[1]
+    var n = start
+    while true {
+        do {
+            try KeySlots.changeSlot(of: path, from: .passphrase("p\(n)"), to: .passphrase("p\(n + 1)"),
+                                    kdf: .unsafePBKDF2SHA512(iterations: 1_000))
+        } catch {
+            FileHandle.standardError.write(Data("slot-changer: \(error)\n".utf8))
+            exit(5)
+        }
+        n += 1
+        say("\(n)")
+    }
 case "rekeyer":
     // rekeyer DB OLDHEX NEWHEX: rekeys with the library's safe rekey, prints "done".
     guard arguments.count >= 4 else { exit(64) }

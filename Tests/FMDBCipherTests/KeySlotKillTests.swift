@@ -92,6 +92,63 @@ final class KeySlotKillTests: XCTestCase {
         print("kill during keys change outcomes: \(outcomes)")
     }
 
+    /// The library's slot file writes, killed mid-stream: a helper changes a slot over and over (cheap
+    /// KDF, so the time goes to the temporary file, fsync, rename and directory fsync).
+    func testKillDuringSlotFileWritesNeverLosesTheSlot() throws {
+        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
+        let path = directory.path("writes.db")
+        try KeySlots.createDatabase(at: path, secret: .passphrase("p0"), kdf: .unsafePBKDF2SHA512(iterations: 1_000))
+        var acknowledged = 0
+        var outcomes = [String: Int]()
+        for round in 0..<kills {
+            let delay = Double.random(in: 0.05...0.4, using: &rng)
+            let (output, killed) = try runHelperAndKill(helper, ["slot-changer", path, String(acknowledged)], after: delay)
+            let last = output.split(separator: "\n").compactMap { Int($0) }.last ?? acknowledged
+            // The change after the last acknowledged one may have landed before the kill.
+            let current = opensSlot(path, "p\(last)") ? last : (opensSlot(path, "p\(last + 1)") ? last + 1 : nil)
+            guard let current else {
+                XCTFail("round \(round): neither p\(last) nor p\(last + 1) opens the database")
+                return
+            }
+            XCTAssertFalse(opensSlot(path, "p\(current == last ? last + 1 : last)"), "round \(round): only one passphrase opens")
+            outcomes[killed ? (current == last ? "killed, acknowledged slot" : "killed, unacknowledged new slot") : "finished", default: 0] += 1
+            acknowledged = current
+        }
+        XCTAssertGreaterThan(acknowledged, kills, "the helper made progress")
+        print("kill during slot file writes: \(acknowledged) changes, outcomes \(outcomes)")
+    }
+
+    func opensSlot(_ path: String, _ passphrase: String) -> Bool {
+        let db = FMDatabase(path: path)
+        db.logsErrors = false
+        guard db.open() else { return false }
+        defer { db.close() }
+        return (try? db.setKey(using: KeySlotKeyProvider(secret: .passphrase(passphrase)))) != nil
+    }
+
+    func runHelperAndKill(_ helper: String, _ arguments: [String], after delay: Double) throws -> (output: String, killed: Bool) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: helper)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
+        let out = directory.url.appendingPathComponent("stdout-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: out)
+        process.standardOutput = handle
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        Thread.sleep(forTimeInterval: delay)
+        let killed = process.isRunning
+        if killed { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        try handle.close()
+        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(at: out)
+        return (text, killed)
+    }
+
     func testKillDuringDataKeyRotationAlwaysOpens() throws {
         let rows: Int32 = 12_000
         let path = try makeSlotted(rows: Int(rows))
