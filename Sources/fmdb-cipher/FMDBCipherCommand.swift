@@ -20,7 +20,7 @@ struct FMDBCipherCommand: ParsableCommand {
             75 database busy or locked (try again).
             """,
         version: "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
-        subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Migrate.self, Info.self, Check.self, SQL.self]
+        subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Migrate.self, Info.self, Check.self, SQL.self, Keys.self]
     )
 
     /// Turns core dumps off before anything else, then parses and runs; a usage error never repeats a

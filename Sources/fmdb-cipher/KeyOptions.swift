@@ -14,6 +14,12 @@ enum KDF: String, ExpressibleByArgument, CaseIterable {
     case scrypt
     /// A 32-byte key (or 64 hex digits): no KDF.
     case raw
+    /// A passphrase that opens a key slot (`keys`): the data key is unwrapped from `DB-keyslots`.
+    case slot
+    /// A raw key (32 bytes or 64 hex digits) that opens a key slot.
+    case slotRaw = "slot-raw"
+    /// A recovery key that opens a key slot.
+    case slotRecovery = "slot-recovery"
 
     func provider(_ material: KeyMaterial) throws -> any KeyProvider {
         switch self {
@@ -22,6 +28,7 @@ enum KDF: String, ExpressibleByArgument, CaseIterable {
         case .pbkdf2: return PBKDF2KeyProvider(material: material)
         case .scrypt: return ScryptKeyProvider(material: material)
         case .raw: return try RawKeyProvider(material: material)
+        case .slot, .slotRaw, .slotRecovery: return KeySlotKeyProvider(secret: try slotSecret(material))
         }
     }
 }
@@ -32,6 +39,7 @@ enum KeySource {
     case file(String)
     case standardInput
     case prompt
+    case credential(String)
 }
 
 /// The key of the database being read (for `encrypt`: of the file being written).
@@ -45,7 +53,10 @@ struct KeyOptions: ParsableArguments {
     @Flag(name: .customLong("key-stdin"), help: "Read the key from the first line of standard input.")
     var keyStdin = false
 
-    @Option(help: "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw.")
+    @Option(name: .customLong("key-credential"), help: ArgumentHelp("Read the key from the systemd credential $CREDENTIALS_DIRECTORY/NAME.", valueName: "NAME"))
+    var keyCredential: String?
+
+    @Option(help: "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot).")
     var kdf: KDF = .passphrase
 
     @Option(name: .customLong("cipher-page-size"), help: ArgumentHelp("The database's cipher page size, when it is not SQLCipher 3's 1024.", valueName: "BYTES"))
@@ -67,8 +78,8 @@ struct KeyOptions: ParsableArguments {
                     + "use --key-env VAR, --key-file PATH or --key-stdin instead"
             )
         }
-        if [keyEnv != nil, keyFile != nil, keyStdin].filter({ $0 }).count > 1 {
-            throw ValidationError("give the key one way only: --key-env, --key-file or --key-stdin")
+        if [keyEnv != nil, keyFile != nil, keyStdin, keyCredential != nil].filter({ $0 }).count > 1 {
+            throw ValidationError("give the key one way only: --key-env, --key-file, --key-stdin or --key-credential")
         }
     }
 
@@ -76,6 +87,7 @@ struct KeyOptions: ParsableArguments {
         if let keyEnv { return .environment(keyEnv) }
         if let keyFile { return .file(keyFile) }
         if keyStdin { return .standardInput }
+        if let keyCredential { return .credential(keyCredential) }
         return nil
     }
 }
@@ -137,6 +149,12 @@ final class KeyReader {
             material = KeyMaterial(copying: UnsafeRawBufferPointer(start: value, count: length))
         case .file(let path):
             material = try readFile(path, what: what)
+        case .credential(let name):
+            do {
+                material = try SystemdCredentialKeyProvider.read(credential: name).trimmingTrailingNewline()
+            } catch {
+                throw CLIError.from(error, context: "the \(what)")
+            }
         case .standardInput:
             // On a terminal, the same as the prompt: no echo.
             let terminal = isatty(STDIN_FILENO) == 1

@@ -33,13 +33,34 @@ struct Rekey: ParsableCommand {
     var busyTimeout: Double = 5
     @Flag(help: "Replace the --backup file if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(name: .customLong("data-key"), help: "Slotted database (keys): rotate the random data key; every slot is re-wrapped.")
+    var dataKey = false
+    @Option(name: .customLong("slot-key-file"), help: ArgumentHelp("With --data-key: a file with the key of another slot to keep (repeat).", valueName: "PATH"))
+    var slotKeyFiles: [String] = []
+    @Flag(name: .customLong("drop-other-slots"), help: "With --data-key: remove the slots no given key opens.")
+    var dropOtherSlots = false
 
     func validate() throws {
         guard busyTimeout >= 0, busyTimeout.isFinite else { throw ValidationError("--busy-timeout must be 0 or more seconds") }
+        if dataKey, newKey.source != nil || backup != nil {
+            throw ValidationError("--data-key makes a random new key: no --new-key-* and no --backup")
+        }
+        if !dataKey, !slotKeyFiles.isEmpty || dropOtherSlots {
+            throw ValidationError("--slot-key-file and --drop-other-slots go with --data-key")
+        }
     }
 
     func run() throws {
         try runReportingErrors {
+            if dataKey {
+                try DataKeyRotation.run(database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots, quiet: quiet)
+                return
+            }
+            if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
+                throw CLIError.usage(
+                    "\(database) has key slots: change a slot with `keys change`, or rotate the data key with `rekey --data-key`"
+                )
+            }
             let kind = try DatabaseFiles.requireInput(database)
             switch kind {
             case .plaintext: throw CLIError("\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)

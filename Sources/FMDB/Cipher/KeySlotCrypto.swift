@@ -1,0 +1,245 @@
+internal import COpenSSL
+import Foundation
+
+/// The cryptography of key slots, all through OpenSSL's libcrypto: AES-256-GCM to wrap the data key,
+/// scrypt / PBKDF2-HMAC-SHA512 / HMAC-SHA256 to make key-encryption keys, HMAC-SHA256 for the slot
+/// file's whole-file tag, and the recovery key's typeable form. Every key lives in `SecureBytes`.
+enum KeySlotCrypto {
+    static let dataKeyLength = 32
+    static let nonceLength = 12
+    static let tagLength = 16
+
+    /// AES-256-GCM encryption of `plaintext` under `key` with a fresh random nonce: (nonce, ciphertext, tag).
+    static func seal(_ plaintext: SecureBytes, key: SecureBytes, aad: Data) throws -> (nonce: Data, ciphertext: Data, tag: Data) {
+        let nonce = try secureRandomBytes(nonceLength).withUnsafeBytes { Data($0) }
+        var ciphertext = Data(count: plaintext.count)
+        var tag = Data(count: tagLength)
+        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        let ok: Bool = key.withUnsafeBytes { keyBytes in
+            nonce.withUnsafeBytes { nonceBytes in
+                aad.withUnsafeBytes { aadBytes in
+                    plaintext.withUnsafeBytes { input in
+                        ciphertext.withUnsafeMutableBytes { output in
+                            tag.withUnsafeMutableBytes { tagBytes in
+                                var length: Int32 = 0
+                                guard EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
+                                      EVP_EncryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
+                                      EVP_EncryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
+                                      EVP_EncryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &length) == 1,
+                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
+                                else { return false }
+                                return true
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        guard ok else { throw failure("AES-256-GCM encryption") }
+        return (nonce, ciphertext, tag)
+    }
+
+    /// AES-256-GCM decryption; nil when the tag does not verify (wrong key, or altered data).
+    static func open(ciphertext: Data, nonce: Data, tag: Data, key: SecureBytes, aad: Data) throws -> SecureBytes? {
+        guard nonce.count == nonceLength, tag.count == tagLength, key.count == 32 else { return nil }
+        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        var verified = false
+        let plaintext = SecureBytes(count: ciphertext.count) { output in
+            verified = key.withUnsafeBytes { keyBytes in
+                nonce.withUnsafeBytes { nonceBytes in
+                    aad.withUnsafeBytes { aadBytes in
+                        ciphertext.withUnsafeBytes { input in
+                            var tagCopy = tag
+                            return tagCopy.withUnsafeMutableBytes { tagBytes in
+                                var length: Int32 = 0
+                                guard EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
+                                      EVP_DecryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
+                                      EVP_DecryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
+                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
+                                else { return false }
+                                var finalLength: Int32 = 0
+                                return EVP_DecryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &finalLength) > 0
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return verified ? plaintext : nil
+    }
+
+    /// HMAC-SHA256(key, message) into secure storage.
+    static func hmacSHA256(key: SecureBytes, _ message: Data) throws -> SecureBytes {
+        try SecureBytes(count: 32) { out in
+            var length: UInt32 = 32
+            let result = key.withUnsafeBytes { keyBytes in
+                message.withUnsafeBytes { messageBytes in
+                    HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count),
+                         u8(messageBytes), messageBytes.count, mu8(out), &length)
+                }
+            }
+            guard result != nil, length == 32 else { throw failure("HMAC-SHA256") }
+        }
+    }
+
+    /// SHA-256 of `bytes`.
+    static func sha256(_ bytes: UnsafeRawBufferPointer) -> Data {
+        var digest = Data(count: 32)
+        digest.withUnsafeMutableBytes { out in
+            _ = SHA256(u8(bytes), bytes.count, mu8(out))
+        }
+        return digest
+    }
+
+    /// PBKDF2-HMAC-SHA512 of `secret` over `salt` (32 bytes).
+    static func pbkdf2SHA512(_ secret: SecureBytes, salt: Data, iterations: Int) throws -> SecureBytes {
+        try PBKDF2KeyProvider.derive(passphrase: secret, salt: salt, digest: .sha512, iterations: iterations)
+    }
+
+    /// scrypt of `secret` over `salt` (32 bytes), memory capped at 64 MiB beyond the parameters' need.
+    static func scrypt(_ secret: SecureBytes, salt: Data, n: UInt64, r: UInt64, p: UInt64) throws -> SecureBytes {
+        let maxMemory = max(64 * 1024 * 1024, 129 * n * r * p + 1024 * 1024)
+        return try SecureBytes(count: 32) { out in
+            let ok = secret.withUnsafeBytes { pass in
+                salt.withUnsafeBytes { saltBytes in
+                    EVP_PBE_scrypt(pass.baseAddress?.assumingMemoryBound(to: CChar.self), pass.count,
+                                   u8(saltBytes), saltBytes.count, n, r, p, maxMemory, mu8(out), 32)
+                }
+            }
+            guard ok == 1 else { throw failure("scrypt (n=\(n), r=\(r), p=\(p))") }
+        }
+    }
+
+    private static func failure(_ what: String) -> FMDatabaseError {
+        FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
+    }
+
+    private static func u8(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    }
+
+    private static func mu8(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    }
+}
+
+// MARK: - Recovery keys
+
+/// The typeable form of a recovery key: 20 random bytes (160 bits) as 32 Crockford base32 characters in
+/// eight groups of four, then a ninth group of four characters that checks the other eight (the first
+/// 20 bits of their SHA-256), e.g. `7K2M-Q9XD-...-R4TZ`. Case, hyphens and spaces do not matter; the
+/// letters I and L read as 1, O as 0. A typo is caught by the check group before any slot is tried.
+enum RecoveryKeyCode {
+    static let byteCount = 20
+    private static let alphabet: StaticString = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+    /// A fresh recovery key: its 20 bytes and its formatted text, both in secure storage.
+    static func generate() throws -> (bytes: SecureBytes, text: SecureBytes) {
+        let bytes = try secureRandomBytes(byteCount)
+        return (bytes, format(bytes))
+    }
+
+    /// 36 characters of base32 (32 of key, 4 of check) in nine groups of four, hyphen-separated.
+    static func format(_ bytes: SecureBytes) -> SecureBytes {
+        let digits = symbols(of: bytes)
+        let total = digits.count + digits.count / 4 - 1
+        return SecureBytes(count: total) { out in
+            alphabet.withUTF8Buffer { letters in
+                var position = 0
+                for (index, digit) in digits.enumerated() {
+                    if index > 0, index % 4 == 0 {
+                        out[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    out[position] = letters[Int(digit)]
+                    position += 1
+                }
+            }
+        }
+    }
+
+    /// The 20 key bytes of typed text; throws when the text is malformed or the check group differs.
+    static func parse(_ text: SecureBytes) throws -> SecureBytes {
+        var values = [UInt8]()
+        values.reserveCapacity(36)
+        defer { wipe(&values) }
+        try text.withUnsafeBytes { typed in
+            for character in typed {
+                if character == UInt8(ascii: "-") || character == UInt8(ascii: " ") { continue }
+                guard let value = value(of: character) else {
+                    throw FMDatabaseError.misuse("A recovery key holds only letters, digits and hyphens.")
+                }
+                values.append(value)
+            }
+        }
+        guard values.count == 36 else {
+            throw FMDatabaseError.misuse("A recovery key has 36 characters in nine groups of four (got \(values.count)).")
+        }
+        let bytes = SecureBytes(count: byteCount) { out in
+            var accumulator: UInt32 = 0
+            var bits = 0
+            var position = 0
+            for value in values[0..<32] {
+                accumulator = (accumulator << 5) | UInt32(value)
+                bits += 5
+                if bits >= 8 {
+                    bits -= 8
+                    out[position] = UInt8((accumulator >> UInt32(bits)) & 0xFF)
+                    position += 1
+                }
+            }
+            accumulator = 0
+        }
+        let expected = checkSymbols(of: bytes)
+        guard Array(values[32..<36]) == expected else {
+            throw FMDatabaseError.misuse("The recovery key does not check out: a character was mistyped.")
+        }
+        return bytes
+    }
+
+    private static func symbols(of bytes: SecureBytes) -> [UInt8] {
+        var digits = [UInt8]()
+        bytes.withUnsafeBytes { raw in
+            var accumulator: UInt32 = 0
+            var bits = 0
+            for byte in raw {
+                accumulator = (accumulator << 8) | UInt32(byte)
+                bits += 8
+                while bits >= 5 {
+                    bits -= 5
+                    digits.append(UInt8((accumulator >> UInt32(bits)) & 0x1F))
+                }
+                accumulator &= (1 << UInt32(bits)) - 1
+            }
+        }
+        return digits + checkSymbols(of: bytes)
+    }
+
+    /// Four base32 symbols: the first 20 bits of SHA-256 of the key bytes.
+    private static func checkSymbols(of bytes: SecureBytes) -> [UInt8] {
+        let digest = bytes.withUnsafeBytes { KeySlotCrypto.sha256($0) }
+        let bits = UInt32(digest[0]) << 12 | UInt32(digest[1]) << 4 | UInt32(digest[2]) >> 4
+        return (0..<4).map { UInt8((bits >> UInt32(15 - 5 * $0)) & 0x1F) }
+    }
+
+    private static func value(of character: UInt8) -> UInt8? {
+        var c = character
+        if c >= UInt8(ascii: "a"), c <= UInt8(ascii: "z") { c -= 32 }
+        switch c {
+        case UInt8(ascii: "O"): return 0
+        case UInt8(ascii: "I"), UInt8(ascii: "L"): return 1
+        default: break
+        }
+        return alphabet.withUTF8Buffer { letters in
+            letters.firstIndex(of: c).map { UInt8($0) }
+        }
+    }
+
+    private static func wipe(_ values: inout [UInt8]) {
+        values.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { OPENSSL_cleanse(base, buffer.count) }
+        }
+    }
+}

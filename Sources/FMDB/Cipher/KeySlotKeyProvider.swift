@@ -1,0 +1,241 @@
+import Foundation
+
+/// What kind of secret a key slot is opened with.
+public enum KeySlotKind: String, Sendable, CaseIterable {
+    /// A passphrase, stretched with scrypt or PBKDF2-HMAC-SHA512 (parameters stored in the slot).
+    case passphrase
+    /// A 32-byte raw key (or 64 hexadecimal digits), e.g. from a secrets manager or a systemd credential.
+    case rawKey = "raw"
+    /// A generated recovery key, shown once (`KeySlots.addRecoverySlot`).
+    case recoveryKey = "recovery"
+}
+
+/// A secret that opens a key slot: a passphrase, a raw key or a recovery key. The bytes live in
+/// storage wiped with `OPENSSL_cleanse`; `description` never shows them.
+///
+/// ```swift
+/// let secret = KeySlotSecret.passphrase("correct horse battery staple")
+/// let recovery = try KeySlotSecret.recoveryKey("7K2M-Q9XD-...")   // checked as it is parsed
+/// ```
+public struct KeySlotSecret: Sendable, CustomStringConvertible {
+    let kind: KeySlotKind
+    let bytes: SecureBytes
+
+    init(kind: KeySlotKind, bytes: SecureBytes) {
+        self.kind = kind
+        self.bytes = bytes
+    }
+
+    /// A passphrase (UTF-8).
+    public static func passphrase(_ passphrase: String) -> KeySlotSecret {
+        KeySlotSecret(kind: .passphrase, bytes: SecureBytes(utf8: passphrase))
+    }
+
+    /// A passphrase held in wiped key material.
+    public static func passphrase(material: KeyMaterial) -> KeySlotSecret {
+        KeySlotSecret(kind: .passphrase, bytes: material.bytes)
+    }
+
+    /// A raw key: 32 bytes.
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) unless `key` is 32 bytes.
+    public static func rawKey(_ key: Data) throws -> KeySlotSecret {
+        try rawKey(material: KeyMaterial(bytes: SecureBytes(key)))
+    }
+
+    /// A raw key from key material: 32 bytes, or 64 hexadecimal digits.
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for any other length or a non-hex digit.
+    public static func rawKey(material: KeyMaterial) throws -> KeySlotSecret {
+        KeySlotSecret(kind: .rawKey, bytes: try material.rawKey())
+    }
+
+    /// A recovery key as printed (`XXXX-XXXX-...`, nine groups; case, hyphens and spaces do not matter).
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) when it is malformed or its check group shows a typo.
+    public static func recoveryKey(_ text: String) throws -> KeySlotSecret {
+        try recoveryKey(material: KeyMaterial(bytes: SecureBytes(utf8: text)))
+    }
+
+    /// A recovery key as typed, from wiped key material.
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) when it is malformed or its check group shows a typo.
+    public static func recoveryKey(material: KeyMaterial) throws -> KeySlotSecret {
+        KeySlotSecret(kind: .recoveryKey, bytes: try RecoveryKeyCode.parse(material.trimmingTrailingNewline().bytes))
+    }
+
+    /// Which kind of slot the secret opens.
+    public var slotKind: KeySlotKind { kind }
+
+    /// A description that never shows the secret.
+    public var description: String { "KeySlotSecret.\(kind)(<redacted>)" }
+
+    func validated() throws -> KeySlotSecret {
+        guard !bytes.isEmpty else { throw FMDatabaseError.misuse("An empty passphrase was given.") }
+        return self
+    }
+}
+
+/// How a passphrase slot turns its passphrase into a key-encryption key. Raw and recovery keys need no
+/// stretching (they are random): their slots use HMAC-SHA256 over the slot's salt.
+///
+/// ```swift
+/// try KeySlots.addSlot(to: path, unlockingWith: admin, newSecret: .passphrase("ops"), kdf: .pbkdf2SHA512())
+/// ```
+public struct KeySlotKDF: Sendable, Equatable {
+    enum Algorithm: Sendable, Equatable {
+        case scrypt(n: UInt64, r: UInt64, p: UInt64)
+        case pbkdf2SHA512(iterations: Int)
+    }
+
+    let algorithm: Algorithm
+    let allowsWeak: Bool
+
+    /// The default: scrypt N=2^15, r=8, p=1 (32 MiB, about 0.1 s here).
+    public static let `default` = KeySlotKDF.scrypt()
+
+    /// The lowest PBKDF2-HMAC-SHA512 iteration count accepted without `unsafe`.
+    public static let minimumPBKDF2Iterations = 64_000
+    /// The lowest scrypt N accepted without `unsafe`.
+    public static let minimumScryptN: UInt64 = 1 << 14
+
+    /// scrypt with cost `n` (a power of two, at least 2^14), block size `r`, parallelism `p`.
+    public static func scrypt(n: UInt64 = 1 << 15, r: UInt64 = 8, p: UInt64 = 1) -> KeySlotKDF {
+        KeySlotKDF(algorithm: .scrypt(n: n, r: r, p: p), allowsWeak: false)
+    }
+
+    /// PBKDF2-HMAC-SHA512 with `iterations` (at least 64,000; default 256,000).
+    public static func pbkdf2SHA512(iterations: Int = 256_000) -> KeySlotKDF {
+        KeySlotKDF(algorithm: .pbkdf2SHA512(iterations: iterations), allowsWeak: false)
+    }
+
+    /// PBKDF2-HMAC-SHA512 with any positive iteration count. For tests only: weak counts make
+    /// passphrases cheap to guess from a copy of the slot file.
+    public static func unsafePBKDF2SHA512(iterations: Int) -> KeySlotKDF {
+        KeySlotKDF(algorithm: .pbkdf2SHA512(iterations: iterations), allowsWeak: true)
+    }
+
+    func validate() throws {
+        switch algorithm {
+        case .scrypt(let n, let r, let p):
+            guard n > 1, n & (n - 1) == 0, r > 0, p > 0, n <= 1 << 24, r * p < 1 << 16 else {
+                throw FMDatabaseError.misuse("scrypt needs n a power of two (2 ... 2^24), and r, p > 0.")
+            }
+            guard allowsWeak || n >= Self.minimumScryptN else {
+                throw FMDatabaseError.misuse("scrypt n=\(n) is below the floor of \(Self.minimumScryptN).")
+            }
+        case .pbkdf2SHA512(let iterations):
+            guard iterations > 0, iterations <= 100_000_000 else {
+                throw FMDatabaseError.misuse("PBKDF2 iterations must be between 1 and 100,000,000.")
+            }
+            guard allowsWeak || iterations >= Self.minimumPBKDF2Iterations else {
+                throw FMDatabaseError.misuse(
+                    "PBKDF2 iterations \(iterations) are below the floor of \(Self.minimumPBKDF2Iterations); "
+                        + "unsafePBKDF2SHA512(iterations:) is for tests only."
+                )
+            }
+        }
+    }
+}
+
+/// What `KeySlots.list` tells about one slot: never a secret, never a wrapped key.
+public struct KeySlotInfo: Sendable, Equatable, CustomStringConvertible {
+    /// The slot's number, unique within the database.
+    public let id: Int
+    /// What opens it.
+    public let kind: KeySlotKind
+    /// When the slot was created (or last changed).
+    public let created: Date
+    /// Its key derivation, e.g. "scrypt N=32768 r=8 p=1", "pbkdf2-sha512 256000", "hmac-sha256".
+    public let kdf: String
+
+    /// "1 passphrase scrypt N=32768 r=8 p=1 2026-11-22T21:00:00Z".
+    public var description: String {
+        "\(id) \(kind.rawValue) \(kdf) \(ISO8601DateFormatter().string(from: created))"
+    }
+}
+
+/// A recovery key, as it is shown to the user once. Its text lives in wiped storage; `description`
+/// never shows it.
+///
+/// ```swift
+/// let (_, recovery) = try KeySlots.addRecoverySlot(to: path, unlockingWith: .passphrase("admin"))
+/// recovery.withFormattedText { FileHandle.standardOutput.write(Data($0)) }
+/// ```
+public struct RecoveryKey: Sendable, CustomStringConvertible {
+    let text: SecureBytes
+
+    /// Calls `body` with the key's printable text (ASCII: nine hyphen-separated groups of four).
+    public func withFormattedText<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try text.withUnsafeBytes(body)
+    }
+
+    /// The printable text as a String (which cannot be wiped: prefer `withFormattedText`).
+    public var formattedText: String {
+        text.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A description that never shows the key.
+    public var description: String { "RecoveryKey(<redacted>)" }
+}
+
+/// Opens a slotted database (see `KeySlots`) with one of its secrets: reads the slot file beside the
+/// database, unwraps the data key from the slot the secret opens, and hands SQLCipher the raw data
+/// key. The key derivation runs once per state of the slot file: a pool of 8 connections costs one.
+///
+/// ```swift
+/// let provider = KeySlotKeyProvider(secret: .passphrase("correct horse battery staple"))
+/// let pool = try FMDatabasePool(path: path, keyProvider: provider)
+/// ```
+///
+/// Errors: no slot file (SQLITE_CANTOPEN); a file damaged, altered, truncated or of another database
+/// (SQLITE_CORRUPT, or SQLITE_NOTADB when the salt names another database); no slot accepts the
+/// secret (SQLITE_NOTADB); no database, or an empty one (SQLITE_CANTOPEN: create it with `KeySlots.createDatabase`).
+public final class KeySlotKeyProvider: KeyProvider {
+    private struct CacheKey: Hashable {
+        let salt: Data
+        let fileDigest: Data
+    }
+
+    private struct State {
+        var keys: [CacheKey: SecureBytes] = [:]
+        var unlocks = 0
+    }
+
+    private let secret: KeySlotSecret
+    private let slotID: Int?
+    private let state = Protected(State())
+
+    /// A provider for `secret`, trying every slot of its kind, or only slot `slotID` when given.
+    public init(secret: KeySlotSecret, slotID: Int? = nil) {
+        self.secret = secret
+        self.slotID = slotID
+    }
+
+    /// How many times a slot was unlocked (key derivations run): one per state of the slot file.
+    public var derivationCount: Int { state.withLock { $0.unlocks } }
+
+    /// The data key for `request` (see `KeyProvider`).
+    /// - Throws: `FMDatabaseError` as listed above.
+    public func key(for request: KeyRequest) throws -> DatabaseKey {
+        guard let path = request.databasePath, !path.isEmpty, path != ":memory:" else {
+            throw FMDatabaseError.misuse("Key slots need a database file: an in-memory database has no slot file.")
+        }
+        guard let salt = request.salt else {
+            throw FMDatabaseError(
+                code: SQLITE_CANTOPEN,
+                message: "There is no slotted database at \(path) (create one with KeySlots.createDatabase or fmdb-cipher keys init)."
+            )
+        }
+        let slotPath = KeySlotFile.path(forDatabaseAt: path)
+        let bytes = try KeySlotStorage.read(slotPath)
+        let digest = bytes.withUnsafeBytes { KeySlotCrypto.sha256($0) }
+        let cacheKey = CacheKey(salt: salt, fileDigest: digest)
+        if let cached = state.withLock({ $0.keys[cacheKey] }) {
+            return .raw(secure: cached, salt: nil)
+        }
+        let opened = try KeySlots.unlock(bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
+        let key = try opened.currentDataKey(databasePath: path)
+        state.withLock { state in
+            state.keys[cacheKey] = key
+            state.unlocks += 1
+        }
+        return .raw(secure: key, salt: nil)
+    }
+}

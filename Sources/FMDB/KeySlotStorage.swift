@@ -1,0 +1,112 @@
+import Foundation
+
+/// The slot file on disk: read without following a symbolic link, written atomically and privately,
+/// and a lock that serializes the read-modify-write of slot changes between processes.
+///
+/// A write is: a new temporary file beside the target (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600),
+/// the bytes, `fsync`, `rename` over the target, `fsync` of the directory. A SIGKILL or power loss at
+/// any moment leaves the old file or the new one at the target path, never neither and never a mix.
+enum KeySlotStorage {
+    static let temporaryMarker = ".tmp-"
+
+    /// The slot file's bytes.
+    /// - Throws: SQLITE_CANTOPEN when it is missing or unreadable (or a symbolic link),
+    ///   SQLITE_CORRUPT when it is larger than a slot file can be.
+    static func read(_ path: String) throws -> Data {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            let reason = errno == ENOENT ? "it is missing" : String(cString: strerror(errno))
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "Cannot read the key slot file \(path): \(reason).")
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The key slot file \(path) is not a regular file.")
+        }
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FMDatabaseError(code: SQLITE_IOERR, message: "Cannot read the key slot file \(path): \(String(cString: strerror(errno))).")
+            }
+            if n == 0 { break }
+            data.append(contentsOf: chunk[0..<n])
+            if data.count > KeySlotFile.maximumSize { throw KeySlotFile.corrupt("it is larger than \(KeySlotFile.maximumSize) bytes") }
+        }
+        return data
+    }
+
+    /// Replaces (or creates) the file at `path` with `data`, atomically, mode 0600.
+    /// - Throws: SQLITE_CANTOPEN / SQLITE_IOERR / SQLITE_FULL; the old file is then untouched.
+    static func writeAtomically(_ data: Data, to path: String) throws {
+        let url = URL(fileURLWithPath: path)
+        let directory = url.deletingLastPathComponent().path
+        let temporary = directory + "/." + url.lastPathComponent + temporaryMarker
+            + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ioError("create a temporary file in \(directory)", code: SQLITE_CANTOPEN) }
+        var closed = false
+        defer {
+            if !closed { close(fd) }
+        }
+        do {
+            // The umask may have narrowed 0600 further; it can never widen it. Make it exactly 0600.
+            guard fchmod(fd, 0o600) == 0 else { throw ioError("set the mode of \(temporary)") }
+            try data.withUnsafeBytes { buffer in
+                var written = 0
+                while written < buffer.count {
+                    let n = write(fd, buffer.baseAddress?.advanced(by: written), buffer.count - written)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw ioError("write \(temporary)")
+                    }
+                    written += n
+                }
+            }
+            guard fsync(fd) == 0 else { throw ioError("sync \(temporary)") }
+            closed = true
+            guard close(fd) == 0 else { throw ioError("close \(temporary)") }
+            guard rename(temporary, path) == 0 else { throw ioError("replace \(path)") }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryFD >= 0 else { throw ioError("open the directory \(directory) to sync it") }
+        defer { close(directoryFD) }
+        guard fsync(directoryFD) == 0 else { throw ioError("sync the directory \(directory)") }
+    }
+
+    /// Removes temporary files a killed writer left beside `path` (they hold only wrapped keys).
+    static func removeStaleTemporaries(of path: String) {
+        let url = URL(fileURLWithPath: path)
+        let prefix = "." + url.lastPathComponent + temporaryMarker
+        let directory = url.deletingLastPathComponent().path
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            unlink(directory + "/" + name)
+        }
+    }
+
+    /// Runs `body` holding an exclusive `flock` on `<slot file>.lock` (created 0600 if needed): slot
+    /// changes by several processes happen one after another, never interleaved.
+    static func withExclusiveLock<T>(forSlotFile path: String, _ body: () throws -> T) throws -> T {
+        let lockPath = path + ".lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ioError("open the lock file \(lockPath)", code: SQLITE_CANTOPEN) }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw ioError("lock \(lockPath)", code: SQLITE_BUSY) }
+        }
+        defer { flock(fd, LOCK_UN) }
+        return try body()
+    }
+
+    private static func ioError(_ what: String, code: Int32 = SQLITE_IOERR) -> FMDatabaseError {
+        let number = errno
+        let resolved = number == ENOSPC ? SQLITE_FULL : (number == EROFS || number == EACCES ? SQLITE_READONLY : code)
+        return FMDatabaseError(code: resolved, message: "Cannot \(what): \(String(cString: strerror(number))).")
+    }
+}

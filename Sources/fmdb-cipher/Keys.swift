@@ -1,0 +1,321 @@
+import ArgumentParser
+import FMDB
+import Foundation
+
+/// `fmdb-cipher keys ...`: key slots (see `KeySlots` in the library).
+struct Keys: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Key slots: several passphrases, raw keys and a recovery key for one database; change one in milliseconds.",
+        discussion: """
+            A slotted database is encrypted with a random data key that is never shown or stored in clear. \
+            Each way to open it is a slot in DB-keyslots (keep it with the database: without it the database \
+            cannot be opened). Changing a passphrase rewrites one slot, not the database. To open a slotted \
+            database with the other commands, use --kdf slot (passphrase), slot-raw or slot-recovery.
+
+            Examples:
+              fmdb-cipher keys init app.db --recovery                  # prompts for the first passphrase
+              fmdb-cipher keys add app.db --key-env ADMIN --new-key-env OPS
+              fmdb-cipher keys change app.db --key-env OLD --new-key-env NEW
+              fmdb-cipher keys list app.db
+              fmdb-cipher sql app.db --kdf slot --key-env OPS "SELECT count(*) FROM t"
+              fmdb-cipher rekey --data-key app.db --key-env ADMIN --slot-key-file ops.pass --slot-key-file recovery.txt
+            """,
+        subcommands: [KeysInit.self, KeysAdd.self, KeysRecovery.self, KeysRemove.self, KeysList.self, KeysChange.self, KeysExportRaw.self]
+    )
+}
+
+/// The KDF of new passphrase slots.
+enum SlotKDF: String, ExpressibleByArgument, CaseIterable {
+    /// scrypt N=2^15 r=8 p=1 (the default).
+    case scrypt
+    /// PBKDF2-HMAC-SHA512 x 256,000.
+    case pbkdf2
+
+    var kdf: KeySlotKDF {
+        switch self {
+        case .scrypt: return .scrypt()
+        case .pbkdf2: return .pbkdf2SHA512()
+        }
+    }
+}
+
+extension KDF {
+    /// The slot secret this kind of key is: a raw key, a recovery key, or (otherwise) a passphrase.
+    func slotSecret(_ material: KeyMaterial) throws -> KeySlotSecret {
+        do {
+            switch self {
+            case .raw, .slotRaw: return try .rawKey(material: material)
+            case .slotRecovery: return try .recoveryKey(material: material)
+            default: return .passphrase(material: material)
+            }
+        } catch {
+            throw CLIError.usage((error as NSError).localizedDescription)
+        }
+    }
+}
+
+/// Options every slot change shares: the database and the key that unlocks one of its slots.
+struct SlotDatabaseOptions: ParsableArguments {
+    @Argument(help: "The slotted database.") var database: String
+    @OptionGroup var key: KeyOptions
+
+    /// The unlocking secret: --kdf raw/slot-raw, slot-recovery, or a passphrase.
+    func unlockingSecret(_ reader: KeyReader) throws -> KeySlotSecret {
+        _ = try DatabaseFiles.requireInput(database)
+        let material = try reader.read(key.source, what: "key of a slot of \(database)")
+        return try key.kdf.slotSecret(material)
+    }
+}
+
+/// Reads the secret of a new slot (asked twice on a terminal): raw with --new-kdf raw, else a passphrase.
+private func newSlotSecret(_ options: NewKeyOptions, reader: KeyReader, database: String) throws -> KeySlotSecret {
+    let material = try reader.read(options.source, what: "new slot key for \(database)", confirm: true)
+    switch options.newKDF {
+    case .raw?, .slotRaw?: return try KDF.slotRaw.slotSecret(material)
+    case .slotRecovery?: throw CLIError.usage("recovery keys are generated: use `fmdb-cipher keys recovery`")
+    default: return .passphrase(material: material)
+    }
+}
+
+private func describe(_ slot: KeySlotInfo) -> String {
+    "slot \(slot.id) (\(slot.kind.rawValue), \(slot.kdf))"
+}
+
+/// Writes a recovery key to standard output straight from wiped memory.
+private func printRecoveryKey(_ key: RecoveryKey, slot: KeySlotInfo) {
+    Output.message("Recovery key for slot \(slot.id). It is shown only this once: write it down and keep it offline.")
+    key.withFormattedText { text in
+        _ = write(STDOUT_FILENO, text.baseAddress, text.count)
+        _ = write(STDOUT_FILENO, "\n", 1)
+    }
+}
+
+struct KeysInit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Create a new encrypted database with a random data key and its first slot.",
+        discussion: "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf raw makes it a raw-key slot."
+    )
+
+    @Argument(help: "The database to create (must not exist).") var database: String
+    @OptionGroup var key: KeyOptions
+    @Option(name: .customLong("slot-kdf"), help: "The KDF of a passphrase slot: scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000).")
+    var slotKDF: SlotKDF = .scrypt
+    @Flag(help: "Also add a recovery-key slot and print the recovery key (once).") var recovery = false
+
+    func run() throws {
+        try runReportingErrors {
+            if FileManager.default.fileExists(atPath: database) {
+                throw CLIError("\(database): already exists (keys init creates a new database)", code: Exit.cannotCreate)
+            }
+            if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
+                throw CLIError("\(KeySlots.slotFilePath(forDatabaseAt: database)): already exists", code: Exit.cannotCreate)
+            }
+            let reader = KeyReader()
+            let material = try reader.read(key.source, what: "key of the first slot of \(database)", confirm: true)
+            let secret = try key.kdf.slotSecret(material)
+            let first: KeySlotInfo
+            do {
+                first = try KeySlots.createDatabase(at: database, secret: secret, kdf: slotKDF.kdf)
+            } catch {
+                let cli = CLIError.from(error, context: "keys init \(database)")
+                throw cli.code == Exit.noInput ? CLIError(cli.message, code: Exit.cannotCreate) : cli
+            }
+            Output.message("created \(database) with \(describe(first)); slots in \(KeySlots.slotFilePath(forDatabaseAt: database))")
+            if recovery {
+                let (slot, key) = try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
+                printRecoveryKey(key, slot: slot)
+            }
+        }
+    }
+}
+
+struct KeysAdd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Add a slot: a new passphrase (or raw key with --new-kdf raw) that opens the database."
+    )
+
+    @OptionGroup var slotted: SlotDatabaseOptions
+    @OptionGroup var newKey: NewKeyOptions
+    @Option(name: .customLong("slot-kdf"), help: "The KDF of a passphrase slot: scrypt (default) or pbkdf2.")
+    var slotKDF: SlotKDF = .scrypt
+
+    func run() throws {
+        try runReportingErrors {
+            let reader = KeyReader()
+            let secret = try slotted.unlockingSecret(reader)
+            let newSecret = try newSlotSecret(newKey, reader: reader, database: slotted.database)
+            do {
+                let slot = try KeySlots.addSlot(to: slotted.database, unlockingWith: secret, newSecret: newSecret, kdf: slotKDF.kdf)
+                Output.message("added \(describe(slot))")
+            } catch {
+                throw CLIError.from(error, context: "keys add \(slotted.database)")
+            }
+        }
+    }
+}
+
+struct KeysRecovery: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "recovery",
+        abstract: "Add a recovery-key slot and print the generated recovery key (once) on standard output."
+    )
+
+    @OptionGroup var slotted: SlotDatabaseOptions
+
+    func run() throws {
+        try runReportingErrors {
+            let secret = try slotted.unlockingSecret(KeyReader())
+            do {
+                let (slot, key) = try KeySlots.addRecoverySlot(to: slotted.database, unlockingWith: secret)
+                printRecoveryKey(key, slot: slot)
+            } catch {
+                throw CLIError.from(error, context: "keys recovery \(slotted.database)")
+            }
+        }
+    }
+}
+
+struct KeysRemove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove",
+        abstract: "Remove a slot (never the last). The key given must open some slot (it may be the one removed)."
+    )
+
+    @OptionGroup var slotted: SlotDatabaseOptions
+    @Option(help: ArgumentHelp("The id of the slot to remove (see keys list).", valueName: "ID")) var slot: Int
+
+    func run() throws {
+        try runReportingErrors {
+            let secret = try slotted.unlockingSecret(KeyReader())
+            do {
+                try KeySlots.removeSlot(slot, from: slotted.database, unlockingWith: secret)
+                Output.message("removed slot \(slot)")
+            } catch {
+                throw CLIError.from(error, context: "keys remove \(slotted.database)")
+            }
+        }
+    }
+}
+
+struct KeysList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the slots: ids, kinds, KDFs, creation times. No key needed; no secret shown."
+    )
+
+    @Argument(help: "The slotted database.") var database: String
+    @Flag(help: "JSON output.") var json = false
+
+    func run() throws {
+        try runReportingErrors {
+            let slots: [KeySlotInfo]
+            do {
+                slots = try KeySlots.list(database)
+            } catch {
+                throw CLIError.from(error, context: "keys list \(database)")
+            }
+            let formatter = ISO8601DateFormatter()
+            if json {
+                try Output.json(slots.map { slot -> [String: Any] in
+                    ["id": slot.id, "kind": slot.kind.rawValue, "kdf": slot.kdf, "created": formatter.string(from: slot.created)]
+                })
+            } else {
+                let rows = slots.map { [String($0.id), $0.kind.rawValue, $0.kdf, formatter.string(from: $0.created)] }
+                RowFormat.table(columns: ["id", "kind", "kdf", "created"], rows: rows).forEach(Output.line)
+            }
+        }
+    }
+}
+
+struct KeysChange: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "change",
+        abstract: "Change the secret of the slot the current key opens (one KDF and one small file write; no page is rewritten).",
+        discussion: """
+            The old key stops opening the database. It does not protect against someone who kept a copy of \
+            the old DB-keyslots and knows the old key: they can still unwrap the data key from that copy. \
+            Use `fmdb-cipher rekey --data-key` when that matters.
+            """
+    )
+
+    @OptionGroup var slotted: SlotDatabaseOptions
+    @OptionGroup var newKey: NewKeyOptions
+    @Option(name: .customLong("slot-kdf"), help: "The KDF of a passphrase slot: scrypt (default) or pbkdf2.")
+    var slotKDF: SlotKDF = .scrypt
+
+    func run() throws {
+        try runReportingErrors {
+            let reader = KeyReader()
+            let secret = try slotted.unlockingSecret(reader)
+            let newSecret = try newSlotSecret(newKey, reader: reader, database: slotted.database)
+            do {
+                let slot = try KeySlots.changeSlot(of: slotted.database, from: secret, to: newSecret, kdf: slotKDF.kdf)
+                Output.message("changed \(describe(slot))")
+            } catch {
+                throw CLIError.from(error, context: "keys change \(slotted.database)")
+            }
+        }
+    }
+}
+
+struct KeysExportRaw: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export-raw",
+        abstract: "Print the data key (64 hex digits) for escrow or the sqlcipher shell: PRAGMA key = \"x'<hex>'\".",
+        discussion: "Whoever holds the data key reads the database without any slot, and changing slots does not revoke it (only rekey --data-key does)."
+    )
+
+    @OptionGroup var slotted: SlotDatabaseOptions
+    @Flag(name: .customLong("i-understand-this-reveals-the-data-key"), help: "Required: confirms that the data key is to be printed.")
+    var confirmed = false
+
+    func validate() throws {
+        guard confirmed else {
+            throw ValidationError("export-raw prints the database's data key in clear: add --i-understand-this-reveals-the-data-key")
+        }
+    }
+
+    func run() throws {
+        try runReportingErrors {
+            let secret = try slotted.unlockingSecret(KeyReader())
+            do {
+                try KeySlots.withDataKeyHex(of: slotted.database, unlockingWith: secret) { hex in
+                    _ = write(STDOUT_FILENO, hex.baseAddress, hex.count)
+                    _ = write(STDOUT_FILENO, "\n", 1)
+                }
+            } catch {
+                throw CLIError.from(error, context: "keys export-raw \(slotted.database)")
+            }
+        }
+    }
+}
+
+/// `fmdb-cipher rekey --data-key`: a new random data key, every page re-encrypted, every slot re-wrapped.
+enum DataKeyRotation {
+    static func run(
+        database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, quiet: Bool
+    ) throws {
+        _ = try DatabaseFiles.requireInput(database)
+        let reader = KeyReader()
+        var secrets = [try key.kdf.slotSecret(try reader.read(key.source, what: "key of a slot of \(database)"))]
+        for file in slotKeyFiles {
+            let material = try reader.read(.file(file), what: "slot key in \(file)")
+            // A file may hold any kind of slot secret: try it as each kind that parses.
+            secrets.append(.passphrase(material: material))
+            if let raw = try? KeySlotSecret.rawKey(material: material) { secrets.append(raw) }
+            if let recovery = try? KeySlotSecret.recoveryKey(material: material) { secrets.append(recovery) }
+        }
+        let progress = ProgressReporter(quiet: quiet)
+        progress.start("rekey --data-key") { nil }
+        do {
+            try KeySlots.rotateDataKey(of: database, secrets: secrets, droppingUnmatchedSlots: dropOtherSlots)
+        } catch {
+            progress.finish("rekey --data-key: failed; the database and its slots still use the old data key")
+            throw CLIError.from(error, context: "rekey --data-key \(database)")
+        }
+        progress.finish("rekey --data-key: done")
+        if !quiet { Output.message("rotated the data key of \(database); slots: \(try KeySlots.list(database).map { String($0.id) }.joined(separator: ", "))") }
+    }
+}

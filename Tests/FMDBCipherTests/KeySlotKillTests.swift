@@ -1,0 +1,171 @@
+// Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// SIGKILL at random moments during `fmdb-cipher keys change` (a slot file write) and `rekey --data-key`
+/// (a slot file write, a full rekey, another slot file write): afterwards the slot file is the old or
+/// the new one, never neither, and the database always opens with its slot's passphrase, intact.
+final class KeySlotKillTests: XCTestCase {
+    var directory: TemporaryDirectory!
+    var tool: String!
+    var rng = SeededGenerator(seed: 0x51075)
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory("fmdb-slot-kill")
+        tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
+    }
+
+    override func tearDown() {
+        directory = nil
+    }
+
+    var kills: Int { ProcessInfo.processInfo.environment["FMDB_KILLS"].flatMap(Int.init) ?? 15 }
+
+    /// Runs the tool, SIGKILLs it after `delay` seconds if still running; returns whether it was killed.
+    func runAndKill(_ arguments: [String], after delay: Double, env: [String: String]) throws -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment.merge(env) { _, new in new }
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(delay)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.002) }
+        let killed = process.isRunning
+        if killed { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return killed
+    }
+
+    func opens(_ path: String, passphrase: String) -> Int32? {
+        let db = FMDatabase(path: path)
+        db.logsErrors = false
+        guard db.open() else { return nil }
+        defer { db.close() }
+        guard (try? db.setKey(using: KeySlotKeyProvider(secret: .passphrase(passphrase)))) != nil,
+              db.string(forQuery: "PRAGMA integrity_check") == "ok" else { return nil }
+        return db.int(forQuery: "select count(*) from big")
+    }
+
+    func makeSlotted(rows: Int) throws -> String {
+        let path = directory.path("slotted.db")
+        try KeySlots.createDatabase(at: path, secret: .passphrase("p0"), kdf: .pbkdf2SHA512(iterations: 64_000))
+        let queue = try FMDatabaseQueue(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("p0")))
+        try queue.inDatabase { db in
+            try db.executeUpdate("create table big (id integer primary key, payload blob)", values: nil)
+            try db.inTransaction { db in
+                for _ in 0..<rows { try db.executeUpdate("insert into big (payload) values (randomblob(1000))", values: nil) }
+            }
+        }
+        queue.close()
+        return path
+    }
+
+    func testKillDuringSlotChangeLeavesTheOldOrTheNewSlot() throws {
+        let path = try makeSlotted(rows: 100)
+        // One unkilled run tells how long a change takes here; the kills then land in its second half,
+        // where the slot file is written.
+        let started = Date()
+        XCTAssertFalse(try runAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
+                                      after: 30, env: ["OLD": "p0", "NEW": "p-timed"]))
+        let duration = Date().timeIntervalSince(started)
+        var current = "p-timed"
+        var outcomes = [String: Int]()
+        for round in 0..<kills {
+            let next = "p\(round + 1)"
+            let delay = Double.random(in: (0.5 * duration)...(1.1 * duration), using: &rng)
+            let killed = try runAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
+                                        after: delay, env: ["OLD": current, "NEW": next])
+            let old = opens(path, passphrase: current)
+            let new = opens(path, passphrase: next)
+            XCTAssertTrue((old == 100) != (new == 100), "round \(round): exactly one of the two passphrases opens (old \(String(describing: old)), new \(String(describing: new)))")
+            XCTAssertEqual(try KeySlots.list(path).count, 1, "round \(round): the slot file reads")
+            let now = new == 100 ? next : current
+            outcomes[killed ? (now == current ? "killed, old slot" : "killed, new slot") : "finished", default: 0] += 1
+            current = now
+        }
+        print("kill during keys change outcomes: \(outcomes)")
+    }
+
+    /// The library's slot file writes, killed mid-stream: a helper changes a slot over and over (cheap
+    /// KDF, so the time goes to the temporary file, fsync, rename and directory fsync).
+    func testKillDuringSlotFileWritesNeverLosesTheSlot() throws {
+        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
+        let path = directory.path("writes.db")
+        try KeySlots.createDatabase(at: path, secret: .passphrase("p0"), kdf: .unsafePBKDF2SHA512(iterations: 1_000))
+        var acknowledged = 0
+        var outcomes = [String: Int]()
+        for round in 0..<kills {
+            let delay = Double.random(in: 0.05...0.4, using: &rng)
+            let (output, killed) = try runHelperAndKill(helper, ["slot-changer", path, String(acknowledged)], after: delay)
+            let last = output.split(separator: "\n").compactMap { Int($0) }.last ?? acknowledged
+            // The change after the last acknowledged one may have landed before the kill.
+            let current = opensSlot(path, "p\(last)") ? last : (opensSlot(path, "p\(last + 1)") ? last + 1 : nil)
+            guard let current else {
+                XCTFail("round \(round): neither p\(last) nor p\(last + 1) opens the database")
+                return
+            }
+            XCTAssertFalse(opensSlot(path, "p\(current == last ? last + 1 : last)"), "round \(round): only one passphrase opens")
+            outcomes[killed ? (current == last ? "killed, acknowledged slot" : "killed, unacknowledged new slot") : "finished", default: 0] += 1
+            acknowledged = current
+        }
+        XCTAssertGreaterThan(acknowledged, kills, "the helper made progress")
+        print("kill during slot file writes: \(acknowledged) changes, outcomes \(outcomes)")
+    }
+
+    func opensSlot(_ path: String, _ passphrase: String) -> Bool {
+        let db = FMDatabase(path: path)
+        db.logsErrors = false
+        guard db.open() else { return false }
+        defer { db.close() }
+        return (try? db.setKey(using: KeySlotKeyProvider(secret: .passphrase(passphrase)))) != nil
+    }
+
+    func runHelperAndKill(_ helper: String, _ arguments: [String], after delay: Double) throws -> (output: String, killed: Bool) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: helper)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
+        let out = directory.url.appendingPathComponent("stdout-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: out)
+        process.standardOutput = handle
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        Thread.sleep(forTimeInterval: delay)
+        let killed = process.isRunning
+        if killed { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        try handle.close()
+        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(at: out)
+        return (text, killed)
+    }
+
+    func testKillDuringDataKeyRotationAlwaysOpens() throws {
+        let rows: Int32 = 12_000
+        let path = try makeSlotted(rows: Int(rows))
+        var outcomes = [String: Int]()
+        for round in 0..<max(kills / 2, 4) {
+            let delay = Double.random(in: 0.1...2.5, using: &rng)
+            let killed = try runAndKill(["rekey", "--data-key", path, "--key-env", "K", "--quiet"], after: delay, env: ["K": "p0"])
+            XCTAssertEqual(opens(path, passphrase: "p0"), rows, "round \(round): the passphrase opens the complete database")
+            // A rotation left pending is settled by the next change of a slot (or finished by the next rotation).
+            let pending = (try? String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: path), encoding: .utf8))?
+                .contains("pendingGeneration") ?? false
+            outcomes[killed ? (pending ? "killed, pending" : "killed, settled") : "finished", default: 0] += 1
+        }
+        try KeySlots.changeSlot(of: path, from: .passphrase("p0"), to: .passphrase("p1"), kdf: .pbkdf2SHA512(iterations: 64_000))
+        XCTAssertEqual(opens(path, passphrase: "p1"), rows)
+        XCTAssertFalse(try String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: path), encoding: .utf8).contains("pendingGeneration"))
+        print("kill during rekey --data-key outcomes: \(outcomes)")
+    }
+}

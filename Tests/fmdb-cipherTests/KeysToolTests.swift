@@ -1,0 +1,162 @@
+// Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// End-to-end tests of `fmdb-cipher keys ...`, `rekey --data-key` and `--key-credential`, run as a
+/// subprocess (real scrypt slots: each unlock costs one KDF).
+final class KeysToolTests: XCTestCase {
+    var directory: TemporaryDirectory!
+    var tool: String!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory("fmdb-keys-cli")
+        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
+    }
+
+    override func tearDown() {
+        directory = nil
+    }
+
+    @discardableResult
+    func run(_ arguments: [String], env: [String: String] = [:], input: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+        var environment = ProcessInfo.processInfo.environment
+        environment.merge(env) { _, new in new }
+        return try runProcess(tool, arguments, input: input ?? "", environment: environment)
+    }
+
+    /// A slotted database: passphrases "alpha" (slot 1) and "beta" (slot 3), a recovery key (slot 2), one row.
+    func makeSlotted() throws -> (path: String, recovery: String) {
+        let db = directory.path("app.db")
+        let created = try run(["keys", "init", db, "--key-env", "K", "--recovery", "--slot-kdf", "pbkdf2"], env: ["K": "alpha"])
+        XCTAssertEqual(created.status, 0, created.stderr)
+        let recovery = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(recovery.split(separator: "-").count, 9, created.stdout)
+        let added = try run(["keys", "add", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "beta"])
+        XCTAssertEqual(added.status, 0, added.stderr)
+        let made = try run(["sql", db, "--kdf", "slot", "--key-env", "K", "create table t (a); insert into t values ('slotted')"], env: ["K": "beta"])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        return (db, recovery)
+    }
+
+    func select(_ db: String, kdf: String, key: String) throws -> (status: Int32, stdout: String, stderr: String) {
+        try run(["sql", db, "--kdf", kdf, "--key-env", "K", "--csv", "select a from t"], env: ["K": key])
+    }
+
+    func testTwoPassphrasesAndTheRecoveryKeyOpenTheDatabaseInTheTool() throws {
+        let (db, recovery) = try makeSlotted()
+        for (kdf, key) in [("slot", "alpha"), ("slot", "beta"), ("slot-recovery", recovery), ("slot-recovery", recovery.lowercased())] {
+            let result = try select(db, kdf: kdf, key: key)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertTrue(result.stdout.contains("slotted"), result.stdout)
+        }
+        let wrong = try select(db, kdf: "slot", key: "gamma")
+        XCTAssertEqual(wrong.status, 65, wrong.stderr)
+        XCTAssertFalse(wrong.stderr.contains("gamma"))
+        let list = try run(["keys", "list", db, "--json"])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        let slots = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        XCTAssertEqual(slots.compactMap { $0["id"] as? Int }, [1, 2, 3])
+        XCTAssertEqual(slots.compactMap { $0["kind"] as? String }, ["passphrase", "recovery", "passphrase"])
+        XCTAssertEqual(slots.first?["kdf"] as? String, "pbkdf2-sha512 256000")
+        XCTAssertFalse(list.stdout.contains(recovery))
+    }
+
+    func testChangeRemoveAndExportRaw() throws {
+        let (db, recovery) = try makeSlotted()
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        let changed = try run(["keys", "change", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "alpha 2"])
+        XCTAssertEqual(changed.status, 0, changed.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: db)), before, "change must not touch the database")
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 65)
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha 2").status, 0)
+
+        let removed = try run(["keys", "remove", db, "--key-env", "K", "--slot", "3"], env: ["K": "alpha 2"])
+        XCTAssertEqual(removed.status, 0, removed.stderr)
+        XCTAssertEqual(try select(db, kdf: "slot", key: "beta").status, 65)
+        XCTAssertEqual(try select(db, kdf: "slot-recovery", key: recovery).status, 0)
+
+        let refused = try run(["keys", "export-raw", db, "--key-env", "K"], env: ["K": "alpha 2"])
+        XCTAssertEqual(refused.status, 64)
+        XCTAssertEqual(refused.stdout, "")
+        let exported = try run(["keys", "export-raw", db, "--key-env", "K", "--kdf", "slot-recovery", "--i-understand-this-reveals-the-data-key"],
+                               env: ["K": recovery])
+        XCTAssertEqual(exported.status, 0, exported.stderr)
+        let hex = exported.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(hex.count, 64)
+        let shell = try XCTUnwrap(which("sqlcipher"))
+        let opened = try runProcess(shell, [db], input: "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n")
+        XCTAssertEqual(opened.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "slotted", opened.stderr)
+
+        // Rotation: the old data key stops opening the database; every kept slot still does.
+        let recoveryFile = directory.path("recovery.txt")
+        try Data((recovery + "\n").utf8).write(to: URL(fileURLWithPath: recoveryFile))
+        let rotated = try run(["rekey", "--data-key", db, "--key-env", "K", "--slot-key-file", recoveryFile, "--quiet"], env: ["K": "alpha 2"])
+        XCTAssertEqual(rotated.status, 0, rotated.stderr)
+        let stale = try runProcess(shell, [db], input: "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n")
+        XCTAssertTrue(stale.stderr.contains("not a database"), stale.stderr)
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha 2").status, 0)
+        XCTAssertEqual(try select(db, kdf: "slot-recovery", key: recovery).status, 0)
+    }
+
+    func testRotationRefusesSlotsItCannotRewrapUnlessDropped() throws {
+        let (db, _) = try makeSlotted()
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        let refused = try run(["rekey", "--data-key", db, "--key-env", "K", "--quiet"], env: ["K": "alpha"])
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("2, 3"), refused.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: db)), before)
+        let dropped = try run(["rekey", "--data-key", db, "--key-env", "K", "--drop-other-slots", "--quiet"], env: ["K": "alpha"])
+        XCTAssertEqual(dropped.status, 0, dropped.stderr)
+        XCTAssertEqual(try select(db, kdf: "slot", key: "beta").status, 65)
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 0)
+        let misuse = try run(["rekey", "--data-key", db, "--key-env", "K", "--new-key-env", "K"], env: ["K": "alpha"])
+        XCTAssertEqual(misuse.status, 64)
+        // A plain rekey would leave the slots wrapping a key the database no longer has: refused.
+        let plain = try run(["rekey", db, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
+                            env: ["K": "alpha", "N": String(repeating: "ab", count: 32)])
+        XCTAssertEqual(plain.status, 64, plain.stderr)
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 0)
+    }
+
+    func testInitRefusesExistingFilesAndMissingSlotFilesAreExit66() throws {
+        let (db, _) = try makeSlotted()
+        XCTAssertEqual(try run(["keys", "init", db, "--key-env", "K"], env: ["K": "x"]).status, 73)
+        let slots = KeySlots.slotFilePath(forDatabaseAt: db)
+        try FileManager.default.moveItem(atPath: slots, toPath: slots + ".away")
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 66)
+        XCTAssertEqual(try run(["keys", "list", db]).status, 66)
+        try FileManager.default.moveItem(atPath: slots + ".away", toPath: slots)
+        // Damaged: exit 65, nothing written.
+        var damaged = try Data(contentsOf: URL(fileURLWithPath: slots))
+        damaged[damaged.count / 2] ^= 0x20
+        try damaged.write(to: URL(fileURLWithPath: slots))
+        XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 65)
+        XCTAssertNotEqual(try run(["keys", "add", db, "--key-env", "K", "--new-key-env", "K"], env: ["K": "alpha"]).status, 0)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: slots)), damaged)
+    }
+
+    func testKeyCredentialReadsTheSystemdCredentialsDirectory() throws {
+        let (db, _) = try makeSlotted()
+        let credentials = directory.path("creds")
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        try Data("beta\n".utf8).write(to: URL(fileURLWithPath: credentials + "/app-pass"))
+        XCTAssertEqual(chmod(credentials + "/app-pass", 0o400), 0)
+        let ok = try run(["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "--csv", "select a from t"],
+                         env: ["CREDENTIALS_DIRECTORY": credentials])
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        XCTAssertTrue(ok.stdout.contains("slotted"))
+        XCTAssertEqual(chmod(credentials + "/app-pass", 0o644), 0)
+        let tooOpen = try run(["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "select 1"], env: ["CREDENTIALS_DIRECTORY": credentials])
+        XCTAssertEqual(tooOpen.status, 66, tooOpen.stderr)
+        XCTAssertTrue(tooOpen.stderr.contains("group or others"), tooOpen.stderr)
+        var environment = ProcessInfo.processInfo.environment
+        environment["CREDENTIALS_DIRECTORY"] = nil
+        let unset = try runProcess(tool, ["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "select 1"], input: "", environment: environment)
+        XCTAssertEqual(unset.status, 66, unset.stderr)
+        XCTAssertTrue(unset.stderr.contains("CREDENTIALS_DIRECTORY"), unset.stderr)
+        let twoWays = try run(["sql", db, "--key-env", "K", "--key-credential", "x", "select 1"], env: ["K": "k"])
+        XCTAssertEqual(twoWays.status, 64)
+    }
+}
