@@ -17,9 +17,9 @@ enum InputFiles {
         case S_IFCHR: what = "a character device"
         case S_IFBLK: what = "a block device"
         case S_IFSOCK: what = "a socket"
-        default: what = "not a regular file"
+        default: what = "an unknown kind"
         }
-        throw CLIError("\(path): is \(what), not a database file", code: Exit.noInput)
+        throw CLIError("\(path): is not a regular file (\(what)), so not a database file", code: Exit.noInput)
     }
 
     /// Whether SQLite may have to recover `path` before it can be read (a journal or WAL left beside it,
