@@ -1,3 +1,4 @@
+// Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
 import FMDB
 import Foundation
 import TestSupport
