@@ -17,9 +17,9 @@ enum InputFiles {
         case S_IFCHR: what = "a character device"
         case S_IFBLK: what = "a block device"
         case S_IFSOCK: what = "a socket"
-        default: what = "not a regular file"
+        default: what = "an unknown kind"
         }
-        throw CLIError("\(path): is \(what), not a database file", code: Exit.noInput)
+        throw CLIError("\(path): is not a regular file (\(what)), so not a database file", code: Exit.noInput)
     }
 
     /// Whether SQLite may have to recover `path` before it can be read (a journal or WAL left beside it,
@@ -52,8 +52,10 @@ extension CLIError {
     private static func damagedPages(_ db: FMDatabase?) -> String {
         let unknown = "the damaged page is not known (SQLCipher 3.4.1 does not say which page failed its check)"
         guard let db, let problems = try? DatabaseFiles.integrityCheck(db) else { return unknown }
-        let lines = problems.flatMap { $0.split(separator: "\n") }.filter { $0.hasPrefix("Page ") || $0.hasPrefix("On tree page ") }
+        let lines = problems.flatMap { $0.split(separator: "\n") }
+            .filter { $0.hasPrefix("Page ") || $0.hasPrefix("On tree page ") }
         guard let first = lines.first else { return unknown }
-        return "first problem integrity_check reports: \(first)\(lines.count > 1 ? " (and \(lines.count - 1) more)" : "")"
+        let more = lines.count > 1 ? " (and \(lines.count - 1) more)" : ""
+        return "first problem integrity_check reports: \(first)\(more)"
     }
 }

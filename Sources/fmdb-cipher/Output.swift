@@ -47,28 +47,10 @@ enum CellValue {
         case .blob(let v): return "x'" + v.map { String(format: "%02x", $0) }.joined() + "'"
         }
     }
-
-    /// For JSON: numbers, strings, null; BLOBs as base64 strings.
-    var json: Any {
-        switch self {
-        case .null: return NSNull()
-        case .integer(let v): return NSNumber(value: v)
-        case .real(let v): return v.isFinite ? NSNumber(value: v) : String(v)
-        case .text(let v): return v
-        case .blob(let v): return v.base64EncodedString()
-        }
-    }
 }
 
-/// Writes rows as an aligned table, CSV (RFC 4180) or JSON.
+/// A small aligned table (info's table list); `sql` streams its rows through RowWriter.
 enum RowFormat {
-    case table, csv, json
-
-    static func csvField(_ text: String) -> String {
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
-
     static func table(columns: [String], rows: [[String]]) -> [String] {
         var widths = columns.map(\.count)
         for row in rows {

@@ -89,18 +89,21 @@ final class PrivateOutput {
 
     private static func sameFile(_ status: stat, _ other: String) -> Bool {
         var otherStatus = stat()
-        return stat(other, &otherStatus) == 0 && otherStatus.st_dev == status.st_dev && otherStatus.st_ino == status.st_ino
+        return stat(other, &otherStatus) == 0
+            && otherStatus.st_dev == status.st_dev && otherStatus.st_ino == status.st_ino
     }
 
     /// Gives the new file its final mode and moves it to DEST without replacing anything unless --force.
     func commit() throws {
         defer { discard() }
         guard chmod(file, finalMode) == 0 else {
-            throw CLIError("cannot set the mode of the new database: \(String(cString: strerror(errno)))", code: Exit.ioError)
+            let reason = String(cString: strerror(errno))
+            throw CLIError("cannot set the mode of the new database: \(reason)", code: Exit.ioError)
         }
         if force {
             guard rename(file, destination) == 0 else {
-                throw CLIError("cannot move the new database into place at \(destination): \(String(cString: strerror(errno)))",
+                let reason = String(cString: strerror(errno))
+                throw CLIError("cannot move the new database into place at \(destination): \(reason)",
                                code: Exit.ioError)
             }
         } else {
@@ -121,15 +124,16 @@ final class PrivateOutput {
             failure = errno
             if failure == EPERM || failure == EOPNOTSUPP {
                 throw CLIError("\(destination): this file system can neither rename without replacing nor link, so the "
-                                + "tool cannot be sure not to replace a file created meanwhile; use --force", code: Exit.cannotCreate)
+                                + "tool cannot be sure not to replace a file created meanwhile; use --force",
+                               code: Exit.cannotCreate)
             }
         }
         if failure == EEXIST {
             throw CLIError("\(destination): appeared while the new database was being written, and was not replaced "
                             + "(use --force to replace it)", code: Exit.cannotCreate)
         }
-        throw CLIError("cannot move the new database into place at \(destination): \(String(cString: strerror(failure)))",
-                       code: Exit.ioError)
+        let reason = String(cString: strerror(failure))
+        throw CLIError("cannot move the new database into place at \(destination): \(reason)", code: Exit.ioError)
     }
 
     /// Removes the new file (if still there), SQLite's side files and the private directory.
@@ -144,7 +148,9 @@ final class PrivateOutput {
     static func createEmptyDatabase(at path: String) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            let reason = errno == EEXIST ? "something is already there (a symbolic link?)" : String(cString: strerror(errno))
+            let reason = errno == EEXIST
+                ? "something is already there (a symbolic link?)"
+                : String(cString: strerror(errno))
             throw CLIError("cannot create the database \(path): \(reason)", code: Exit.cannotCreate)
         }
         fchmod(fd, 0o600)

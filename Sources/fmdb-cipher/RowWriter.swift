@@ -205,7 +205,9 @@ final class RowWriter {
             for (i, cell) in row.enumerated() {
                 if i > 0 { text += "  " }
                 text += cell
-                if i < row.count - 1, cell.count < widths[i] { text += String(repeating: " ", count: widths[i] - cell.count) }
+                if i < row.count - 1, cell.count < widths[i] {
+                    text += String(repeating: " ", count: widths[i] - cell.count)
+                }
             }
             while text.last == " " { text.removeLast() }
             out.append(text)
