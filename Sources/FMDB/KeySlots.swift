@@ -251,7 +251,8 @@ public enum KeySlots {
                 guard db.open(withFlags: flags) else { throw db.lastError() }
                 defer { db.close() }
                 try db.setKey(using: RawKeyProvider(key: .raw(secure: oldKey, salt: nil)))
-                try db.rekeySafely(using: RawKeyProvider(key: .raw(secure: newKey, salt: nil)), path: path, flags: flags, vfs: nil)
+                // .checkpointPending is still a changed key: the WAL is finished by the last connection to close.
+                _ = try db.rekeySafely(using: RawKeyProvider(key: .raw(secure: newKey, salt: nil)))
             } catch {
                 // The database is still under the old key: put the old slot file back.
                 if !probe(path, key: newKey) { try? KeySlotStorage.writeAtomically(original, to: slotPath) }
@@ -349,7 +350,9 @@ public enum KeySlots {
     static func databaseSalt(_ path: String) throws -> Data {
         switch DatabaseFile.kind(atPath: path) {
         case .encrypted(let salt): return salt
-        case .empty: throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "There is no database at \(path).")
+        case .missing, .empty: throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "There is no database at \(path).")
+        case .directory, .notRegularFile, .unreadable:
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) is not a readable database file.")
         case .plaintext: throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path) is not encrypted: it has no key slots.")
         case .truncated: throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path) is too short to be a database.")
         }
