@@ -46,7 +46,7 @@ public enum KeySlots {
         if secret.kind == .passphrase { try kdf.validate() }
         let slotPath = slotFilePath(forDatabaseAt: path)
         return try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {
-            guard DatabaseFile.kind(atPath: path) == .empty, !FileManager.default.fileExists(atPath: path) else {
+            guard DatabaseFile.kind(atPath: path) == .missing else {
                 throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists: key slots are set up on a new database.")
             }
             guard access(slotPath, F_OK) != 0 else {
