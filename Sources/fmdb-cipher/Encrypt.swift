@@ -19,7 +19,7 @@ struct Encrypt: ParsableCommand {
     @Argument(help: "The plaintext database to read.") var source: String
     @Argument(help: "The encrypted database to create.") var destination: String
     @OptionGroup var key: KeyOptions
-    @Option(name: .customLong("page-size"), help: ArgumentHelp("Cipher page size of the new file (default 1024).", valueName: "BYTES"))
+    @Option(name: .customLong("page-size"), help: ArgumentHelp("Cipher page size of the new file (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x).", valueName: "BYTES"))
     var pageSize: Int?
     @Option(name: .customLong("unsafe-kdf-iter"), help: ArgumentHelp(
         "KDF iterations of the new file below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))

@@ -59,10 +59,10 @@ struct KeyOptions: ParsableArguments {
     @Option(help: "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot).")
     var kdf: KDF = .passphrase
 
-    @Option(name: .customLong("cipher-page-size"), help: ArgumentHelp("The database's cipher page size, when it is not SQLCipher 3's 1024.", valueName: "BYTES"))
+    @Option(name: .customLong("cipher-page-size"), help: ArgumentHelp("The database's cipher page size, when it is not its format's (1024 for SQLCipher 3, 4096 for 4).", valueName: "BYTES"))
     var cipherPageSize: Int?
 
-    @Option(name: .customLong("kdf-iter"), help: ArgumentHelp("The database's KDF iterations (passphrase keys), when not 64000.", valueName: "N"))
+    @Option(name: .customLong("kdf-iter"), help: ArgumentHelp("The database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).", valueName: "N"))
     var kdfIterations: Int?
 
     var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }

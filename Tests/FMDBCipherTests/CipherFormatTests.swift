@@ -245,6 +245,25 @@ final class CipherFormatTests: XCTestCase {
         XCTAssertThrowsError(try open(path, PassphraseKeyProvider("custom"))) { XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB)) }
     }
 
+    /// The interop matrix's remaining cells: a file this library writes by default, in the other line's shell.
+    func testOurDefaultFileInTheOtherLinesShell() throws {
+        let ours = try makeDatabase("ours.db", provider: PassphraseKeyProvider("cross"))
+        let select = "PRAGMA key = 'cross';\nSELECT a FROM t;\n"
+        if CipherFormat.linkedDefault == .v4 {
+            // A SQLCipher 4 file: the 3.4.1 shell cannot read it.
+            let shell3 = try shell("FMDB_SQLCIPHER3_SHELL")
+            let read = try runSQLCipherShell(shell3, ours, select)
+            XCTAssertTrue(read.stderr.contains("not a database"), read.stderr)
+        } else {
+            // A SQLCipher 3 file: the 4.x shell reads it after PRAGMA cipher_compatibility = 3, not before.
+            let shell4 = try shell("FMDB_SQLCIPHER4_SHELL")
+            let plain = try runSQLCipherShell(shell4, ours, select)
+            XCTAssertTrue(plain.stderr.contains("not a database"), plain.stderr)
+            let compat = try runSQLCipherShell(shell4, ours, "PRAGMA key = 'cross';\nPRAGMA cipher_compatibility = 3;\nSELECT a FROM t;\n")
+            XCTAssertEqual(compat.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "in default", compat.stderr)
+        }
+    }
+
     func testSQLCipher3ShellFileOpensHereAndOurV3FileOpensInIt() throws {
         let shell = try shell("FMDB_SQLCIPHER3_SHELL")
         let path = directory.path("shell3.db")
