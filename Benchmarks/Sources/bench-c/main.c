@@ -136,6 +136,12 @@ int main(int argc, char **argv) {
         sqlite3 *db = NULL;
         if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) die(db, "open");
         if (sqlite3_key_v2(db, "main", RAW_KEY, (int)strlen(RAW_KEY)) != SQLITE_OK) die(db, "key");
+        const char *tuned = getenv("BENCH_KEYED_DEFAULTS");
+        if (tuned) {
+            char sql[64];
+            snprintf(sql, sizeof sql, "PRAGMA cache_size = %s", tuned);
+            if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) die(db, "keyed defaults");
+        }
         static const char *NEW_KEY = "x'D2D29CA851E7B56E4697B0E1F08507293D761A05CE4D1B628663F411A8086D99'";
         start = now();
         if (sqlite3_rekey_v2(db, "main", NEW_KEY, (int)strlen(NEW_KEY)) != SQLITE_OK) die(db, "rekey");
