@@ -100,9 +100,11 @@ final class Statement {
         }
         columnNames = names
         lowercasedColumns = lowercased
-        let representations = UnsafeMutableBufferPointer<StringRepresentation>.allocate(capacity: names.count)
-        _ = representations.initialize(from: names.map(StringRepresentation.init))
-        columnNameRepresentations = representations
+        if StringRepresentation.isAvailable {
+            let representations = UnsafeMutableBufferPointer<StringRepresentation>.allocate(capacity: names.count)
+            _ = representations.initialize(from: names.map(StringRepresentation.init))
+            columnNameRepresentations = representations
+        }
         return names
     }
 
@@ -122,12 +124,14 @@ final class Statement {
     /// scan for the exact spelling, then the lowercased map.
     func columnIndex(forName name: String) -> Int32 {
         if columnNames == nil { _ = buildColumnMaps() }
-        let key = StringRepresentation(name)
-        // Last match wins, as the lowercased map does for duplicate names.
-        var position = columnNameRepresentations.count - 1
-        while position >= 0 {
-            if columnNameRepresentations[position] == key { return Int32(position) }
-            position -= 1
+        if !columnNameRepresentations.isEmpty {
+            let key = StringRepresentation(name)
+            // Last match wins, as the lowercased map does for duplicate names.
+            var position = columnNameRepresentations.count - 1
+            while position >= 0 {
+                if columnNameRepresentations[position] == key { return Int32(position) }
+                position -= 1
+            }
         }
         let names = columnNames ?? buildColumnMaps()
         if names.count <= 32 {
@@ -225,9 +229,12 @@ struct StringRepresentation: Equatable {
     let countAndFlags: UInt64
     let object: UInt64
 
+    /// Whether `String` is the two 64-bit words this reads (every 64-bit platform). Elsewhere no
+    /// representation is ever made and lookups compare strings.
+    static let isAvailable = MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size
+
+    /// Only when `isAvailable`.
     init(_ string: String) {
-        // String is two words on every 64-bit platform Swift supports (checked by unsafeBitCast's own
-        // size precondition, which holds at compile time for these fixed-size types).
         (countAndFlags, object) = unsafeBitCast(string, to: (UInt64, UInt64).self)
     }
 }
