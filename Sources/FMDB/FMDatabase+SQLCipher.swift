@@ -14,8 +14,9 @@ import Foundation
 ///   half-applied key; when neither key opens the file the error is SQLITE_CORRUPT.
 ///
 /// Keys reach SQLCipher only through `sqlite3_key_v2`/`sqlite3_rekey_v2` (both called in
-/// `Core/Connection+Operations.swift` only), never as SQL text, so no
-/// trace or log line shows one. Every keyed connection runs `PRAGMA temp_store = MEMORY`.
+/// `Core/Connection+Operations.swift` only), never as SQL text, so no trace or log line shows one. Every
+/// keyed connection runs `PRAGMA temp_store = MEMORY`; one keyed through `setKey(using:)` also
+/// `PRAGMA cache_size = -8192` (`keyedConnectionCacheSizeKiB`).
 extension FMDatabase {
     /// Keys the connection with a passphrase (SQLCipher derives the key, as `PRAGMA key = '...'`).
     /// Call right after `open()`, before any other statement.
@@ -81,16 +82,18 @@ extension FMDatabase {
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
         try recording {
-            let connection = try requireConnection()
+            _ = try requireConnection()
             let (request, kind) = keyRequest()
             try settings.validate(creatingFile: kind?.isNew ?? true)
             // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
             try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
+            try applyKeyedConnectionDefaults(on: requireConnection())
             // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
             // first page now, so the salt the key was made for is on disk before another connection
             // (of a pool, say) asks for a key for this file.
+            // (keyFindingFormat may have reopened the connection: ask for the current one.)
             if kind?.isNew == true, (openFlags & SQLITE_OPEN_READONLY) == 0 {
-                try connection.execute("PRAGMA user_version = 0")
+                try requireConnection().execute("PRAGMA user_version = 0")
             }
         }
     }
@@ -108,6 +111,22 @@ extension FMDatabase {
             try rekeyConnection(to: key.sqlcipherKeyBytes())
         }
     }
+
+    /// The page cache, in KiB, that `setKey(using:)` sets once the key is verified (`PRAGMA cache_size =
+    /// -8192`: 8 MiB of decrypted pages, against SQLite's default 2,000 KiB); keyed queues and pools
+    /// get it too. A miss on a keyed connection reads, authenticates (HMAC) and decrypts the page
+    /// again, so the larger cache keeps a working set of up to 8 MiB decrypted; the cost is up to that
+    /// much memory per keyed connection, taken only as pages are read. To override it, run your own
+    /// `PRAGMA cache_size` after keying:
+    ///
+    /// ```swift
+    /// try db.setKey(using: provider)
+    /// db.executeStatements("PRAGMA cache_size = -2000")   // SQLite's default again
+    /// ```
+    /// - Note: FMDB compatibility: FMDB leaves SQLite's default cache size on every connection, and so
+    ///   do `setKey(_:)`/`setKeyWith(_:)` here: they do not read the database (a wrong key shows at the
+    ///   first query), and setting the cache size would.
+    public static let keyedConnectionCacheSizeKiB = 8192
 
     /// SQLCipher's version (`PRAGMA cipher_version`), e.g. "3.4.1"; nil when not open.
     public var cipherVersion: String? { cipherPragma("cipher_version") }
@@ -201,7 +220,17 @@ extension FMDatabase {
             try requireConnection().applyCipher(formatStatements: settings.formatStatements(), pageSize: settings.pageSize,
                                                 kdfIterations: settings.kdfIterations)
             keySettings = settings
+            try applyKeyedConnectionDefaults(on: requireConnection())
         }
+    }
+
+    /// The settings of a keyed connection whose key works (README "Keyed connection defaults"). Every
+    /// page read from disk is authenticated and decrypted, so a page cache miss costs far more than on
+    /// a plaintext file: keep more decrypted pages. Run only after the key is known to be right:
+    /// `PRAGMA cache_size` reads the schema, which with a wrong key would spoil the connection for
+    /// another try.
+    func applyKeyedConnectionDefaults(on connection: Connection) throws {
+        try connection.execute("PRAGMA cache_size = -\(Self.keyedConnectionCacheSizeKiB)")
     }
 
     /// `sqlite3_rekey_v2` with the checks SQLCipher 3.4.1 does not make itself.

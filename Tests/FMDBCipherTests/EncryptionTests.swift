@@ -71,6 +71,30 @@ final class EncryptionTests: XCTestCase {
         db.close()
     }
 
+    func testVerifiedKeyedConnectionGetsTheLargerPageCacheAndCanOverrideIt() throws {
+        let (legacy, path) = try makeEncryptedDatabase()
+        XCTAssertEqual(legacy.int(forQuery: "pragma cache_size"), -2000, "FMDB's setKey(_:) keeps SQLite's default")
+        legacy.close()
+
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("s3cret"))
+        XCTAssertEqual(FMDatabase.keyedConnectionCacheSizeKiB, 8192)
+        XCTAssertEqual(db.int(forQuery: "pragma cache_size"), -8192)
+        XCTAssertTrue(db.executeStatements("PRAGMA cache_size = -2000"))
+        XCTAssertEqual(db.int(forQuery: "pragma cache_size"), -2000, "a PRAGMA after keying overrides the default")
+        db.close()
+
+        // A wrong key first, then the right one on the same connection: the default must not spoil the retry.
+        let retry = FMDatabase(path: path)
+        XCTAssertTrue(retry.open())
+        XCTAssertThrowsError(try retry.setKey(using: PassphraseKeyProvider("wrong")))
+        try retry.setKey(using: PassphraseKeyProvider("s3cret"))
+        XCTAssertEqual(retry.int(forQuery: "pragma cache_size"), -8192)
+        XCTAssertEqual(retry.int(forQuery: "select count(*) from secrets"), 200)
+        retry.close()
+    }
+
     func testWrongKeyFailsWithNotADatabase() throws {
         let (db, path) = try makeEncryptedDatabase()
         db.close()

@@ -454,6 +454,30 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         XCTAssertTrue(db.executeQuery("SELECT * FROM testCacheStatements WHERE key=1")?.next() ?? false)
     }
 
+    /// Cached statements for several SQL texts used in turn (the cache remembers the last SQL it
+    /// looked up), with one still in use by an open result set: each query gets its own statement.
+    func testCachedStatementsAlternatingBetweenSQLTexts() throws {
+        db.shouldCacheStatements = true
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE alternate (key INTEGER PRIMARY KEY, value TEXT)"))
+        let insert = "INSERT INTO alternate (key, value) VALUES (?, ?)"
+        let select = "SELECT value FROM alternate WHERE key = ?"
+        for key in 1...10 {
+            XCTAssertTrue(db.executeUpdate(insert, withArgumentsIn: [key, "v\(key)"]))
+            let rs = try XCTUnwrap(db.executeQuery(select, withArgumentsIn: [key]))
+            XCTAssertTrue(rs.next())
+            XCTAssertEqual(rs.string(forColumnIndex: 0), "v\(key)")
+            // The same SQL again while the first set is open: a second statement, not the one in use.
+            let again = try XCTUnwrap(db.executeQuery(String(select.reversed().reversed()), withArgumentsIn: [1]))
+            XCTAssertTrue(again.next())
+            XCTAssertEqual(again.string(forColumnIndex: 0), "v1")
+            XCTAssertEqual(rs.string(forColumnIndex: 0), "v\(key)", "the first set still reads its own row")
+            again.close()
+            rs.close()
+        }
+        db.clearCachedStatements()
+        XCTAssertEqual(db.string(forQuery: select, 3), "v3", "works again after the cache is cleared")
+    }
+
     func testStatementCachingWorks() throws {
         db.executeUpdate("CREATE TABLE testStatementCaching ( value INTEGER )")
         db.executeUpdate("INSERT INTO testStatementCaching( value ) VALUES (1)")

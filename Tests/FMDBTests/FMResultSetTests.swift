@@ -21,6 +21,31 @@ final class FMResultSetTests: FMDBTempDBTestCase {
         db.executeUpdate("INSERT INTO testTable (key, value) VALUES (2, 4)")
     }
 
+    /// Column lookup by name: literal names (found by their representation), names built at run time,
+    /// names longer than a String's inline storage, other spellings, duplicates (the last wins) and
+    /// absent names.
+    func testColumnLookupByNameForEveryKindOfName() throws {
+        let long = "a_column_name_longer_than_fifteen_bytes"
+        let rs = try XCTUnwrap(db.executeQuery("SELECT 1 AS id, 2 AS \(long), 3 AS Mixed, 4 AS dup, 5 AS dup, 6 AS \"caf\u{E9}\""))
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.int(forColumn: "id"), 1)
+        XCTAssertEqual(rs.int(forColumn: String(["i", "d"])), 1, "a name built at run time")
+        XCTAssertEqual(rs.int(forColumn: long), 2)
+        XCTAssertEqual(rs.int(forColumn: String(long.reversed().reversed())), 2, "a long name in other storage")
+        XCTAssertEqual(rs.int(forColumn: "A_COLUMN_NAME_LONGER_THAN_FIFTEEN_BYTES"), 2)
+        XCTAssertEqual(rs.int(forColumn: "Mixed"), 3)
+        XCTAssertEqual(rs.int(forColumn: "mixed"), 3)
+        XCTAssertEqual(rs.int(forColumn: "MIXED"), 3)
+        XCTAssertEqual(rs.columnIndex(forName: "dup"), 4, "duplicate names: the last column wins, as in FMDB")
+        XCTAssertEqual(rs.int(forColumn: "DUP"), 5)
+        XCTAssertEqual(rs.int(forColumn: "caf\u{E9}"), 6, "a non-ASCII name")
+        XCTAssertEqual(rs.int(forColumn: "cafe\u{301}"), 6, "the same name in another normalization")
+        XCTAssertEqual(rs.columnIndex(forName: "absent"), -1)
+        XCTAssertEqual(rs.columnIndex(forName: "i"), -1, "a prefix is not a match")
+        XCTAssertEqual(rs.columnIndex(forName: ""), -1)
+        rs.close()
+    }
+
     func testNextWithError_WithoutError() throws {
         makeTestTable()
         let resultSet = try XCTUnwrap(db.executeQuery("SELECT * FROM testTable WHERE key=1"))

@@ -1,7 +1,9 @@
 // bench-fmdb: the workloads through this library.
 // Usage: bench-fmdb WORKLOAD MODE DBPATH VARIANT
-//   WORKLOAD insert | scan | lookup: VARIANT compat (FMDB's [Any] API, *ForColumn getters, cached
-//     statements) or fast (PreparedStatement); MODE plain | encrypted (raw key)
+//   WORKLOAD insert | scan | lookup: VARIANT compat (FMDB's [Any] API, getters by column name, cached
+//     statements), compat-index (the same with getters by column index) or fast (PreparedStatement);
+//     MODE plain | encrypted (raw key, with the library's keyed-connection defaults)
+//   WORKLOAD rekey: MODE encrypted, VARIANT raw (rekeys DBPATH from the raw key to another raw key)
 //   WORKLOAD open: VARIANT plain | raw | passphrase | pbkdf2 (one PBKDF2KeyProvider reused)
 //   WORKLOAD pool: VARIANT queue (1 thread, FMDatabaseQueue) | pool (2 threads, FMDatabasePool, WAL)
 // Prints: seconds checksum maxrss_kb (pool also prints the number of key derivations)
@@ -104,6 +106,17 @@ case ("scan", _):
         } catch {
             fail("scan: \(error)")
         }
+    } else if variant == "compat-index" {
+        guard let rs = db.executeQuery(sql) else { fail(db.lastErrorMessage()) }
+        while rs.next() {
+            checksum += Double(rs.longLongInt(forColumnIndex: 0)) + Double(rs.longLongInt(forColumnIndex: 1)) + rs.double(forColumnIndex: 2)
+            if let text = rs.string(forColumnIndex: 3) {
+                checksum += Double(text.utf8.count) + Double(text.utf8.first ?? 0)
+            }
+            if let bytes = rs.data(forColumnIndex: 4), let first = bytes.first, let last = bytes.last {
+                checksum += Double(first) + Double(last)
+            }
+        }
     } else {
         guard let rs = db.executeQuery(sql) else { fail(db.lastErrorMessage()) }
         while rs.next() {
@@ -143,7 +156,12 @@ case ("lookup", _):
         for _ in 0..<lookups {
             let id = Int64(lcg.next() % UInt64(rows)) + 1
             guard let rs = db.executeQuery(sql, withArgumentsIn: [id]) else { fail(db.lastErrorMessage()) }
-            if rs.next() {
+            if variant == "compat-index" {
+                if rs.next() {
+                    checksum += Double(rs.longLongInt(forColumnIndex: 0)) + rs.double(forColumnIndex: 1)
+                    checksum += Double(rs.string(forColumnIndex: 2)?.utf8.count ?? 0) + Double(rs.data(forColumnIndex: 3)?.count ?? 0)
+                }
+            } else if rs.next() {
                 checksum += Double(rs.longLongInt(forColumn: "a")) + rs.double(forColumn: "r")
                 checksum += Double(rs.string(forColumn: "s")?.utf8.count ?? 0) + Double(rs.data(forColumn: "b")?.count ?? 0)
             }
@@ -151,6 +169,20 @@ case ("lookup", _):
         }
     }
     elapsed = now() - start
+    db.close()
+
+case ("rekey", _):
+    // Key rotation of an existing file: every page read, decrypted, encrypted with the new key, written.
+    // The file's own journal mode (rollback by default), as `fmdb-cipher rekey` leaves it.
+    let db = FMDatabase(path: path)
+    guard db.open() else { fail(db.lastErrorMessage()) }
+    do { try db.setKey(using: RawKeyProvider(key: rawKey)) } catch { fail("key: \(error)") }
+    var newKey = rawKey
+    newKey[0] ^= 0xFF
+    let start = now()
+    do { try db.rekey(using: RawKeyProvider(key: newKey)) } catch { fail("rekey: \(error)") }
+    elapsed = now() - start
+    checksum = Double(db.int(forQuery: "SELECT count(*) FROM sqlite_master"))
     db.close()
 
 case ("open", _):

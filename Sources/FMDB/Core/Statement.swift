@@ -18,6 +18,9 @@ final class Statement {
     /// statement.
     private var columnNames: [String]?
     private var lowercasedColumns: [String: Int32] = [:]
+    /// The in-memory representation of each name in `columnNames` (see `columnIndex(forName:)`), in a
+    /// buffer this statement owns, so reading it retains nothing.
+    private var columnNameRepresentations = UnsafeMutableBufferPointer<StringRepresentation>(start: nil, count: 0)
 
     init(connection: Connection, handle: OpaquePointer, sql: String) {
         self.connection = connection
@@ -25,7 +28,10 @@ final class Statement {
         self.sql = sql
     }
 
-    deinit { finalize() }
+    deinit {
+        finalize()
+        columnNameRepresentations.deallocate()
+    }
 
     func finalize() {
         guard let stmt = handle else { return }
@@ -94,6 +100,11 @@ final class Statement {
         }
         columnNames = names
         lowercasedColumns = lowercased
+        if StringRepresentation.isAvailable {
+            let representations = UnsafeMutableBufferPointer<StringRepresentation>.allocate(capacity: names.count)
+            _ = representations.initialize(from: names.map(StringRepresentation.init))
+            columnNameRepresentations = representations
+        }
         return names
     }
 
@@ -103,13 +114,27 @@ final class Statement {
         return lowercasedColumns
     }
 
-    /// Case-insensitive column lookup; -1 when absent. The name as the statement spells it is found by
-    /// a short scan comparing strings (no hashing: far cheaper for the handful of columns a query has);
-    /// other spellings go through the lowercased map.
+    /// Case-insensitive column lookup; -1 when absent.
+    ///
+    /// First, the name is looked for by its in-memory representation: a literal such as `"id"` (and
+    /// any short ASCII name) is stored inline in the `String` itself, so the caller's name and the
+    /// statement's have identical bits, and finding it costs a few integer compares, with no string
+    /// comparison and no retain. Identical representations always hold equal strings; other names
+    /// (longer than 15 bytes, or spelled in another case) fall back to comparing strings: a short
+    /// scan for the exact spelling, then the lowercased map.
     func columnIndex(forName name: String) -> Int32 {
+        if columnNames == nil { _ = buildColumnMaps() }
+        if !columnNameRepresentations.isEmpty {
+            let key = StringRepresentation(name)
+            // Last match wins, as the lowercased map does for duplicate names.
+            var position = columnNameRepresentations.count - 1
+            while position >= 0 {
+                if columnNameRepresentations[position] == key { return Int32(position) }
+                position -= 1
+            }
+        }
         let names = columnNames ?? buildColumnMaps()
         if names.count <= 32 {
-            // Last match wins, as the lowercased map does for duplicate names.
             var index = Int32(names.count) - 1
             while index >= 0 {
                 if names[Int(index)] == name { return index }
@@ -192,5 +217,24 @@ final class Statement {
         let bytes = sqlite3_column_blob(stmt, index)
         let count = Int(sqlite3_column_bytes(stmt, index))
         return try body(UnsafeRawBufferPointer(start: bytes, count: bytes == nil ? 0 : count))
+    }
+}
+
+/// The two machine words a `String` is made of (its count and flags, and its inline bytes or storage
+/// reference), copied without retaining anything. Two strings with identical words are equal: a small
+/// string's words are its bytes, a large one's point to the same immutable storage. Compared only with
+/// representations of strings that are still alive (the statement holds its column names), so a
+/// storage address can never have been reused for other text.
+struct StringRepresentation: Equatable {
+    let countAndFlags: UInt64
+    let object: UInt64
+
+    /// Whether `String` is the two 64-bit words this reads (every 64-bit platform). Elsewhere no
+    /// representation is ever made and lookups compare strings.
+    static let isAvailable = MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size
+
+    /// Only when `isAvailable`.
+    init(_ string: String) {
+        (countAndFlags, object) = unsafeBitCast(string, to: (UInt64, UInt64).self)
     }
 }

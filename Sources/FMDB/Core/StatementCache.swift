@@ -5,13 +5,23 @@
 /// another statement.
 struct StatementCache {
     private var statements: [String: [Statement]] = [:]
+    /// The last SQL looked up and its statements: a loop running one statement finds it by one string
+    /// comparison (usually of identical strings, which compares no bytes) instead of hashing the SQL.
+    private var recent: (sql: String, statements: [Statement])?
 
     var isEmpty: Bool { statements.isEmpty }
 
     /// A cached statement for `sql` that nobody is using. It was reset when it was given back; every
     /// parameter is bound again before it runs (bind counts are checked), so bindings need no clearing.
     mutating func take(_ sql: String) -> Statement? {
-        guard let candidates = statements[sql] else { return nil }
+        let candidates: [Statement]
+        if let recent, recent.sql == sql {
+            candidates = recent.statements
+        } else {
+            guard let found = statements[sql] else { return nil }
+            candidates = found
+            recent = (sql, found)
+        }
         for statement in candidates where !statement.inUse && !statement.isFinalized {
             return statement
         }
@@ -20,6 +30,7 @@ struct StatementCache {
 
     mutating func insert(_ statement: Statement) {
         statement.isCached = true
+        recent = nil
         statements[statement.sql, default: []].append(statement)
     }
 
@@ -33,5 +44,6 @@ struct StatementCache {
             }
         }
         statements.removeAll()
+        recent = nil
     }
 }
