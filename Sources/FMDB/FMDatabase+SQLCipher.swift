@@ -123,6 +123,8 @@ extension FMDatabase {
     /// try db.setKey(using: provider)
     /// db.executeStatements("PRAGMA cache_size = -2000")   // SQLite's default again
     /// ```
+    /// A connection reopened with its old key after a rekey that did not take is back to SQLite's
+    /// default (that recovery path reads nothing it need not).
     /// - Note: FMDB compatibility: FMDB leaves SQLite's default cache size on every connection, and so
     ///   do `setKey(_:)`/`setKeyWith(_:)` here: they do not read the database (a wrong key shows at the
     ///   first query), and setting the cache size would.

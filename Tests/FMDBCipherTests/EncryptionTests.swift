@@ -93,6 +93,10 @@ final class EncryptionTests: XCTestCase {
         XCTAssertEqual(retry.int(forQuery: "pragma cache_size"), -8192)
         XCTAssertEqual(retry.int(forQuery: "select count(*) from secrets"), 200)
         retry.close()
+
+        let queue = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("s3cret"))
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "pragma cache_size") }, -8192, "keyed queues too")
+        queue.close()
     }
 
     func testWrongKeyFailsWithNotADatabase() throws {
