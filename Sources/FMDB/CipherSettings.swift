@@ -1,8 +1,11 @@
 import Foundation
 
-/// Cipher settings for a database this connection writes through `attachDatabase` (export, encrypt).
+/// Cipher settings for a database this connection keys (`setKey(using:settings:)`) or attaches
+/// (`attachDatabase`, for export and encrypt): page size, KDF iterations, file format.
 ///
-/// SQLCipher 3.4.1 defaults: 1024-byte pages, PBKDF2 64,000 iterations, HMAC-SHA1 per page.
+/// Defaults are the format's (`CipherFormat`): SQLCipher 4 (on 4.x) 4096-byte pages, PBKDF2-HMAC-SHA512
+/// 256,000 iterations, HMAC-SHA512 per page; SQLCipher 3 (on 3.x) 1024-byte pages, PBKDF2-HMAC-SHA1
+/// 64,000 iterations, HMAC-SHA1 per page.
 ///
 /// The KDF floor: a **new** file (missing or empty, when keyed or attached) is never written with fewer
 /// than `minimumKDFIterations` iterations unless the settings were made with

@@ -130,7 +130,7 @@ extension FMDatabase {
     ///   first query), and setting the cache size would.
     public static let keyedConnectionCacheSizeKiB = 8192
 
-    /// SQLCipher's version (`PRAGMA cipher_version`), e.g. "3.4.1"; nil when not open.
+    /// SQLCipher's version (`PRAGMA cipher_version`), e.g. "3.4.1" on Debian 12; nil when not open.
     public var cipherVersion: String? { cipherPragma("cipher_version") }
 
     /// The crypto library SQLCipher uses (`PRAGMA cipher_provider`), e.g. "openssl"; nil when not open.

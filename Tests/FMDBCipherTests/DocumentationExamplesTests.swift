@@ -113,6 +113,54 @@ final class DocumentationExamplesTests: XCTestCase {
         same.close()
     }
 
+    // FMDB.docc/SQLCipher3And4.md: "Finding a file's format" (a format asked for, the format read).
+    func testSQLCipherArticleFormat() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("v3.sqlite")
+        let provider = try RawKeyProvider(key: Data(repeating: 7, count: 32))
+        var printed: [String] = []
+        func print(_ text: String) { printed.append(text) }
+
+        let db = FMDatabase(path: path)
+        guard db.open() else { throw db.lastError() }
+        try db.setKey(using: provider, settings: CipherSettings(format: .v3))   // only SQLCipher 3's format
+        if db.cipherFormat == .v3 { print("an old file: fmdb-cipher migrate converts it") }
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
+        db.close()
+        XCTAssertEqual(printed, ["an old file: fmdb-cipher migrate converts it"])
+
+        // Found again without being asked for, on either SQLCipher line.
+        let again = FMDatabase(path: path)
+        guard again.open() else { throw again.lastError() }
+        try again.setKey(using: provider)
+        XCTAssertEqual(again.cipherFormat, .v3)
+        XCTAssertTrue(again.tableExists("t"))
+        again.close()
+    }
+
+    // FMDB.docc/QueuesAndPools.md: "Changing the key" (the outcome of a queue's rekey).
+    func testQueuesArticleRekeyOutcome() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("outcome.sqlite")
+        let queue = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("old"))
+        queue.inDatabase { db in _ = db.executeUpdate("CREATE TABLE t (a)") }
+        let newProvider = PassphraseKeyProvider("new")
+        var printed: [String] = []
+        func print(_ text: String) { printed.append(text) }
+
+        if case .checkpointPending(let error) = try queue.rekey(using: newProvider) {
+            print("rekeyed; the WAL checkpoint is pending: \(error.message)")
+        }
+        queue.close()
+        XCTAssertEqual(printed, [], "no other connection: the rekey is done, nothing pending")
+        XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("old"))) {
+            XCTAssertEqual(nsError($0).code, 26)
+        }
+        let reopened = try FMDatabaseQueue(path: path, keyProvider: newProvider)
+        XCTAssertTrue(try reopened.inDatabase { db throws in db.tableExists("t") })
+        reopened.close()
+    }
+
     // FMDB.docc/SQLCipher3And4.md: the version a program runs with.
     func testSQLCipherArticleVersion() {
         let db = FMDatabase()
