@@ -49,7 +49,17 @@ extension FMDatabase {
         // Throws only when the key did not change (checked by which key opens the file).
         try rekey(using: provider)
         // From here the key has changed: nothing below may throw.
-        guard isOpen, (try? connection?.pragmaText("PRAGMA journal_mode")) == "wal" else { return .done }
+        guard isOpen else {
+            // The reopen with the new key failed (logged): a WAL beside the file means its checkpoint is
+            // still to come, which this closed connection cannot run.
+            let walSize = databasePath.flatMap { try? FileManager.default.attributesOfItem(atPath: $0 + "-wal")[.size] } as? Int
+            if isFileBacked, let walSize, walSize > 0 {
+                return .checkpointPending(FMDatabaseError(
+                    code: SQLITE_CANTOPEN, message: "The connection could not be reopened with the new key to checkpoint the WAL."))
+            }
+            return .done
+        }
+        guard (try? connection?.pragmaText("PRAGMA journal_mode")) == "wal" else { return .done }
         do {
             try checkpoint(.truncate, name: nil, logFrameCount: nil, checkpointCount: nil)
             return .done

@@ -359,7 +359,7 @@ public final class FMDatabase {
     /// A statement for `sql`: from the cache when caching, else freshly prepared; marked in use.
     func acquireStatement(_ sql: String) throws -> Statement {
         let connection = try requireConnection(sql: sql)
-        if traceExecution { logger.info("\(databasePath ?? ":memory:") executeQuery: \(sql)") }
+        if traceExecution { logger.info("\(databasePath ?? ":memory:") executeQuery: \(FMDatabaseError.loggable(sql))") }
         if shouldCacheStatements, let cached = statementCache.take(sql) {
             cached.inUse = true
             return cached
@@ -566,7 +566,7 @@ public final class FMDatabase {
     public func executeStatements(_ sql: String, withResultBlock block: FMDBExecuteStatementsCallbackBlock?) -> Bool {
         recordingBool {
             let connection = try requireConnection(sql: sql)
-            if traceExecution { logger.info("\(databasePath ?? ":memory:") executeStatements: \(sql)") }
+            if traceExecution { logger.info("\(databasePath ?? ":memory:") executeStatements: \(FMDatabaseError.loggable(sql))") }
             try connection.execute(sql, rowHandler: block)
         }
     }

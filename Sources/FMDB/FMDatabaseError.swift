@@ -44,6 +44,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         let text = message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
         self.message = text
+        let sql = sql.map(FMDatabaseError.loggable)
         self.sql = sql
         var info: [String: Any] = [NSLocalizedDescriptionKey: text, "extendedCode": Int(code)]
         if let sql { info["sql"] = sql }
@@ -85,3 +86,16 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         )
     }
 }
+
+extension FMDatabaseError {
+    /// `sql` as it may appear in an error, a log line or a trace: SQL that names a key PRAGMA (`key`,
+    /// `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`, with or without a schema or quotes) is
+    /// replaced by a placeholder, because its text holds a key (the library itself never puts a key in SQL;
+    /// a program porting FMDB code may).
+    static func loggable(_ sql: String) -> String {
+        sql.range(of: #"pragma\s+(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?\s*\.\s*)?["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#,
+                  options: [.regularExpression, .caseInsensitive]) == nil
+            ? sql : "(SQL with a key PRAGMA, not shown)"
+    }
+}
+

@@ -245,7 +245,7 @@ extension FMDatabase {
     /// - Throws: `FMDatabaseError` for SQL that does not compile or a closed database.
     public func prepareStatement(_ sql: String) throws -> PreparedStatement {
         try recording {
-            if traceExecution { logger.info("\(databasePath ?? ":memory:") prepareStatement: \(sql)") }
+            if traceExecution { logger.info("\(databasePath ?? ":memory:") prepareStatement: \(FMDatabaseError.loggable(sql))") }
             return PreparedStatement(statement: try requireConnection(sql: sql).prepare(sql), database: self)
         }
     }

@@ -92,7 +92,10 @@ struct Rekey: ParsableCommand {
             do {
                 outcome = try db.rekeySafely(using: newProvider, busyTimeout: busyTimeout)
             } catch {
-                progress.finish("rekey: failed; the database still uses the old key")
+                // SQLITE_CORRUPT is the one throw after which the old key does not open the file either.
+                let neitherKey = (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
+                progress.finish(neitherKey ? "rekey: failed; neither key opens the database"
+                                           : "rekey: failed; the database still uses the old key")
                 throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: done")

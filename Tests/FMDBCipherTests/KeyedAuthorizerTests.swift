@@ -129,6 +129,67 @@ final class KeyedAuthorizerTests: XCTestCase {
         }
     }
 
+    func testAConnectionKeyedBySQLTextCannotThenWeakenItsCipher() throws {
+        // FMDB code ported from Apple platforms may key with SQL: from then on the keyed rules apply, so
+        // SQL cannot write a new file with one KDF iteration and no HMAC (the KDF floor holds here too).
+        let path = directory.path("sql-keyed.db")
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        XCTAssertTrue(db.executeStatements("PRAGMA key = 'hunter2'"))
+        for sql in ["PRAGMA kdf_iter = 1", "PRAGMA cipher_use_hmac = OFF", "PRAGMA cipher_page_size = 512",
+                    "PRAGMA key = 'other'", "PRAGMA temp_store = FILE"] {
+            XCTAssertFalse(db.executeStatements(sql), sql)
+            XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH, sql)
+        }
+        XCTAssertTrue(db.executeStatements("CREATE TABLE t (a); INSERT INTO t VALUES (1)"))
+        db.close()
+        // The file was written with SQLCipher's own defaults: it opens with PRAGMA key and nothing else.
+        let reader = FMDatabase(path: path)
+        XCTAssertTrue(reader.open())
+        try reader.setKey(using: PassphraseKeyProvider("hunter2"))
+        XCTAssertEqual(reader.int(forQuery: "SELECT count(*) FROM t"), 1)
+        XCTAssertEqual(reader.string(forQuery: "PRAGMA cipher_use_hmac"), "1")
+        reader.close()
+    }
+
+    func testTheProcessWideHMACSaltMaskIsRefusedEverywhere() throws {
+        let db = FMDatabase(path: directory.path("mask.db"))
+        XCTAssertTrue(db.open())
+        XCTAssertFalse(db.executeStatements("PRAGMA key = 'anything'; PRAGMA cipher_hmac_salt_mask = \"x'00'\""))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        db.close()
+        let plain = FMDatabase(path: directory.path("mask-plain.db"))
+        XCTAssertTrue(plain.open())
+        XCTAssertFalse(plain.executeStatements("PRAGMA cipher_hmac_salt_mask = \"x'00'\""))
+        XCTAssertEqual(plain.lastErrorCode(), SQLITE_AUTH)
+        plain.close()
+        // Another connection of the process still opens a keyed file with the right key.
+        let (keyed, path) = try makeKeyedDatabase()
+        keyed.close()
+        XCTAssertEqual(try contentsWithRealKey(path).rows, 3)
+    }
+
+    func testSQLWithAKeyPragmaNeverReachesALogOrAnError() throws {
+        let (db, _) = try makeKeyedDatabase()
+        let capture = LogCapture()
+        db.logger = capture.logger()
+        db.traceExecution = true
+        let secret = "NEW-SECRET-PASSPHRASE"
+        XCTAssertFalse(db.executeUpdate("PRAGMA rekey = '\(secret)'"))
+        XCTAssertFalse(db.executeStatements("PRAGMA main.\"hexkey\" = '\(secret)'"))
+        XCTAssertThrowsError(try db.executeQuery("PRAGMA key = '\(secret)'", values: nil)) { error in
+            XCTAssertFalse("\(error)".contains(secret))
+            XCTAssertFalse(((error as NSError).userInfo["sql"] as? String ?? "").contains(secret))
+        }
+        XCTAssertFalse("\(db.lastError())".contains(secret))
+        XCTAssertFalse(capture.all.isEmpty, "the trace and the errors were logged")
+        for line in capture.all { XCTAssertFalse(line.contains(secret), line) }
+        // Other SQL is still shown as it is.
+        XCTAssertEqual(FMDatabaseError.loggable("SELECT keys FROM t"), "SELECT keys FROM t")
+        XCTAssertEqual(FMDatabaseError.loggable("PRAGMA cipher_version"), "PRAGMA cipher_version")
+        db.close()
+    }
+
     func testProcessWideCipherDefaultsAreRefusedOnPlaintextConnectionsToo() throws {
         let db = FMDatabase(path: directory.path("plain.db"))
         XCTAssertTrue(db.open())

@@ -24,6 +24,9 @@ import Foundation
 ///   in-memory temporary database that VACUUM uses, is not): use
 ///   `attachDatabase(atPath:schema:keyProvider:settings:)` and `exportContents(to:)`, which say in code
 ///   whether the other file is encrypted.
+/// - a connection keyed by SQL text (`PRAGMA key = '…'` or another key PRAGMA with a value, let through on
+///   an unkeyed connection) is keyed from then on: the rules above apply to the statements after it, so
+///   cipher settings go through `CipherSettings`, not SQL.
 /// - on **every** connection: setting a process-wide SQLCipher default (`cipher_default_*`, `cipher_log*`,
 ///   `cipher_profile`, `cipher_memory_security`) is refused, because it changes how every later keyed
 ///   connection of the process writes its files (a `cipher_default_kdf_iter = 1` would bypass the KDF
@@ -52,7 +55,7 @@ enum KeyedAuthorizerPolicy {
     /// Process-wide SQLCipher settings: refused on every connection when they set a value.
     static let processWidePragmas: [String] = [
         "cipher_log", "cipher_log_level", "cipher_log_source", "cipher_profile", "cipher_memory_security",
-        "cipher_trace",
+        "cipher_trace", "cipher_hmac_salt_mask",
     ]
 
     /// Why SQL text may not run `PRAGMA name [= value]` on this connection, or nil when it may.
@@ -121,7 +124,14 @@ final class AuthorizerState {
         switch action {
         case SQLITE_PRAGMA:
             guard let first else { return SQLITE_OK }
-            message = KeyedAuthorizerPolicy.refusal(pragma: String(cString: first), hasValue: second != nil, keyed: isKeyed)
+            let name = String(cString: first)
+            message = KeyedAuthorizerPolicy.refusal(pragma: name, hasValue: second != nil, keyed: isKeyed)
+            // SQL text that keys the connection itself (`PRAGMA key = '…'`, as FMDB code ported from Apple
+            // platforms may do) makes it a keyed connection from here on: the cipher may then no longer be
+            // weakened by the statements that follow (`PRAGMA kdf_iter = 1`, `cipher_use_hmac = OFF`).
+            if message == nil, !isKeyed, second != nil, KeyedAuthorizerPolicy.keyPragmas.contains(name.lowercased()) {
+                isKeyed = true
+            }
         case SQLITE_ATTACH:
             // `ATTACH ''` is a temporary database, held in memory under temp_store = MEMORY: VACUUM attaches
             // one itself. Every named file is refused.
