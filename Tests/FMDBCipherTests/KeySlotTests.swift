@@ -286,7 +286,7 @@ final class KeySlotTests: XCTestCase {
         let (path, recovery) = try makeSlotted()
         let text = try KeySlots.withDataKeyHex(of: path, unlockingWith: .recoveryKey(recovery)) { String(decoding: $0, as: UTF8.self) }
         XCTAssertEqual(text.count, 64)
-        let result = try runProcess(shell, [path], input: "PRAGMA key = \"x'\(text)'\";\nSELECT a FROM t;\n")
+        let result = try runSQLCipherShell(shell, path, "PRAGMA key = \"x'\(text)'\";\nSELECT a FROM t;\n")
         XCTAssertEqual(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "slotted", result.stderr)
     }
 
@@ -305,9 +305,9 @@ final class KeySlotTests: XCTestCase {
         for secret: KeySlotSecret in [.passphrase("alpha"), .passphrase("beta"), try .recoveryKey(recovery)] {
             XCTAssertEqual(try readRow(path, secret), "slotted")
         }
-        let old = try runProcess(shell, [path], input: "PRAGMA key = \"x'\(oldHex)'\";\nSELECT a FROM t;\n")
+        let old = try runSQLCipherShell(shell, path, "PRAGMA key = \"x'\(oldHex)'\";\nSELECT a FROM t;\n")
         XCTAssertTrue(old.stderr.contains("not a database"), old.stderr)
-        let new = try runProcess(shell, [path], input: "PRAGMA key = \"x'\(newHex)'\";\nSELECT a FROM t;\n")
+        let new = try runSQLCipherShell(shell, path, "PRAGMA key = \"x'\(newHex)'\";\nSELECT a FROM t;\n")
         XCTAssertEqual(new.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "slotted", new.stderr)
         // Dropping the slots no given secret opens, explicitly.
         try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("beta")], droppingUnmatchedSlots: true)

@@ -194,7 +194,8 @@ final class KeyedAuthorizerTests: XCTestCase {
         let db = FMDatabase(path: directory.path("plain.db"))
         XCTAssertTrue(db.open())
         for sql in refusedOnEveryConnection { assertRefused(db, sql) }
-        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_kdf_iter"), "64000", "the default is unchanged")
+        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_kdf_iter"), SQLCipherRuntime.majorVersion >= 4 ? "256000" : "64000",
+                       "the default is unchanged")
         XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_use_hmac"), "1")
         // What only concerns this plaintext file stays allowed.
         XCTAssertTrue(db.executeStatements("PRAGMA page_size = 4096; PRAGMA temp_store = FILE; CREATE TABLE t (a)"))
@@ -204,12 +205,15 @@ final class KeyedAuthorizerTests: XCTestCase {
 
     func testReadingCipherPragmasStaysAllowed() throws {
         let (db, _) = try makeKeyedDatabase()
-        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_version"), "3.4.1")
-        XCTAssertEqual(db.string(forQuery: "PRAGMA kdf_iter"), "64000")
-        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_page_size"), "1024")
+        // The linked line's own defaults: SQLCipher 3 (64,000 iterations, 1024-byte pages) or 4 (256,000, 4096).
+        let v4 = SQLCipherRuntime.majorVersion >= 4
+        let (iterations, pageSize) = v4 ? ("256000", "4096") : ("64000", "1024")
+        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_version")?.hasPrefix(SQLCipherRuntime.version ?? "?"), true)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA kdf_iter"), iterations)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_page_size"), pageSize)
         XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_use_hmac"), "1")
-        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_kdf_iter"), "64000")
-        XCTAssertEqual(db.string(forQuery: "PRAGMA page_size"), "1024")
+        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_kdf_iter"), iterations)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA page_size"), pageSize)
         XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2")
         XCTAssertNotNil(db.cipherProvider)
         // Ordinary PRAGMAs with values are not the guard's business.
