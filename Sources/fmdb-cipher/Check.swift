@@ -37,25 +37,35 @@ struct Check: ParsableCommand {
             }
             let db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: !recover)
             defer { db.close() }
-            var problems: [String]
+            // SQLCipher 4 first: PRAGMA cipher_integrity_check reads every page itself and answers one row per page
+            // whose HMAC fails ("HMAC verification failed for page N"), none when every page passes. It runs before
+            // integrity_check, whose read of a failing page can leave the connection answering SQLITE_ERROR.
+            // SQLCipher 3.4.1 does not know the pragma; it checks every page's HMAC as integrity_check reads it.
+            var cipherCheck = "not available in SQLCipher \(db.cipherVersion ?? "?")"
+            var problems: [String] = []
+            if provider != nil, CipherFormat.v4.isSupportedByLinkedSQLCipher {
+                let lines: [String]
+                do {
+                    lines = try DatabaseFiles.cipherIntegrityCheck(db)
+                } catch {
+                    throw CLIError.fromOpened(error, context: database, keyed: true)
+                }
+                cipherCheck = lines.isEmpty ? "ok" : "failed"
+                problems = lines
+            }
             do {
-                problems = try DatabaseFiles.integrityCheck(db)
+                problems += try DatabaseFiles.integrityCheck(db)
             } catch {
                 let ns = error as NSError
+                // Pages that failed their HMAC already explain any error integrity_check then meets (on 4.6.1 a
+                // plain SQLITE_ERROR): damage, exit 2, not an error of the tool's own.
                 if ns.code == Int(SQLITE_CORRUPT) || ns.code == Int(SQLITE_NOTADB) {
-                    problems = [CLIError.fromOpened(error, context: "integrity_check", keyed: true).message]
+                    problems.append(CLIError.fromOpened(error, context: "integrity_check", keyed: true).message)
+                } else if !problems.isEmpty {
+                    problems.append("integrity_check: stopped (\(ns.localizedDescription)) after the pages above failed their HMAC check")
                 } else {
                     throw CLIError.from(error, context: database)
                 }
-            }
-            var cipherCheck = "not available in SQLCipher \(db.cipherVersion ?? "?")"
-            // SQLCipher 4 answers one row per page whose HMAC fails ("HMAC verification failed for page N") and
-            // none when every page passes; SQLCipher 3.4.1 does not know the pragma (no rows either).
-            if provider != nil, CipherFormat.v4.isSupportedByLinkedSQLCipher, let rs = db.executeQuery("PRAGMA cipher_integrity_check") {
-                var lines: [String] = []
-                while rs.next() { lines.append(rs.string(forColumnIndex: 0) ?? "") }
-                cipherCheck = lines.allSatisfy { $0 == "ok" } ? "ok" : "failed"
-                problems += lines.filter { $0 != "ok" }
             }
             if json {
                 try Output.json(["path": database, "ok": problems.isEmpty, "problems": problems, "cipher_integrity_check": cipherCheck])

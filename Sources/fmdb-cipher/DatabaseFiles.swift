@@ -79,6 +79,19 @@ enum DatabaseFiles {
         }
         return problems
     }
+
+    /// SQLCipher 4's PRAGMA cipher_integrity_check on a keyed connection: one line per page whose HMAC fails
+    /// ("HMAC verification failed for page N"), none when every page passes. Only where the linked SQLCipher
+    /// has the pragma (`CipherFormat.v4.isSupportedByLinkedSQLCipher`); SQLCipher 3.4.1 answers no rows.
+    static func cipherIntegrityCheck(_ db: FMDatabase) throws -> [String] {
+        var problems: [String] = []
+        let rs = try db.executeQuery("PRAGMA cipher_integrity_check", values: nil)
+        while try rs.nextWithError() {
+            let row = rs.string(forColumnIndex: 0) ?? ""
+            if row != "ok" { problems += row.split(separator: "\n").map(String.init) }
+        }
+        return problems
+    }
 }
 
 /// encrypt, decrypt and export: SRC → a new file in a private directory beside DEST (PrivateOutput) → verified →

@@ -48,14 +48,34 @@ extension CLIError {
                         code: Exit.integrity)
     }
 
-    /// The first damaged page integrity_check names, or why it is not known.
+    /// The first damaged page the linked SQLCipher names, or why it is not known: on SQLCipher 4, PRAGMA
+    /// cipher_integrity_check names each page that fails its HMAC; then (and on 3.x, which has no such pragma)
+    /// integrity_check's "Page N" / "On tree page N" lines. The message names the linked SQLCipher's version.
     private static func damagedPages(_ db: FMDatabase?) -> String {
-        let unknown = "the damaged page is not known (SQLCipher 3.4.1 does not say which page failed its check)"
-        guard let db, let problems = try? DatabaseFiles.integrityCheck(db) else { return unknown }
+        guard let db else { return "the damaged page is not known" }
+        let version = db.cipherVersion ?? "?"
+        let v4 = CipherFormat.v4.isSupportedByLinkedSQLCipher
+        if v4, let failed = try? DatabaseFiles.cipherIntegrityCheck(db), let first = failed.first {
+            return "first problem cipher_integrity_check reports: \(hmacFailure(first))\(more(failed.count))"
+        }
+        let unknown = v4
+            ? "the damaged page is not known (neither cipher_integrity_check nor integrity_check of SQLCipher \(version) names it)"
+            : "the damaged page is not known (SQLCipher \(version) does not say which page failed its check)"
+        guard let problems = try? DatabaseFiles.integrityCheck(db) else { return unknown }
         let lines = problems.flatMap { $0.split(separator: "\n") }
             .filter { $0.hasPrefix("Page ") || $0.hasPrefix("On tree page ") }
         guard let first = lines.first else { return unknown }
-        let more = lines.count > 1 ? " (and \(lines.count - 1) more)" : ""
-        return "first problem integrity_check reports: \(first)\(more)"
+        return "first problem integrity_check reports: \(first)\(more(lines.count))"
+    }
+
+    private static func more(_ count: Int) -> String { count > 1 ? " (and \(count - 1) more)" : "" }
+
+    /// "HMAC verification failed for page 114" → "Page 114: HMAC verification failed", the form integrity_check's
+    /// own lines take; any other line as it is.
+    private static func hmacFailure(_ line: String) -> String {
+        let suffix = " for page "
+        guard let range = line.range(of: suffix, options: .backwards),
+              let page = Int(line[range.upperBound...]) else { return line }
+        return "Page \(page): \(line[..<range.lowerBound])"
     }
 }

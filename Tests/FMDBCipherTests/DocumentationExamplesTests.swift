@@ -101,16 +101,40 @@ final class DocumentationExamplesTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
         db.close()
 
-        // The article: such a file opens only with the same setting.
+        // The article: on SQLCipher 3 such a file opens only with the same setting; on SQLCipher 4, whose
+        // default 4096 is, it opens without one, and a size other than the default (8192) needs the setting.
+        let v4 = CipherFormat.linkedDefault == .v4
         let plain = FMDatabase(path: path)
         XCTAssertTrue(plain.open())
-        XCTAssertThrowsError(try plain.setKey(using: provider)) { XCTAssertEqual(nsError($0).code, 26) }
+        if v4 {
+            XCTAssertNoThrow(try plain.setKey(using: provider))
+            XCTAssertTrue(plain.tableExists("t"))
+        } else {
+            XCTAssertThrowsError(try plain.setKey(using: provider)) { XCTAssertEqual(nsError($0).code, 26) }
+        }
         plain.close()
         let same = FMDatabase(path: path)
         XCTAssertTrue(same.open())
         XCTAssertNoThrow(try same.setKey(using: provider, settings: CipherSettings(pageSize: 4096)))
         XCTAssertTrue(same.tableExists("t"))
         same.close()
+
+        // A page size that is neither line's default: only the same setting opens the file, on both lines.
+        let other = directory.path("pages-8192.sqlite")
+        let large = FMDatabase(path: other)
+        guard large.open() else { throw large.lastError() }
+        try large.setKey(using: provider, settings: CipherSettings(pageSize: 8192))
+        XCTAssertTrue(large.executeUpdate("CREATE TABLE t (a)"))
+        large.close()
+        let unset = FMDatabase(path: other)
+        XCTAssertTrue(unset.open())
+        XCTAssertThrowsError(try unset.setKey(using: provider)) { XCTAssertEqual(nsError($0).code, 26) }
+        unset.close()
+        let matching = FMDatabase(path: other)
+        XCTAssertTrue(matching.open())
+        XCTAssertNoThrow(try matching.setKey(using: provider, settings: CipherSettings(pageSize: 8192)))
+        XCTAssertTrue(matching.tableExists("t"))
+        matching.close()
     }
 
     // FMDB.docc/SQLCipher3And4.md: "Finding a file's format" (a format asked for, the format read).
