@@ -237,6 +237,61 @@ final class KeySlotTests: XCTestCase {
         XCTAssertEqual(try readRow(path, .passphrase("alpha")), "slotted")
     }
 
+    /// Security review: a slot file's KDF parameters are checked against bounds before any arithmetic,
+    /// allocation or key derivation, so a crafted file is a clear SQLITE_CORRUPT, never a trap (r·p
+    /// overflowed UInt64 before the tag was checked) and never a giant allocation.
+    func testSlotFileWithOutOfBoundsKDFParametersIsCorruptNotACrash() throws {
+        let scryptPath = directory.path("scrypt.db")
+        try KeySlots.createDatabase(at: scryptPath, secret: .passphrase("alpha"))
+        let (pbkdf2Path, _) = try makeSlotted("pbkdf2.db")
+        let edits: [(path: String, from: [String], to: [String])] = [
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":2", "\"r\":9223372036854775808"]),   // r·p overflows
+            (scryptPath, ["\"r\":8"], ["\"r\":18446744073709551615"]),
+            (scryptPath, ["\"r\":8"], ["\"r\":0"]),
+            (scryptPath, ["\"r\":8"], ["\"r\":65536"]),
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":65535", "\"r\":65535"]),               // r·p >= 2^30
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":1", "\"r\":4096"]),                    // 2^44 bytes of memory
+            (scryptPath, ["\"n\":32768"], ["\"n\":8192"]),                                        // below the floor
+            (scryptPath, ["\"n\":32768"], ["\"n\":8388608"]),                                     // 2^23
+            (scryptPath, ["\"n\":32768"], ["\"n\":32767"]),
+            (scryptPath, ["\"n\":32768"], ["\"n\":0"]),
+            (scryptPath, ["\"n\":32768"], ["\"n\":9223372036854775808"]),
+            (scryptPath, ["\"n\":32768"], ["\"iterations\":1000,\"n\":32768"]),
+            (scryptPath, ["\"name\":\"scrypt\""], ["\"name\":\"hmac-sha256\""]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":0"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":-1"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":999"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":100000001"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":9223372036854775807"]),
+            (pbkdf2Path, ["\"id\":3"], ["\"id\":9223372036854775807"]),
+            (pbkdf2Path, ["\"generation\":1,\"slots\""], ["\"generation\":9223372036854775807,\"slots\""]),
+        ]
+        for (path, from, to) in edits {
+            let slotPath = KeySlots.slotFilePath(forDatabaseAt: path)
+            let original = try bytes(slotPath)
+            var text = String(decoding: original, as: UTF8.self)
+            for (old, new) in zip(from, to) {
+                XCTAssertNotNil(text.range(of: old), "\(old) in the slot file")
+                text = text.replacingOccurrences(of: old, with: new)
+            }
+            try Data(text.utf8).write(to: URL(fileURLWithPath: slotPath))
+            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(path) }
+            assertFails(SQLITE_CORRUPT) { _ = try self.readRow(path, .passphrase("alpha")) }
+            assertFails(SQLITE_CORRUPT) {
+                try KeySlots.addSlot(to: path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: self.cheap)
+            }
+            XCTAssertEqual(try bytes(slotPath), Data(text.utf8), "nothing written over it")
+            try original.write(to: URL(fileURLWithPath: slotPath))
+        }
+        XCTAssertEqual(try KeySlots.list(scryptPath).map(\.kdf), ["scrypt N=32768 r=8 p=1"])
+        // The same bounds when a slot is made: no trap on a caller's r·p either.
+        for kdf in [KeySlotKDF.scrypt(r: 1 << 63, p: 2), .scrypt(n: 1 << 23), .scrypt(r: 1 << 16), .unsafePBKDF2SHA512(iterations: 999)] {
+            assertFails(SQLITE_MISUSE) {
+                try KeySlots.addSlot(to: pbkdf2Path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: kdf)
+            }
+        }
+    }
+
     func testTruncatedSlotFileIsRefused() throws {
         let (path, _) = try makeSlotted()
         let slotPath = KeySlots.slotFilePath(forDatabaseAt: path)
