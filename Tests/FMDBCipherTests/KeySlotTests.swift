@@ -170,6 +170,40 @@ final class KeySlotTests: XCTestCase {
         assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: path, secret: .passphrase("again"), kdf: self.cheap) }
     }
 
+    /// Security review: the new database is made by the library (O_CREAT|O_EXCL|O_NOFOLLOW, 0600), so it
+    /// is private whatever the umask, and a planted symbolic link (even dangling) is refused, not followed.
+    func testCreateDatabaseIsPrivateAndNeverFollowsALink() throws {
+        let old = umask(0o022)
+        defer { umask(old) }
+        let plain = directory.path("plain.db")
+        try KeySlots.createDatabase(at: plain, secret: .passphrase("alpha"), kdf: cheap)
+        for file in [plain, KeySlots.slotFilePath(forDatabaseAt: plain)] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: file)
+            XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600, file)
+        }
+        XCTAssertEqual(try readRowOrNil(plain, .passphrase("alpha")), "0")
+
+        let other = directory.path("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
+        let target = other + "/target.db"
+        let planted = directory.path("planted.db")
+        try FileManager.default.createSymbolicLink(atPath: planted, withDestinationPath: target)
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target), "the link was not followed")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: planted)))
+        // A link to an existing empty file, and an empty file, are refused too and left as they were.
+        XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data()))
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap) }
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: target, secret: .passphrase("alpha"), kdf: self.cheap) }
+        XCTAssertEqual(try bytes(target), Data())
+        // A link planted where the slot file goes is refused as well.
+        let second = directory.path("second.db")
+        try FileManager.default.createSymbolicLink(atPath: KeySlots.slotFilePath(forDatabaseAt: second), withDestinationPath: other + "/slots")
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: second, secret: .passphrase("alpha"), kdf: self.cheap) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: second))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: other + "/slots"))
+    }
+
     func readRowOrNil(_ path: String, _ secret: KeySlotSecret) throws -> String? {
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
@@ -498,5 +532,32 @@ final class KeySlotTests: XCTestCase {
         assertFails(SQLITE_CANTOPEN) { _ = try SystemdCredentialKeyProvider(credential: "link", usage: .passphrase, environment: environment) }
         let material = try SystemdCredentialKeyProvider.read(credential: "short-raw", environment: environment)
         XCTAssertEqual(material.count, 4)
+    }
+
+    /// Security review: a credential name is sometimes the secret itself (`--key-credential "$SECRET"`),
+    /// so no error repeats it (nor the path made from it).
+    func testSystemdCredentialErrorsNeverRepeatTheName() throws {
+        let environment = try makeCredential("placeholder", Data("x".utf8), mode: 0o400)
+        let dir = try XCTUnwrap(environment["CREDENTIALS_DIRECTORY"])
+        let secretLooking = ["S3cr3t+Pass/word==", "S3cr3tPassw0rd", "S3cr3tOpen", "S3cr3tEmpty", "S3cr3tDir", "S3cr3tLink", "S3cr3tBig"]
+        _ = try makeCredential("S3cr3tOpen", Data("secret".utf8), mode: 0o644)
+        _ = try makeCredential("S3cr3tEmpty", Data(), mode: 0o400)
+        _ = try makeCredential("S3cr3tBig", Data(count: SystemdCredentialKeyProvider.maximumSize + 1), mode: 0o400)
+        try FileManager.default.createDirectory(atPath: dir + "/S3cr3tDir", withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/S3cr3tLink", withDestinationPath: dir + "/placeholder")
+        var failures = 0
+        for name in secretLooking {
+            for env in [environment, [:]] {
+                XCTAssertThrowsError(try SystemdCredentialKeyProvider.read(credential: name, environment: env), name) { error in
+                    let ns = error as NSError
+                    let shown = "\(error) \(ns.localizedDescription) \(ns.userInfo)"
+                    XCTAssertEqual(ns.domain, "FMDatabase")
+                    XCTAssertFalse(shown.contains(name), shown)
+                    XCTAssertFalse(shown.contains("S3cr3t"), shown)
+                    failures += 1
+                }
+            }
+        }
+        XCTAssertEqual(failures, 2 * secretLooking.count)
     }
 }
