@@ -93,11 +93,18 @@ extension FMDatabase {
 }
 
 extension SecureBytes {
-    /// Whether these key bytes are SQLCipher's raw-key literal `x'<hex>'` (no KDF runs for it).
+    /// Whether these key bytes are one of SQLCipher's raw-key literals, for which no KDF runs: exactly
+    /// `x'` + 64 hexadecimal digits (the key) or 96 (the key and the salt) + `'`. Anything else — `x'pass'`
+    /// included — is a passphrase, which SQLCipher derives with the connection's `kdf_iter`.
     var isRawKeyLiteral: Bool {
         withUnsafeBytes { bytes in
-            bytes.count >= 3 && (bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"))
-                && bytes[1] == UInt8(ascii: "'") && bytes[bytes.count - 1] == UInt8(ascii: "'")
+            guard bytes.count == 64 + 3 || bytes.count == 96 + 3,
+                  bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"),
+                  bytes[1] == UInt8(ascii: "'"), bytes[bytes.count - 1] == UInt8(ascii: "'") else { return false }
+            return bytes[2..<(bytes.count - 1)].allSatisfy { byte in
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+            }
         }
     }
 }

@@ -35,8 +35,11 @@ public enum KeySlots {
     /// try KeySlots.createDatabase(at: "/var/lib/app/app.db", secret: .passphrase("correct horse"))
     /// ```
     /// - Returns: the first slot.
-    /// - Throws: `FMDatabaseError`: SQLITE_CANTOPEN when the database (non-empty) or its slot file
-    ///   already exists or cannot be created; SQLITE_MISUSE for KDF parameters below the floor.
+    /// The database file is created by the library with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600 (whatever
+    /// the umask) before SQLite opens it: nothing may be at `path` beforehand, not even a symbolic link.
+    /// - Throws: `FMDatabaseError`: SQLITE_CANTOPEN when anything (a file, even empty, or a link, even
+    ///   dangling) is at the database's path or its slot file's, or it cannot be created; SQLITE_MISUSE
+    ///   for KDF parameters below the floor.
     @discardableResult
     public static func createDatabase(at path: String, secret: KeySlotSecret, kdf: KeySlotKDF = .default) throws -> KeySlotInfo {
         let secret = try secret.validated()
@@ -46,20 +49,32 @@ public enum KeySlots {
         if secret.kind == .passphrase { try kdf.validate() }
         let slotPath = slotFilePath(forDatabaseAt: path)
         return try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {
-            guard DatabaseFile.kind(atPath: path) == .missing else {
+            var existing = stat()
+            // lstat: nothing at all may be there, not even a dangling symbolic link (SQLite would follow it).
+            guard lstat(path, &existing) != 0, errno == ENOENT else {
                 throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists: key slots are set up on a new database.")
             }
-            guard access(slotPath, F_OK) != 0 else {
+            guard lstat(slotPath, &existing) != 0, errno == ENOENT else {
                 throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The key slot file \(slotPath) already exists.")
             }
             let dataKey = try secureRandomBytes(KeySlotCrypto.dataKeyLength)
             let salt = try secureRandomBytes(16)
+            // The library makes the file itself, private whatever the umask and never through a link;
+            // SQLite then opens that file (and makes its journal with the same mode).
+            let created = try createPrivateFile(path)
+            defer { close(created.fd) }
             let db = FMDatabase(path: path)
             db.logsErrors = false
-            guard db.open(withFlags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) else { throw db.lastError() }
             do {
+                guard db.open(withFlags: SQLITE_OPEN_READWRITE) else { throw db.lastError() }
                 try db.setKey(using: RawKeyProvider(key: .raw(secure: dataKey, salt: salt)))
                 db.close()
+                // What SQLite wrote must be the file made above, not something swapped in at the path meanwhile.
+                var now = stat()
+                guard lstat(path, &now) == 0, (now.st_mode & S_IFMT) == S_IFREG,
+                      now.st_dev == created.info.st_dev, now.st_ino == created.info.st_ino else {
+                    throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) was replaced while the database was being created.")
+                }
                 let saltData = salt.withUnsafeBytes { Data($0) }
                 guard DatabaseFile.kind(atPath: path) == .encrypted(salt: saltData) else {
                     throw FMDatabaseError(code: SQLITE_ERROR, message: "The new database's header does not hold the salt it was created with.")
@@ -72,10 +87,31 @@ public enum KeySlots {
                 return info(slot)
             } catch {
                 db.close()
-                unlink(path)
+                // Only the file made above is removed, not whatever may have been swapped in at the path.
+                var now = stat()
+                if lstat(path, &now) == 0, now.st_dev == created.info.st_dev, now.st_ino == created.info.st_ino { unlink(path) }
                 throw error
             }
         }
+    }
+
+    /// Creates the new database file: `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600 (also `fchmod`, whatever the
+    /// umask). Returns its descriptor and identity.
+    private static func createPrivateFile(_ path: String) throws -> (fd: Int32, info: stat) {
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let number = errno
+            let reason = number == EEXIST || number == ELOOP ? "it already exists" : String(cString: strerror(number))
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "Cannot create the database \(path): \(reason).")
+        }
+        var info = stat()
+        guard fchmod(fd, 0o600) == 0, fstat(fd, &info) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            unlink(path)
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "Cannot create the database \(path): \(reason).")
+        }
+        return (fd, info)
     }
 
     /// The slots of the database at `path`: ids, kinds, creation times and KDFs — no secrets. Needs no

@@ -105,10 +105,13 @@ struct KeysInit: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            if FileManager.default.fileExists(atPath: database) {
+            // lstat, not fileExists: a symbolic link (even a dangling one) is "something there" too; the
+            // library refuses it again when it creates the file (O_EXCL|O_NOFOLLOW, mode 0600).
+            var existing = stat()
+            if lstat(database, &existing) == 0 {
                 throw CLIError("\(database): already exists (keys init creates a new database)", code: Exit.cannotCreate)
             }
-            if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
+            if lstat(KeySlots.slotFilePath(forDatabaseAt: database), &existing) == 0 {
                 throw CLIError("\(KeySlots.slotFilePath(forDatabaseAt: database)): already exists", code: Exit.cannotCreate)
             }
             let reader = KeyReader()

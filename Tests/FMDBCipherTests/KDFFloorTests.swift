@@ -99,6 +99,45 @@ final class KDFFloorTests: XCTestCase {
         check.close()
     }
 
+    /// Security review: a passphrase shaped like `x'…'` is still a passphrase (SQLCipher runs its KDF on
+    /// it), so it gets the floor; only SQLCipher's raw-key forms, `x'` + 64 or 96 hex digits + `'`, skip it.
+    func testOnlyExactRawKeyLiteralsSkipTheRekeyFloor() throws {
+        let hex64 = String(repeating: "5a", count: 32)
+        let hex96 = String(repeating: "A5", count: 48)
+        for (index, passphrase) in ["x'pass'", "x''", "X'41'", "x'\(hex64.dropLast())'", "x'\(hex64)0'", "x'\(hex64)0a'",
+                           "x'\(hex96)00'", "x'\(hex64.dropLast())g'", "x'\(hex64)", "y'\(hex64)'", " x'\(hex64)'"].enumerated() {
+            let path = try makeWeakFile("weak-\(index).db")
+            let db = FMDatabase(path: path)
+            db.logsErrors = false
+            XCTAssertTrue(db.open())
+            try db.setKey(using: PassphraseKeyProvider("old"), settings: CipherSettings(kdfIterations: 4_000))
+            XCTAssertThrowsError(try db.rekey(using: PassphraseKeyProvider(passphrase)), passphrase) {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), passphrase)
+            }
+            XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM t"), 1)
+            db.close()
+            XCTAssertFalse(SecureBytes(utf8: passphrase).isRawKeyLiteral, passphrase)
+        }
+        for literal in ["x'\(hex64)'", "X'\(hex64.uppercased())'", "x'\(hex96)'"] {
+            XCTAssertTrue(SecureBytes(utf8: literal).isRawKeyLiteral, literal)
+        }
+        // Both raw forms pass the floor and rekey the file (96 digits: the key and the file's own salt).
+        let path = try makeWeakFile("raw.db")
+        let salt = try Data(contentsOf: URL(fileURLWithPath: path)).prefix(16)
+        let withSalt = "x'\(hex64)\(salt.map { String(format: "%02x", $0) }.joined())'"
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("old"), settings: CipherSettings(kdfIterations: 4_000))
+        try db.rekey(using: PassphraseKeyProvider("x'\(hex64)'"))
+        try db.rekey(using: PassphraseKeyProvider(withSalt))
+        db.close()
+        let check = FMDatabase(path: path)
+        XCTAssertTrue(check.open())
+        try check.setKey(using: RawKeyProvider(key: Data(repeating: 0x5A, count: 32)))
+        XCTAssertEqual(check.int(forQuery: "SELECT count(*) FROM t"), 1)
+        check.close()
+    }
+
     func testWeakProvidersAreRefusedForKeyingAndRekeying() throws {
         let path = directory.path("p.db")
         let db = FMDatabase(path: path)

@@ -170,6 +170,40 @@ final class KeySlotTests: XCTestCase {
         assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: path, secret: .passphrase("again"), kdf: self.cheap) }
     }
 
+    /// Security review: the new database is made by the library (O_CREAT|O_EXCL|O_NOFOLLOW, 0600), so it
+    /// is private whatever the umask, and a planted symbolic link (even dangling) is refused, not followed.
+    func testCreateDatabaseIsPrivateAndNeverFollowsALink() throws {
+        let old = umask(0o022)
+        defer { umask(old) }
+        let plain = directory.path("plain.db")
+        try KeySlots.createDatabase(at: plain, secret: .passphrase("alpha"), kdf: cheap)
+        for file in [plain, KeySlots.slotFilePath(forDatabaseAt: plain)] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: file)
+            XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600, file)
+        }
+        XCTAssertEqual(try readRowOrNil(plain, .passphrase("alpha")), "0")
+
+        let other = directory.path("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
+        let target = other + "/target.db"
+        let planted = directory.path("planted.db")
+        try FileManager.default.createSymbolicLink(atPath: planted, withDestinationPath: target)
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target), "the link was not followed")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: planted)))
+        // A link to an existing empty file, and an empty file, are refused too and left as they were.
+        XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data()))
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap) }
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: target, secret: .passphrase("alpha"), kdf: self.cheap) }
+        XCTAssertEqual(try bytes(target), Data())
+        // A link planted where the slot file goes is refused as well.
+        let second = directory.path("second.db")
+        try FileManager.default.createSymbolicLink(atPath: KeySlots.slotFilePath(forDatabaseAt: second), withDestinationPath: other + "/slots")
+        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: second, secret: .passphrase("alpha"), kdf: self.cheap) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: second))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: other + "/slots"))
+    }
+
     func readRowOrNil(_ path: String, _ secret: KeySlotSecret) throws -> String? {
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
@@ -235,6 +269,61 @@ final class KeySlotTests: XCTestCase {
         XCTAssertEqual(try bytes(path), database)
         try original.write(to: URL(fileURLWithPath: slotPath))
         XCTAssertEqual(try readRow(path, .passphrase("alpha")), "slotted")
+    }
+
+    /// Security review: a slot file's KDF parameters are checked against bounds before any arithmetic,
+    /// allocation or key derivation, so a crafted file is a clear SQLITE_CORRUPT, never a trap (r·p
+    /// overflowed UInt64 before the tag was checked) and never a giant allocation.
+    func testSlotFileWithOutOfBoundsKDFParametersIsCorruptNotACrash() throws {
+        let scryptPath = directory.path("scrypt.db")
+        try KeySlots.createDatabase(at: scryptPath, secret: .passphrase("alpha"))
+        let (pbkdf2Path, _) = try makeSlotted("pbkdf2.db")
+        let edits: [(path: String, from: [String], to: [String])] = [
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":2", "\"r\":9223372036854775808"]),   // r·p overflows
+            (scryptPath, ["\"r\":8"], ["\"r\":18446744073709551615"]),
+            (scryptPath, ["\"r\":8"], ["\"r\":0"]),
+            (scryptPath, ["\"r\":8"], ["\"r\":65536"]),
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":65535", "\"r\":65535"]),               // r·p >= 2^30
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":1", "\"r\":4096"]),                    // 2^44 bytes of memory
+            (scryptPath, ["\"n\":32768"], ["\"n\":8192"]),                                        // below the floor
+            (scryptPath, ["\"n\":32768"], ["\"n\":8388608"]),                                     // 2^23
+            (scryptPath, ["\"n\":32768"], ["\"n\":32767"]),
+            (scryptPath, ["\"n\":32768"], ["\"n\":0"]),
+            (scryptPath, ["\"n\":32768"], ["\"n\":9223372036854775808"]),
+            (scryptPath, ["\"n\":32768"], ["\"iterations\":1000,\"n\":32768"]),
+            (scryptPath, ["\"name\":\"scrypt\""], ["\"name\":\"hmac-sha256\""]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":0"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":-1"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":999"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":100000001"]),
+            (pbkdf2Path, ["\"iterations\":1000"], ["\"iterations\":9223372036854775807"]),
+            (pbkdf2Path, ["\"id\":3"], ["\"id\":9223372036854775807"]),
+            (pbkdf2Path, ["\"generation\":1,\"slots\""], ["\"generation\":9223372036854775807,\"slots\""]),
+        ]
+        for (path, from, to) in edits {
+            let slotPath = KeySlots.slotFilePath(forDatabaseAt: path)
+            let original = try bytes(slotPath)
+            var text = String(decoding: original, as: UTF8.self)
+            for (old, new) in zip(from, to) {
+                XCTAssertNotNil(text.range(of: old), "\(old) in the slot file")
+                text = text.replacingOccurrences(of: old, with: new)
+            }
+            try Data(text.utf8).write(to: URL(fileURLWithPath: slotPath))
+            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(path) }
+            assertFails(SQLITE_CORRUPT) { _ = try self.readRow(path, .passphrase("alpha")) }
+            assertFails(SQLITE_CORRUPT) {
+                try KeySlots.addSlot(to: path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: self.cheap)
+            }
+            XCTAssertEqual(try bytes(slotPath), Data(text.utf8), "nothing written over it")
+            try original.write(to: URL(fileURLWithPath: slotPath))
+        }
+        XCTAssertEqual(try KeySlots.list(scryptPath).map(\.kdf), ["scrypt N=32768 r=8 p=1"])
+        // The same bounds when a slot is made: no trap on a caller's r·p either.
+        for kdf in [KeySlotKDF.scrypt(r: 1 << 63, p: 2), .scrypt(n: 1 << 23), .scrypt(r: 1 << 16), .unsafePBKDF2SHA512(iterations: 999)] {
+            assertFails(SQLITE_MISUSE) {
+                try KeySlots.addSlot(to: pbkdf2Path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: kdf)
+            }
+        }
     }
 
     func testTruncatedSlotFileIsRefused() throws {
@@ -443,5 +532,32 @@ final class KeySlotTests: XCTestCase {
         assertFails(SQLITE_CANTOPEN) { _ = try SystemdCredentialKeyProvider(credential: "link", usage: .passphrase, environment: environment) }
         let material = try SystemdCredentialKeyProvider.read(credential: "short-raw", environment: environment)
         XCTAssertEqual(material.count, 4)
+    }
+
+    /// Security review: a credential name is sometimes the secret itself (`--key-credential "$SECRET"`),
+    /// so no error repeats it (nor the path made from it).
+    func testSystemdCredentialErrorsNeverRepeatTheName() throws {
+        let environment = try makeCredential("placeholder", Data("x".utf8), mode: 0o400)
+        let dir = try XCTUnwrap(environment["CREDENTIALS_DIRECTORY"])
+        let secretLooking = ["S3cr3t+Pass/word==", "S3cr3tPassw0rd", "S3cr3tOpen", "S3cr3tEmpty", "S3cr3tDir", "S3cr3tLink", "S3cr3tBig"]
+        _ = try makeCredential("S3cr3tOpen", Data("secret".utf8), mode: 0o644)
+        _ = try makeCredential("S3cr3tEmpty", Data(), mode: 0o400)
+        _ = try makeCredential("S3cr3tBig", Data(count: SystemdCredentialKeyProvider.maximumSize + 1), mode: 0o400)
+        try FileManager.default.createDirectory(atPath: dir + "/S3cr3tDir", withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/S3cr3tLink", withDestinationPath: dir + "/placeholder")
+        var failures = 0
+        for name in secretLooking {
+            for env in [environment, [:]] {
+                XCTAssertThrowsError(try SystemdCredentialKeyProvider.read(credential: name, environment: env), name) { error in
+                    let ns = error as NSError
+                    let shown = "\(error) \(ns.localizedDescription) \(ns.userInfo)"
+                    XCTAssertEqual(ns.domain, "FMDatabase")
+                    XCTAssertFalse(shown.contains(name), shown)
+                    XCTAssertFalse(shown.contains("S3cr3t"), shown)
+                    failures += 1
+                }
+            }
+        }
+        XCTAssertEqual(failures, 2 * secretLooking.count)
     }
 }

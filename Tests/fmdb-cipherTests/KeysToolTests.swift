@@ -139,6 +139,48 @@ final class KeysToolTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: slots)), damaged)
     }
 
+    /// Security review: `keys init` on a planted symbolic link is refused (the link is not followed), and
+    /// a new slotted database is 0600 under umask 022.
+    func testKeysInitNeverFollowsALinkAndMakesAPrivateFile() throws {
+        let other = directory.path("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
+        let planted = directory.path("planted.db")
+        try FileManager.default.createSymbolicLink(atPath: planted, withDestinationPath: other + "/target.db")
+        var environment = ProcessInfo.processInfo.environment
+        environment["ADMIN"] = "alpha"
+        func initUnderUmask022(_ path: String) throws -> (status: Int32, stdout: String, stderr: String) {
+            try runProcess("/bin/sh", ["-c", "umask 022 && exec \"$0\" \"$@\"", tool, "keys", "init", path, "--key-env", "ADMIN",
+                                       "--slot-kdf", "pbkdf2"], input: "", environment: environment)
+        }
+        let refused = try initUnderUmask022(planted)
+        XCTAssertEqual(refused.status, 73, refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: other + "/target.db"))
+        let plain = directory.path("plain.db")
+        let created = try initUnderUmask022(plain)
+        XCTAssertEqual(created.status, 0, created.stderr)
+        for file in [plain, KeySlots.slotFilePath(forDatabaseAt: plain)] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: file)
+            XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600, file)
+        }
+    }
+
+    /// Security review: a crafted slot file (scrypt r·p overflowing) is a damaged file (exit 65), not a
+    /// crash (it trapped: exit 132).
+    func testASlotFileWithOverflowingScryptParametersIsRefusedNotACrash() throws {
+        let db = directory.path("t.db")
+        let created = try run(["keys", "init", db, "--key-env", "ADMIN"], env: ["ADMIN": "alpha"])
+        XCTAssertEqual(created.status, 0, created.stderr)
+        let slots = KeySlots.slotFilePath(forDatabaseAt: db)
+        let text = try String(contentsOfFile: slots, encoding: .utf8)
+        XCTAssertTrue(text.contains("\"p\":1") && text.contains("\"r\":8"), text)
+        let crafted = text.replacingOccurrences(of: "\"p\":1", with: "\"p\":2").replacingOccurrences(of: "\"r\":8", with: "\"r\":9223372036854775808")
+        try Data(crafted.utf8).write(to: URL(fileURLWithPath: slots))
+        let opened = try run(["sql", db, "--kdf", "slot", "--key-env", "ADMIN", "SELECT 1"], env: ["ADMIN": "alpha"])
+        XCTAssertEqual(opened.status, 65, opened.stderr)
+        let listed = try run(["keys", "list", db])
+        XCTAssertEqual(listed.status, 65, listed.stderr)
+    }
+
     func testKeyCredentialReadsTheSystemdCredentialsDirectory() throws {
         let (db, _) = try makeSlotted()
         let credentials = directory.path("creds")
@@ -160,5 +202,29 @@ final class KeysToolTests: XCTestCase {
         XCTAssertTrue(unset.stderr.contains("CREDENTIALS_DIRECTORY"), unset.stderr)
         let twoWays = try run(["sql", db, "--key-env", "K", "--key-credential", "x", "select 1"], env: ["K": "k"])
         XCTAssertEqual(twoWays.status, 64)
+    }
+
+    /// Security review: `--key-credential "$SECRET"` (the value where its name belongs) never prints the
+    /// value, whatever goes wrong, as `--key-env` never does.
+    func testKeyCredentialErrorsNeverPrintTheValue() throws {
+        let (db, _) = try makeSlotted()
+        let credentials = directory.path("creds")
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        try Data("secret\n".utf8).write(to: URL(fileURLWithPath: credentials + "/S3cr3tOpen"))
+        XCTAssertEqual(chmod(credentials + "/S3cr3tOpen", 0o644), 0)
+        var unsetEnvironment = ProcessInfo.processInfo.environment
+        unsetEnvironment["CREDENTIALS_DIRECTORY"] = nil
+        for value in ["S3cr3t+Pass/word==", "S3cr3tPassw0rd", "S3cr3tOpen"] {
+            for command in [["sql", db, "--kdf", "slot", "--key-credential", value, "select 1"],
+                            ["keys", "add", db, "--key-credential", value, "--new-key-env", "N"]] {
+                let set = try run(command, env: ["CREDENTIALS_DIRECTORY": credentials, "N": "gamma"])
+                let unset = try runProcess(tool, command, input: "", environment: unsetEnvironment)
+                for result in [set, unset] {
+                    XCTAssertNotEqual(result.status, 0)
+                    XCTAssertFalse(result.stderr.contains("S3cr3t"), result.stderr)
+                    XCTAssertFalse(result.stdout.contains("S3cr3t"), result.stdout)
+                }
+            }
+        }
     }
 }

@@ -21,6 +21,12 @@ struct KeySlotFile: Equatable {
     static let magic = "fmdb-cipher-keyslots"
     static let version = 1
     static let maximumSize = 1 << 20
+    /// The most slots a file may hold: each unlock may try every slot of a kind (one KDF each).
+    static let maximumSlots = 64
+    /// Slot ids are 1 ... 2^31 - 1 (4 bytes of the associated data).
+    static let maximumSlotID = Int(Int32.max)
+    /// Data key generations are 1 ... 2^31 - 1 (a rotation adds one).
+    static let maximumGeneration = Int(Int32.max)
 
     struct KDFParameters: Codable, Equatable {
         /// "scrypt", "pbkdf2-sha512" (passphrases) or "hmac-sha256" (raw and recovery keys).
@@ -149,10 +155,19 @@ struct KeySlotFile: Equatable {
         guard body.generation > 0, body.pendingGeneration.map({ $0 > body.generation }) ?? true else {
             throw Self.corrupt("its data key generations are not in order")
         }
+        guard body.generation <= Self.maximumGeneration, (body.pendingGeneration ?? 0) <= Self.maximumGeneration else {
+            throw Self.corrupt("its data key generation is out of range")
+        }
+        guard body.slots.count <= Self.maximumSlots else { throw Self.corrupt("it holds more than \(Self.maximumSlots) slots") }
         guard Set(body.slots.map(\.id)).count == body.slots.count else { throw Self.corrupt("two slots share an id") }
         for slot in body.slots {
-            guard KeySlotKind(rawValue: slot.kind) != nil else { throw Self.corrupt("slot \(slot.id) is of an unknown kind") }
+            // Ids go into the associated data as 4 bytes, and the next id is the largest plus one.
+            guard slot.id > 0, slot.id <= Self.maximumSlotID else { throw Self.corrupt("a slot id is out of range") }
+            guard let kind = KeySlotKind(rawValue: slot.kind) else { throw Self.corrupt("slot \(slot.id) is of an unknown kind") }
             guard Data(hex: slot.kdf.salt)?.count == 32 else { throw Self.corrupt("slot \(slot.id) has a malformed salt") }
+            if let problem = KeySlotKDFBounds.problem(with: slot.kdf, kind: kind) {
+                throw Self.corrupt("slot \(slot.id) has unusable key derivation parameters (\(problem))")
+            }
             guard Set(slot.wraps.map(\.generation)) == Set(generations), slot.wraps.count == generations.count else {
                 throw Self.corrupt("slot \(slot.id) does not wrap the data key of every generation")
             }
@@ -251,13 +266,13 @@ struct KeySlotFile: Equatable {
         guard let salt = Data(hex: parameters.salt), salt.count == 32 else { throw corrupt("a slot has a malformed salt") }
         switch (secret.kind, parameters.name) {
         case (.passphrase, "scrypt"):
-            guard let n = parameters.n, let r = parameters.r, let p = parameters.p,
-                  n > 1, n & (n - 1) == 0, r > 0, p > 0, n <= 1 << 24, r * p < 1 << 16 else {
+            guard KeySlotKDFBounds.problem(with: parameters, kind: .passphrase) == nil,
+                  let n = parameters.n, let r = parameters.r, let p = parameters.p else {
                 throw corrupt("a slot has unusable scrypt parameters")
             }
             return try KeySlotCrypto.scrypt(secret.bytes, salt: salt, n: n, r: r, p: p)
         case (.passphrase, "pbkdf2-sha512"):
-            guard let iterations = parameters.iterations, iterations > 0, iterations <= 100_000_000 else {
+            guard KeySlotKDFBounds.problem(with: parameters, kind: .passphrase) == nil, let iterations = parameters.iterations else {
                 throw corrupt("a slot has unusable PBKDF2 parameters")
             }
             return try KeySlotCrypto.pbkdf2SHA512(secret.bytes, salt: salt, iterations: iterations)
@@ -265,6 +280,59 @@ struct KeySlotFile: Equatable {
             return try KeySlotCrypto.hmacSHA256(key: secret.bytes, Data("fmdb-cipher-keyslots/1 \(secret.kind.rawValue)\u{0}".utf8) + salt)
         default:
             throw corrupt("a slot's key derivation does not fit its kind")
+        }
+    }
+}
+
+/// The KDF parameters a key slot may have, checked with no arithmetic that can trap: on every slot read
+/// from disk (before any key derivation, allocation or tag check) and on every slot made.
+enum KeySlotKDFBounds {
+    /// scrypt N: a power of two from 2^14 (the floor) to 2^22.
+    static let scryptN: ClosedRange<UInt64> = (1 << 14)...(1 << 22)
+    /// scrypt r and p: each 1 ..< 2^16.
+    static let scryptRP: Range<UInt64> = 1..<(1 << 16)
+    /// scrypt r·p stays below 2^30 (RFC 7914).
+    static let scryptRTimesPLimit: UInt64 = 1 << 30
+    /// scrypt memory, 128·r·(N + p + 2) bytes: at most 4 GiB + 16 MiB (N = 2^22, r = 8 needs 4 GiB).
+    static let scryptMemoryLimit: UInt64 = (1 << 32) + (1 << 24)
+    /// PBKDF2-HMAC-SHA512 iterations: from 1,000 (the lowest even `unsafePBKDF2SHA512` makes) to 10^8.
+    static let pbkdf2Iterations: ClosedRange<Int> = 1_000...100_000_000
+
+    /// What is wrong with scrypt `n`, `r`, `p`; nil when they are within bounds.
+    static func scryptProblem(n: UInt64, r: UInt64, p: UInt64) -> String? {
+        guard scryptN.contains(n), n & (n - 1) == 0 else { return "scrypt N must be a power of two from 2^14 to 2^22" }
+        guard scryptRP.contains(r), scryptRP.contains(p) else { return "scrypt r and p must be 1 to 65535" }
+        let rp = r.multipliedReportingOverflow(by: p)
+        guard !rp.overflow, rp.partialValue < scryptRTimesPLimit else { return "scrypt r times p must be below 2^30" }
+        let blocks = n.addingReportingOverflow(p + 2)
+        let perBlock = r.multipliedReportingOverflow(by: 128)
+        let memory = blocks.partialValue.multipliedReportingOverflow(by: perBlock.partialValue)
+        guard !blocks.overflow, !perBlock.overflow, !memory.overflow, memory.partialValue <= scryptMemoryLimit else {
+            return "scrypt would need more than 4 GiB"
+        }
+        return nil
+    }
+
+    /// What is wrong with a PBKDF2 iteration count; nil when it is within bounds.
+    static func pbkdf2Problem(iterations: Int) -> String? {
+        pbkdf2Iterations.contains(iterations) ? nil : "PBKDF2 iterations must be from 1,000 to 100,000,000"
+    }
+
+    /// What is wrong with a stored slot's KDF for its kind; nil when it is usable.
+    static func problem(with kdf: KeySlotFile.KDFParameters, kind: KeySlotKind) -> String? {
+        switch (kind, kdf.name) {
+        case (.passphrase, "scrypt"):
+            guard let n = kdf.n, let r = kdf.r, let p = kdf.p, kdf.iterations == nil else { return "scrypt needs N, r and p only" }
+            return scryptProblem(n: n, r: r, p: p)
+        case (.passphrase, "pbkdf2-sha512"):
+            guard let iterations = kdf.iterations, kdf.n == nil, kdf.r == nil, kdf.p == nil else {
+                return "PBKDF2 needs an iteration count only"
+            }
+            return pbkdf2Problem(iterations: iterations)
+        case (.rawKey, "hmac-sha256"), (.recoveryKey, "hmac-sha256"):
+            return kdf.n == nil && kdf.r == nil && kdf.p == nil && kdf.iterations == nil ? nil : "HMAC-SHA256 takes no parameters"
+        default:
+            return "the key derivation does not fit the slot's kind"
         }
     }
 }

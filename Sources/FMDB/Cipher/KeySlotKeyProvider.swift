@@ -95,7 +95,7 @@ public struct KeySlotKDF: Sendable, Equatable {
     /// The lowest scrypt N accepted without `unsafe`.
     public static let minimumScryptN: UInt64 = 1 << 14
 
-    /// scrypt with cost `n` (a power of two, at least 2^14), block size `r`, parallelism `p`.
+    /// scrypt with cost `n` (a power of two, 2^14 to 2^22), block size `r`, parallelism `p` (each 1 to 65535, r·p below 2^30).
     public static func scrypt(n: UInt64 = 1 << 15, r: UInt64 = 8, p: UInt64 = 1) -> KeySlotKDF {
         KeySlotKDF(algorithm: .scrypt(n: n, r: r, p: p), allowsWeak: false)
     }
@@ -105,7 +105,7 @@ public struct KeySlotKDF: Sendable, Equatable {
         KeySlotKDF(algorithm: .pbkdf2SHA512(iterations: iterations), allowsWeak: false)
     }
 
-    /// PBKDF2-HMAC-SHA512 with any positive iteration count. For tests only: weak counts make
+    /// PBKDF2-HMAC-SHA512 with any iteration count from 1,000 (the lowest a slot file may hold). For tests only: weak counts make
     /// passphrases cheap to guess from a copy of the slot file.
     public static func unsafePBKDF2SHA512(iterations: Int) -> KeySlotKDF {
         KeySlotKDF(algorithm: .pbkdf2SHA512(iterations: iterations), allowsWeak: true)
@@ -114,15 +114,16 @@ public struct KeySlotKDF: Sendable, Equatable {
     func validate() throws {
         switch algorithm {
         case .scrypt(let n, let r, let p):
-            guard n > 1, n & (n - 1) == 0, r > 0, p > 0, n <= 1 << 24, r * p < 1 << 16 else {
-                throw FMDatabaseError.misuse("scrypt needs n a power of two (2 ... 2^24), and r, p > 0.")
-            }
             guard allowsWeak || n >= Self.minimumScryptN else {
                 throw FMDatabaseError.misuse("scrypt n=\(n) is below the floor of \(Self.minimumScryptN).")
             }
+            // The same bounds every slot read from disk is checked against.
+            if let problem = KeySlotKDFBounds.scryptProblem(n: n, r: r, p: p) {
+                throw FMDatabaseError.misuse("Unusable scrypt parameters: \(problem).")
+            }
         case .pbkdf2SHA512(let iterations):
-            guard iterations > 0, iterations <= 100_000_000 else {
-                throw FMDatabaseError.misuse("PBKDF2 iterations must be between 1 and 100,000,000.")
+            guard iterations >= KeySlotKDFBounds.pbkdf2Iterations.lowerBound, iterations <= KeySlotKDFBounds.pbkdf2Iterations.upperBound else {
+                throw FMDatabaseError.misuse("PBKDF2 iterations must be between 1,000 and 100,000,000.")
             }
             guard allowsWeak || iterations >= Self.minimumPBKDF2Iterations else {
                 throw FMDatabaseError.misuse(

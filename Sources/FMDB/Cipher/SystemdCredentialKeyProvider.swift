@@ -64,6 +64,9 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
 
     /// The credential's bytes, in wiped memory, with the checks listed above.
     ///
+    /// No error names the credential (nor its path): a name is sometimes the secret itself, given by
+    /// mistake (`--key-credential "$SECRET"`), and errors reach logs.
+    ///
     /// ```swift
     /// let material = try SystemdCredentialKeyProvider.read(credential: "app-db-key")
     /// ```
@@ -71,31 +74,31 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         credential name: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> KeyMaterial {
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
-            throw FMDatabaseError.misuse("A credential name is a file name: not empty, no \"/\" (got \"\(name)\").")
+            throw FMDatabaseError.misuse("A credential name is a file name: not empty, not \".\" or \"..\", no \"/\" (the name given is not shown).")
         }
         guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
             throw FMDatabaseError(
                 code: SQLITE_CANTOPEN,
-                message: "CREDENTIALS_DIRECTORY is not set: the credential \(name) is only available to a service "
-                    + "started by systemd with LoadCredential=/LoadCredentialEncrypted=\(name):..."
+                message: "CREDENTIALS_DIRECTORY is not set: credentials are only available to a service "
+                    + "started by systemd with LoadCredential=/LoadCredentialEncrypted=NAME:..."
             )
         }
         let path = directory + "/" + name
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
-            let reason = errno == ENOENT ? "it does not exist (is LoadCredentialEncrypted=\(name):... in the unit?)"
-                : String(cString: strerror(errno))
-            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "Cannot read the credential \(path): \(reason).")
+            let reason = errno == ENOENT ? "it does not exist (is LoadCredentialEncrypted=NAME:... in the unit?)"
+                : errno == ELOOP ? "it is a symbolic link" : String(cString: strerror(errno))
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "Cannot read the credential given (in \(directory)): \(reason).")
         }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The credential \(path) is not a regular file.")
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The credential given (in \(directory)) is not a regular file.")
         }
         guard info.st_mode & 0o044 == 0 else {
             throw FMDatabaseError(
                 code: SQLITE_PERM,
-                message: "The credential \(path) is readable by group or others (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                message: "The credential given (in \(directory)) is readable by group or others (mode \(String(info.st_mode & 0o777, radix: 8))): "
                     + "refused; systemd makes credentials readable by the service only."
             )
         }
@@ -113,9 +116,9 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
             return total
         }
         guard material.count <= maximumSize else {
-            throw FMDatabaseError.misuse("The credential \(path) is larger than \(maximumSize) bytes.")
+            throw FMDatabaseError.misuse("The credential given (in \(directory)) is larger than \(maximumSize) bytes.")
         }
-        guard !material.isEmpty else { throw FMDatabaseError.misuse("The credential \(path) is empty.") }
+        guard !material.isEmpty else { throw FMDatabaseError.misuse("The credential given (in \(directory)) is empty.") }
         return material
     }
 }
