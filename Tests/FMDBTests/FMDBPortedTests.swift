@@ -1,0 +1,461 @@
+import FMDB
+import Foundation
+import XCTest
+
+/// FMDB 2.7's own `Tests/FMDatabaseTests.m` methods that no other test class ported yet,
+/// rewritten in Swift against the same API (each test has its own temporary database).
+/// As in FMDB's FMDBTempDBTests, every test runs with statement caching on.
+final class FMDBPortedTests: FMDBTempDBTestCase {
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        db.shouldCacheStatements = true
+    }
+
+    override class func populateDatabase(_ db: FMDatabase) {
+        db.executeUpdate("create table test (a text, b text, c integer, d double, e double)")
+        db.beginTransaction()
+        for i in 1...20 {
+            db.executeUpdate("insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
+                             "hi'", "number \(i)", i, Date(), Float(2.2))
+        }
+        db.commit()
+    }
+
+    // MARK: - Invalid column names and indexes (FMDB testInvalidColumnNames / testInvalidColumnIndexes)
+
+    func testInvalidColumnNames() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select rowid, a, b, c from test"))
+        let invalidColumnName = "foobar"
+        var rows = 0
+        while rs.next() {
+            rows += 1
+            XCTAssertNil(rs[invalidColumnName], "Invalid column name should return nil")
+            XCTAssertNil(rs.string(forColumn: invalidColumnName))
+            XCTAssertNil(rs.utf8String(forColumn: invalidColumnName))
+            XCTAssertNil(rs.date(forColumn: invalidColumnName))
+            XCTAssertNil(rs.data(forColumn: invalidColumnName))
+            XCTAssertNil(rs.dataNoCopy(forColumn: invalidColumnName))
+            XCTAssertNil(rs.object(forColumn: invalidColumnName))
+            // the valid names still answer, so the nils above are about the name
+            XCTAssertEqual(rs.string(forColumn: "a"), "hi'")
+        }
+        XCTAssertEqual(rows, 20)
+        rs.close()
+        XCTAssertFalse(db.hasOpenResultSets, "Shouldn't have any open result sets")
+        XCTAssertFalse(db.hadError(), "Shouldn't have any errors")
+    }
+
+    func testInvalidColumnIndexes() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select rowid, a, b, c from test"))
+        let invalidColumnIndex: Int32 = 999
+        var rows = 0
+        while rs.next() {
+            rows += 1
+            XCTAssertNil(rs[invalidColumnIndex], "Invalid column index should return nil")
+            XCTAssertNil(rs.string(forColumnIndex: invalidColumnIndex))
+            XCTAssertNil(rs.utf8String(forColumnIndex: invalidColumnIndex))
+            XCTAssertNil(rs.date(forColumnIndex: invalidColumnIndex))
+            XCTAssertNil(rs.data(forColumnIndex: invalidColumnIndex))
+            XCTAssertNil(rs.dataNoCopy(forColumnIndex: invalidColumnIndex))
+            XCTAssertNil(rs.object(forColumnIndex: invalidColumnIndex))
+            XCTAssertEqual(rs.string(forColumnIndex: 1), "hi'")
+        }
+        XCTAssertEqual(rows, 20)
+        rs.close()
+        XCTAssertFalse(db.hasOpenResultSets, "Shouldn't have any open result sets")
+        XCTAssertFalse(db.hadError(), "Shouldn't have any errors")
+    }
+
+    // MARK: - Format strings (Swift reads FMDB's `...WithFormat:` as string interpolation)
+
+    func testFormatStringParsing() throws {
+        XCTAssertTrue(db.executeUpdate("create table t5 (a text, b int, c blob, d text, e text)"))
+        let cString = "text"
+        let character: Character = "d"
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into t5 values (\(cString), \(42), \("BLOB"), \(character), \(Int64(12_345_678_901_234)))"))
+
+        let rs = try XCTUnwrap(db.executeQuery(withFormat: "select * from t5 where a = \(cString) and a = \("text") and b = \(42)"))
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.string(forColumn: "a"), "text")
+        XCTAssertEqual(rs.int(forColumn: "b"), 42)
+        XCTAssertEqual(rs.string(forColumn: "c"), "BLOB")
+        XCTAssertEqual(rs.string(forColumn: "d"), "d")
+        XCTAssertEqual(rs.longLongInt(forColumn: "e"), 12_345_678_901_234)
+        rs.close()
+    }
+
+    func testFormatStringParsingWithSizePrefixes() throws {
+        XCTAssertTrue(db.executeUpdate("create table t55 (a text, b int, c float)"))
+        let testShort: Int16 = -4
+        let testFloat: Float = 5.5
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into t55 values (\("a"), \(testShort), \(testFloat))"))
+        let testUShort: UInt16 = 6
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into t55 values (\("a"), \(testUShort), \(testFloat))"))
+
+        let rs = try XCTUnwrap(db.executeQuery(withFormat: "select * from t55 where a = \("a") order by 2"))
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.string(forColumn: "a"), "a")
+        XCTAssertEqual(rs.int(forColumn: "b"), -4)
+        XCTAssertEqual(rs.string(forColumn: "c"), "5.5")
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.string(forColumn: "a"), "a")
+        XCTAssertEqual(rs.int(forColumn: "b"), 6)
+        XCTAssertEqual(rs.string(forColumn: "c"), "5.5")
+        XCTAssertFalse(rs.next())
+    }
+
+    func testFormatStringParsingWithNilValue() throws {
+        XCTAssertTrue(db.executeUpdate("create table tatwhat (a text)"))
+        let missing: String? = nil
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into tatwhat values(\(missing))"))
+        let rs = try XCTUnwrap(db.executeQuery(withFormat: "select * from tatwhat"))
+        XCTAssertTrue(rs.next())
+        XCTAssertTrue(rs.columnIndexIsNull(0))
+        XCTAssertFalse(rs.next())
+    }
+
+    func testFormatStrings() throws {
+        let db = FMDatabase()
+        XCTAssertTrue(db.open(), "open failed")
+        XCTAssertTrue(db.executeUpdate("create table foo (id integer primary key autoincrement, a numeric)"))
+
+        let insertedChar: Character = "A"
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into foo (a) values (\(insertedChar))"))
+        XCTAssertEqual(db.string(forQuery: "select a from foo where id = ?", db.lastInsertRowId), "A")
+
+        let insertedString = "baz"
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into foo (a) values (\(insertedString))"))
+        XCTAssertEqual(db.string(forQuery: "select a from foo where id = ?", db.lastInsertRowId), insertedString)
+
+        let insertedInt: Int32 = 42
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into foo (a) values (\(insertedInt))"))
+        XCTAssertEqual(db.int(forQuery: "select a from foo where id = ?", db.lastInsertRowId), insertedInt)
+
+        let insertedUnsignedInt: UInt32 = 43
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into foo (a) values (\(insertedUnsignedInt))"))
+        XCTAssertEqual(db.int(forQuery: "select a from foo where id = ?", db.lastInsertRowId), 43)
+
+        let insertedFloat: Float = 44
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into foo (a) values (\(insertedFloat))"))
+        XCTAssertEqual(Float(db.double(forQuery: "select a from foo where id = ?", db.lastInsertRowId)), insertedFloat)
+
+        let insertedUnsignedLongLong: UInt64 = 45
+        XCTAssertTrue(db.executeUpdate(withFormat: "insert into foo (a) values (\(insertedUnsignedLongLong))"))
+        XCTAssertEqual(db.long(forQuery: "select a from foo where id = ?", db.lastInsertRowId), 45)
+        XCTAssertEqual(db.int(forQuery: "select count(*) from foo"), 6)
+        db.close()
+    }
+
+    // MARK: - Custom functions (FMDB's createCustomFunctions and the tests that use it)
+
+    private func createCustomFunctions() {
+        let db = self.db!
+        db.makeFunctionNamed("RemoveDiacritics", arguments: 1) { context, _, argv in
+            let type = db.valueType(argv[0])
+            if type == .null {
+                db.resultNull(context: context)
+                return
+            }
+            guard type == .text else {
+                db.resultError("Expected text", context: context)
+                return
+            }
+            let string = db.valueString(argv[0]) ?? ""
+            db.resultString(string.folding(options: .diacriticInsensitive, locale: nil), context: context)
+        }
+        db.makeFunctionNamed("Hypotenuse", arguments: 2) { context, _, argv in
+            let type1 = db.valueType(argv[0])
+            let type2 = db.valueType(argv[1])
+            if type1 != .float && type1 != .integer && type2 != .float && type2 != .integer {
+                db.resultError("Expected numeric", context: context)
+                return
+            }
+            db.resultDouble(hypot(db.valueDouble(argv[0]), db.valueDouble(argv[1])), context: context)
+        }
+        db.makeFunctionNamed("SetAlternatingByteToOne", arguments: 1) { context, _, argv in
+            guard db.valueType(argv[0]) == .blob else {
+                db.resultError("Expected blob", context: context)
+                return
+            }
+            var data = db.valueData(argv[0]) ?? Data()
+            for i in stride(from: data.startIndex, to: data.endIndex, by: 2) {
+                data[i] = 1
+            }
+            db.resultData(data, context: context)
+        }
+    }
+
+    func testCustomStringFunction() throws {
+        createCustomFunctions()
+        let rs = try XCTUnwrap(db.executeQuery("SELECT RemoveDiacritics(?)", "José"))
+        XCTAssertTrue(rs.next(), "Should have returned value")
+        XCTAssertEqual(rs.string(forColumnIndex: 0), "Jose")
+        rs.close()
+    }
+
+    func testFailCustomStringFunction() throws {
+        createCustomFunctions()
+        let rs = try XCTUnwrap(db.executeQuery("SELECT RemoveDiacritics(?)", Double.pi), "Prepare should have succeeded")
+        XCTAssertThrowsError(try rs.nextWithError(), "'next' should have failed") { error in
+            XCTAssertEqual((error as NSError).localizedDescription, "Expected text")
+            XCTAssertEqual((error as NSError).domain, "FMDatabase")
+        }
+        XCTAssertNil(db.executeQuery("SELECT RemoveDiacritics('jose','ortega')"))
+        let error = db.lastError() as NSError
+        XCTAssertEqual(error.code, Int(SQLITE_ERROR))
+        XCTAssertTrue(error.localizedDescription.contains("wrong number of arguments"),
+                      "Should get wrong number of arguments error, but got '\(error.localizedDescription)'")
+    }
+
+    func testCustomDoubleFunction() throws {
+        createCustomFunctions()
+        let rs = try XCTUnwrap(db.executeQuery("SELECT Hypotenuse(?, ?)", 3.0, 4.0))
+        XCTAssertTrue(rs.next(), "Should have returned value")
+        XCTAssertEqual(rs.double(forColumnIndex: 0), 5.0)
+        rs.close()
+    }
+
+    func testCustomIntFunction() throws {
+        createCustomFunctions()
+        let rs = try XCTUnwrap(db.executeQuery("SELECT Hypotenuse(?, ?)", 3, 4))
+        XCTAssertTrue(rs.next(), "Should have returned value")
+        XCTAssertEqual(rs.int(forColumnIndex: 0), 5)
+        rs.close()
+    }
+
+    func testFailCustomNumericFunction() throws {
+        createCustomFunctions()
+        let rs = try XCTUnwrap(db.executeQuery("SELECT Hypotenuse(?, ?)", "foo", "bar"))
+        XCTAssertThrowsError(try rs.nextWithError(), "Should have failed") { error in
+            XCTAssertEqual((error as NSError).localizedDescription, "Expected numeric")
+        }
+        XCTAssertNil(db.executeQuery("SELECT Hypotenuse(?)", 3.0), "Should fail for wrong number of arguments")
+        let error = db.lastError() as NSError
+        XCTAssertTrue(error.localizedDescription.contains("wrong number of arguments"),
+                      "Should get wrong number of arguments error, but got '\(error.localizedDescription)'")
+    }
+
+    func testCustomDataFunction() throws {
+        createCustomFunctions()
+        let data = Data((0..<256).map { UInt8($0) })
+        let rs = try XCTUnwrap(db.executeQuery("SELECT SetAlternatingByteToOne(?)", data))
+        XCTAssertTrue(rs.next(), "Should have returned value")
+        let result = try XCTUnwrap(rs.data(forColumnIndex: 0), "should have result")
+        XCTAssertEqual(result.count, 256)
+        for (i, byte) in result.enumerated() {
+            XCTAssertEqual(byte, i % 2 == 0 ? 1 : UInt8(i), "byte \(i)")
+        }
+        rs.close()
+    }
+
+    func testFailCustomDataFunction() throws {
+        createCustomFunctions()
+        let rs = try XCTUnwrap(db.executeQuery("SELECT SetAlternatingByteToOne(?)", "foo"), "Query should succeed")
+        XCTAssertThrowsError(try rs.nextWithError(), "Performing SetAlternatingByteToOne with string should fail") { error in
+            XCTAssertEqual((error as NSError).localizedDescription, "Expected blob")
+        }
+    }
+
+    func testCustomFunctionNullValues() throws {
+        let db = self.db!
+        let seen = ValuesSeen()
+        db.makeFunctionNamed("FunctionThatDoesntTestTypes", arguments: 1) { context, _, argv in
+            seen.data = db.valueData(argv[0])
+            seen.string = db.valueString(argv[0])
+            seen.int = db.valueInt(argv[0])
+            seen.long = db.valueLong(argv[0])
+            seen.double = db.valueDouble(argv[0])
+            seen.called = true
+            db.resultInt(42, context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT FunctionThatDoesntTestTypes(?)", NSNull()), "Creating query should succeed")
+        XCTAssertTrue(try rs.nextWithError(), "Performing query should succeed")
+        XCTAssertEqual(rs.int(forColumnIndex: 0), 42)
+        XCTAssertTrue(seen.called)
+        XCTAssertNil(seen.data)
+        XCTAssertNil(seen.string)
+        XCTAssertEqual(seen.int, 0)
+        XCTAssertEqual(seen.long, 0)
+        XCTAssertEqual(seen.double, 0.0)
+        rs.close()
+    }
+
+    func testCustomFunctionIntResult() throws {
+        let db = self.db!
+        db.makeFunctionNamed("IntResultFunction", arguments: 0) { context, _, _ in
+            db.resultInt(42, context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT IntResultFunction()"), "Creating query should succeed")
+        XCTAssertTrue(rs.next(), "Performing query should succeed")
+        XCTAssertEqual(rs.int(forColumnIndex: 0), 42)
+        rs.close()
+    }
+
+    func testCustomFunctionLongResult() throws {
+        let db = self.db!
+        db.makeFunctionNamed("LongResultFunction", arguments: 0) { context, _, _ in
+            db.resultLong(42, context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT LongResultFunction()"), "Creating query should succeed")
+        XCTAssertTrue(rs.next(), "Performing query should succeed")
+        XCTAssertEqual(rs.long(forColumnIndex: 0), 42)
+        rs.close()
+    }
+
+    func testCustomFunctionDoubleResult() throws {
+        let db = self.db!
+        db.makeFunctionNamed("DoubleResultFunction", arguments: 0) { context, _, _ in
+            db.resultDouble(0.1, context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT DoubleResultFunction()"), "Creating query should succeed")
+        XCTAssertTrue(rs.next(), "Performing query should succeed")
+        XCTAssertEqual(rs.double(forColumnIndex: 0), 0.1)
+        rs.close()
+    }
+
+    func testCustomFunctionNullResult() throws {
+        let db = self.db!
+        db.makeFunctionNamed("NullResultFunction", arguments: 0) { context, _, _ in
+            db.resultNull(context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT NullResultFunction()"), "Creating query should succeed")
+        XCTAssertTrue(rs.next(), "Performing query should succeed")
+        XCTAssertTrue(rs.object(forColumnIndex: 0) is NSNull)
+        rs.close()
+    }
+
+    func testCustomFunctionErrorResult() throws {
+        let db = self.db!
+        db.makeFunctionNamed("ErrorResultFunction", arguments: 0) { context, _, _ in
+            db.resultError("foo", context: context)
+            db.resultErrorCode(42, context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT ErrorResultFunction()"), "Creating query should succeed")
+        XCTAssertThrowsError(try rs.nextWithError(), "Performing query should fail.") { error in
+            XCTAssertEqual((error as NSError).localizedDescription, "foo")
+            XCTAssertEqual((error as NSError).code, 42)
+        }
+    }
+
+    func testCustomFunctionTooBigErrorResult() throws {
+        let db = self.db!
+        db.makeFunctionNamed("TooBigErrorResultFunction", arguments: 0) { context, _, _ in
+            db.resultErrorTooBig(context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT TooBigErrorResultFunction()"), "Creating query should succeed")
+        XCTAssertThrowsError(try rs.nextWithError(), "Performing query should fail.") { error in
+            XCTAssertEqual((error as NSError).localizedDescription, "string or blob too big")
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_TOOBIG))
+        }
+    }
+
+    func testCustomFunctionNoMemoryErrorResult() throws {
+        let db = self.db!
+        db.makeFunctionNamed("NoMemoryErrorResultFunction", arguments: 0) { context, _, _ in
+            db.resultErrorNoMemory(context: context)
+        }
+        let rs = try XCTUnwrap(db.executeQuery("SELECT NoMemoryErrorResultFunction()"), "Creating query should succeed")
+        XCTAssertThrowsError(try rs.nextWithError(), "Performing query should fail.") { error in
+            XCTAssertEqual((error as NSError).localizedDescription, "out of memory")
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_NOMEM))
+        }
+    }
+
+    // MARK: - FMDatabaseQueueTests.m methods not ported elsewhere
+
+    func testInvalidURL() {
+        let fileURL = directory.url.appendingPathComponent(UUID().uuidString).appendingPathComponent("test.sqlite")
+        XCTAssertNil(FMDatabaseQueue(url: fileURL), "Database queue should not be returned for invalid path")
+    }
+
+    func testURLOpenWithOptions() {
+        let fileURL = directory.url.appendingPathComponent(UUID().uuidString)
+        XCTAssertNil(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE), "Database queue should not have been created")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fileURL.path))
+    }
+
+    func testURLOpenInitWithOptions() throws {
+        let fileURL = directory.url.appendingPathComponent(UUID().uuidString)
+        XCTAssertNil(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE), "Database queue should not have been created")
+
+        var queue = try XCTUnwrap(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE),
+                                  "Database queue should have been created")
+        queue.inDatabase { db in
+            XCTAssertTrue(db.executeUpdate("CREATE TABLE foo (bar INT)"), "Create failed")
+            XCTAssertTrue(db.executeUpdate("INSERT INTO foo (bar) VALUES (?)", 42), "Insert failed")
+        }
+        queue.close()
+
+        queue = try XCTUnwrap(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READONLY), "Now database queue should open")
+        XCTAssertEqual(queue.openFlags, SQLITE_OPEN_READONLY)
+        var ran = false
+        queue.inDatabase { db in
+            ran = true
+            XCTAssertFalse(db.executeUpdate("CREATE TABLE baz (qux INT)"), "But updates should fail on read only database")
+            XCTAssertEqual(db.int(forQuery: "SELECT bar FROM foo"), 42)
+        }
+        XCTAssertTrue(ran)
+        queue.close()
+    }
+
+    func testURLOpenWithOptionsVfs() throws {
+        guard var vfs = sqlite3_vfs_find(nil)?.pointee else { return XCTFail("no default VFS") }
+        let name = strdup("MyCustomQueueVFS")
+        vfs.zName = UnsafePointer(name)
+        let registered = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)
+        registered.initialize(to: vfs)
+        XCTAssertEqual(SQLITE_OK, sqlite3_vfs_register(registered, 0))
+        defer {
+            sqlite3_vfs_unregister(registered)
+            registered.deallocate()
+            free(name)
+        }
+        let fileURL = directory.url.appendingPathComponent(UUID().uuidString)
+        let queue = try XCTUnwrap(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: "MyCustomQueueVFS"),
+                                  "Database queue should have been created")
+        XCTAssertEqual(queue.vfsName, "MyCustomQueueVFS")
+        queue.inDatabase { db in
+            XCTAssertTrue(db.executeUpdate("create table t (a)"))
+        }
+        queue.close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fileURL.path))
+    }
+
+    /// A block that closes the queue's database does not break the queue: the next block gets it reopened.
+    func testClose() throws {
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: databasePath))
+        queue.inDatabase { adb in
+            XCTAssertTrue(adb.executeUpdate("CREATE TABLE close_test (a INTEGER)"))
+            XCTAssertTrue(adb.executeUpdate("INSERT INTO close_test VALUES (1)"))
+            adb.close()
+        }
+        var ran = false
+        queue.inDatabase { adb in
+            ran = true
+            let ars = adb.executeQuery("select * from close_test")
+            XCTAssertNotNil(ars)
+            XCTAssertTrue(ars?.next() ?? false)
+            XCTAssertEqual(ars?.int(forColumnIndex: 0), 1)
+            ars?.close()
+        }
+        XCTAssertTrue(ran)
+        queue.close()
+    }
+
+    // MARK: - Version
+
+    /// FMDB's testVersionNumber checks `FMDBVersion`; API.md names the string form instead.
+    func testVersionNumber() {
+        XCTAssertEqual(FMDatabase.fmdbUserVersion(), "2.7.12")
+    }
+}
+
+/// What a custom function saw, read after the query (the function runs synchronously inside `next()`).
+private final class ValuesSeen {
+    var called = false
+    var data: Data?
+    var string: String?
+    var int: Int32 = -1
+    var long: Int64 = -1
+    var double: Double = -1
+}
