@@ -442,6 +442,103 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         queue.close()
     }
 
+    // MARK: - FMDB 2.7 source behaviours its tests rely on without naming them
+
+    /// FMDB reads `lastError*` from `sqlite3_errcode`/`sqlite3_errmsg`: after a success that is 0, "not an error".
+    func testLastErrorWithoutAnError() throws {
+        XCTAssertEqual(db.int(forQuery: "select count(*) from test"), 20)
+        XCTAssertFalse(db.hadError())
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_OK)
+        XCTAssertEqual(db.lastErrorMessage(), "not an error")
+        let error = db.lastError() as NSError
+        XCTAssertEqual(error.domain, "FMDatabase")
+        XCTAssertEqual(error.code, 0)
+    }
+
+    /// In FMDB an error lasts until the next call on the connection, which resets it (`sqlite3_errcode`).
+    func testHadErrorIsResetByTheNextSuccess() throws {
+        XCTAssertNil(db.executeQuery("select * from nosuchtable"))
+        XCTAssertTrue(db.hadError())
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_ERROR)
+        XCTAssertTrue(db.lastErrorMessage().contains("nosuchtable"))
+        let rs = try XCTUnwrap(db.executeQuery("select a from test"))
+        XCTAssertFalse(db.hadError())
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_OK)
+        rs.close()
+        XCTAssertFalse(db.executeUpdate("insert into nosuchtable values (1)"))
+        XCTAssertTrue(db.hadError())
+        XCTAssertTrue(db.executeUpdate("insert into test (a) values (?)", "ok"))
+        XCTAssertFalse(db.hadError())
+    }
+
+    /// FMDB's `storeableDateFormat:` is fixed to en_US_POSIX and GMT, whatever the user's locale and zone.
+    func testStoreableDateFormatIsPOSIXAndGMT() throws {
+        let fmt = FMDatabase.storeableDateFormat("yyyy-MM-dd HH:mm:ss")
+        XCTAssertEqual(fmt.locale.identifier, "en_US_POSIX")
+        XCTAssertEqual(fmt.timeZone.secondsFromGMT(), 0)
+        XCTAssertEqual(fmt.dateFormat, "yyyy-MM-dd HH:mm:ss")
+        XCTAssertEqual(fmt.string(from: Date(timeIntervalSince1970: 0)), "1970-01-01 00:00:00")
+        db.setDateFormat(fmt)
+        XCTAssertTrue(db.hasDateFormatter())
+        XCTAssertTrue(db.executeUpdate("create table df (d)"))
+        XCTAssertTrue(db.executeUpdate("insert into df values (?)", Date(timeIntervalSince1970: 86_400)))
+        XCTAssertEqual(db.string(forQuery: "select d from df"), "1970-01-02 00:00:00")
+        XCTAssertEqual(db.date(forQuery: "select d from df"), Date(timeIntervalSince1970: 86_400))
+        db.setDateFormat(nil)
+        XCTAssertFalse(db.hasDateFormatter())
+    }
+
+    /// FMDB's `columnNameForIndex:` wraps `sqlite3_column_name`, which is NULL out of range: nil.
+    func testColumnNameForInvalidIndex() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select a, b as bee from test"))
+        XCTAssertEqual(rs.columnCount, 2)
+        XCTAssertEqual(rs.columnName(for: 0), "a")
+        XCTAssertEqual(rs.columnName(for: 1), "bee")
+        XCTAssertNil(rs.columnName(for: 2))
+        XCTAssertNil(rs.columnName(for: -1))
+        rs.close()
+    }
+
+    /// FMDB's `executeStatements:` is `sqlite3_exec`: it stops at the first failing statement, keeps what ran
+    /// before it (autocommit), and reports the error.
+    func testExecuteStatementsStopsAtTheFirstError() {
+        XCTAssertFalse(db.executeStatements("create table bulk4 (a); insert into nosuchtable values (1); create table bulk5 (a);"))
+        XCTAssertTrue(db.hadError())
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_ERROR)
+        XCTAssertTrue(db.tableExists("bulk4"))
+        XCTAssertFalse(db.tableExists("bulk5"))
+    }
+
+    /// FMDB's result block gets every value as text and NULL as NSNull, keyed by column name.
+    func testExecuteStatementsResultBlockValues() {
+        var rows: [[AnyHashable: Any]] = []
+        XCTAssertTrue(db.executeStatements("select null as n, 1 as one, 2.5 as f, 'x' as s") { dictionary in
+            rows.append(dictionary)
+            return 0
+        })
+        XCTAssertEqual(rows.count, 1)
+        let row = rows.first ?? [:]
+        XCTAssertEqual(row.count, 4)
+        XCTAssertTrue(row["n"] is NSNull)
+        XCTAssertEqual(row["one"] as? String, "1")
+        XCTAssertEqual(row["f"] as? String, "2.5")
+        XCTAssertEqual(row["s"] as? String, "x")
+    }
+
+    /// `values: nil` and a nil parameter dictionary mean "no arguments", as in FMDB.
+    func testNilArgumentsMeanNone() throws {
+        try db.executeUpdate("create table nilargs (a)", values: nil)
+        try db.executeUpdate("insert into nilargs values (7)", values: nil)
+        let rs = try db.executeQuery("select a from nilargs", values: nil)
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.int(forColumnIndex: 0), 7)
+        rs.close()
+        let rs2 = try XCTUnwrap(db.executeQuery("select a from nilargs", withParameterDictionary: nil))
+        XCTAssertTrue(rs2.next())
+        XCTAssertEqual(rs2.int(forColumnIndex: 0), 7)
+        rs2.close()
+    }
+
     // MARK: - Version
 
     /// FMDB's testVersionNumber checks `FMDBVersion`; API.md names the string form instead.
