@@ -539,6 +539,35 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         rs2.close()
     }
 
+    /// FMDB's typed getters are SQLite's conversions: `dateForColumn` without a formatter is
+    /// `timeIntervalSince1970` of the column's double value, `boolForColumn` is `intForColumn != 0`,
+    /// `intForColumn` is `sqlite3_column_int` (the low 32 bits), `dataForColumn` of text is its bytes.
+    func testTypedGettersFollowSQLiteConversions() throws {
+        XCTAssertTrue(db.executeUpdate("create table conv (t text, r real, big integer, tx text)"))
+        XCTAssertTrue(db.executeUpdate("insert into conv values (?, ?, ?, ?)", "abc", 0.5, Int64(1) << 40 | 7, "12abc"))
+        let rs = try XCTUnwrap(db.executeQuery("select * from conv"))
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.date(forColumn: "t"), Date(timeIntervalSince1970: 0))
+        XCTAssertEqual(rs.date(forColumn: "r"), Date(timeIntervalSince1970: 0.5))
+        XCTAssertFalse(rs.bool(forColumn: "r"), "0.5 as int is 0")
+        XCTAssertFalse(rs.bool(forColumn: "t"), "'abc' as int is 0")
+        XCTAssertEqual(rs.int(forColumn: "big"), 7, "sqlite3_column_int keeps the low 32 bits")
+        XCTAssertEqual(rs.long(forColumn: "big"), (1 << 40) | 7)
+        XCTAssertEqual(rs.int(forColumn: "tx"), 12)
+        XCTAssertEqual(rs.data(forColumn: "t"), Data("abc".utf8))
+        XCTAssertEqual(rs.string(forColumn: "big"), "1099511627783")
+        XCTAssertEqual(rs.string(forColumn: "r"), "0.5")
+        rs.close()
+    }
+
+    /// FMDB prepares only the first statement of the SQL it is given (the tail is ignored).
+    func testExecuteUpdateRunsTheFirstStatementOnly() {
+        XCTAssertTrue(db.executeUpdate("create table multi (a)"))
+        XCTAssertTrue(db.executeUpdate("insert into multi values (1); insert into multi values (2)"))
+        XCTAssertEqual(db.int(forQuery: "select count(*) from multi"), 1)
+        XCTAssertEqual(db.int(forQuery: "select a from multi"), 1)
+    }
+
     // MARK: - Version
 
     /// FMDB's testVersionNumber checks `FMDBVersion`; API.md names the string form instead.
