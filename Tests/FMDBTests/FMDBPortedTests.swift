@@ -568,6 +568,60 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         XCTAssertEqual(db.int(forQuery: "select a from multi"), 1)
     }
 
+    /// FMDB's defaults: errors logged, no crash, no trace, no statement cache, a 2-second busy retry.
+    func testDefaultsMatchFMDB() {
+        let fresh = FMDatabase()
+        XCTAssertTrue(fresh.logsErrors)
+        XCTAssertFalse(fresh.crashOnErrors)
+        XCTAssertFalse(fresh.traceExecution)
+        XCTAssertFalse(fresh.shouldCacheStatements)
+        XCTAssertFalse(fresh.checkedOut)
+        XCTAssertEqual(fresh.maxBusyRetryTimeInterval, 2)
+        XCTAssertNil(fresh.databasePath)
+        XCTAssertNil(fresh.databaseURL)
+        XCTAssertFalse(fresh.isOpen)
+        XCTAssertNil(fresh.sqliteHandle)
+        XCTAssertTrue(fresh.open())
+        XCTAssertTrue(fresh.isOpen)
+        XCTAssertNotNil(fresh.sqliteHandle)
+        fresh.close()
+        XCTAssertFalse(fresh.isOpen)
+        XCTAssertNil(fresh.sqliteHandle)
+    }
+
+    // MARK: - FMDatabasePool behaviours of FMDB's implementation
+
+    /// FMDB's pool opens every connection with the pool's flags and VFS.
+    func testPoolUsesItsFlags() throws {
+        let pool = FMDatabasePool(path: databasePath, flags: SQLITE_OPEN_READONLY)
+        XCTAssertEqual(pool.openFlags, SQLITE_OPEN_READONLY)
+        XCTAssertEqual(pool.path, databasePath)
+        var ran = false
+        pool.inDatabase { db in
+            ran = true
+            XCTAssertEqual(db.int(forQuery: "select count(*) from test"), 20)
+            XCTAssertFalse(db.executeUpdate("insert into test (a) values (?)", "no"))
+            XCTAssertEqual(db.lastErrorCode(), SQLITE_READONLY)
+        }
+        XCTAssertTrue(ran)
+        pool.releaseAllDatabases()
+    }
+
+    /// FMDB's pool marks a connection `checkedOut` while a block holds it, and clears the mark on check-in.
+    func testPoolMarksConnectionsCheckedOut() throws {
+        let pool = FMDatabasePool(path: databasePath)
+        var held: FMDatabase?
+        pool.inDatabase { db in
+            held = db
+            XCTAssertTrue(db.checkedOut)
+            XCTAssertEqual(pool.countOfCheckedOutDatabases, 1)
+        }
+        let connection = try XCTUnwrap(held)
+        XCTAssertFalse(connection.checkedOut)
+        XCTAssertEqual(pool.countOfCheckedInDatabases, 1)
+        pool.releaseAllDatabases()
+    }
+
     // MARK: - Version
 
     /// FMDB's testVersionNumber checks `FMDBVersion`; API.md names the string form instead.
