@@ -589,6 +589,40 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         XCTAssertNil(fresh.sqliteHandle)
     }
 
+    /// FMDB's `tableExists:` and `columnExists:inTableWithName:` compare names lowercased.
+    func testTableAndColumnExistsIgnoreCase() {
+        XCTAssertTrue(db.tableExists("TEST"))
+        XCTAssertTrue(db.tableExists("Test"))
+        XCTAssertTrue(db.columnExists("A", inTableWithName: "TEST"))
+        XCTAssertTrue(db.columnExists("e", inTableWithName: "Test"))
+        XCTAssertFalse(db.columnExists("f", inTableWithName: "test"))
+        XCTAssertFalse(db.tableExists("tes"))
+    }
+
+    /// FMDB builds its name map column by column, so with duplicate names the last column wins,
+    /// in `columnIndexForName:`, the getters and `resultDictionary`.
+    func testDuplicateColumnNamesLastWins() throws {
+        let rs = try XCTUnwrap(db.executeQuery("select 1 as a, 2 as A, 3 as b"))
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.columnIndex(forName: "a"), 1)
+        XCTAssertEqual(rs.int(forColumn: "a"), 2)
+        XCTAssertEqual(rs.columnNameToIndexMap, ["a": 1, "b": 2])
+        XCTAssertEqual(rs.columnIndex(forName: "A"), 1)
+        XCTAssertEqual(rs.columnIndex(forName: "B"), 2)
+        XCTAssertEqual(rs.string(forColumn: "b"), "3")
+        // resultDictionary keeps each column's own spelling, so both survive there
+        let row = try XCTUnwrap(rs.resultDictionary)
+        XCTAssertEqual(row["a"] as? NSNumber, 1)
+        XCTAssertEqual(row["A"] as? NSNumber, 2)
+        rs.close()
+        let same = try XCTUnwrap(db.executeQuery("select 1 as x, 2 as x"))
+        XCTAssertTrue(same.next())
+        XCTAssertEqual(same.columnIndex(forName: "x"), 1)
+        XCTAssertEqual(same.int(forColumn: "X"), 2)
+        XCTAssertEqual(same.resultDictionary?["x"] as? NSNumber, 2)
+        same.close()
+    }
+
     // MARK: - FMDatabasePool behaviours of FMDB's implementation
 
     /// FMDB's pool opens every connection with the pool's flags and VFS.
