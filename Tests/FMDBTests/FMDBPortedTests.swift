@@ -623,6 +623,39 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         same.close()
     }
 
+    /// FMDB's result set remembers its SQL and database until closed; its column count is the
+    /// statement's, known before the first row; `resultDictionary` is nil with no current row.
+    func testResultSetPropertiesBeforeAndAfterRows() throws {
+        let sql = "select a, b, c from test where c <= ?"
+        let rs = try XCTUnwrap(db.executeQuery(sql, 2))
+        XCTAssertEqual(rs.query, sql)
+        XCTAssertTrue(rs.parentDB === db)
+        XCTAssertEqual(rs.columnCount, 3)
+        XCTAssertNil(rs.resultDictionary, "no current row")
+        XCTAssertFalse(rs.hasAnotherRow())
+        XCTAssertTrue(db.hasOpenResultSets)
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(rs.resultDictionary?.count, 3)
+        XCTAssertTrue(rs.next())
+        XCTAssertFalse(rs.next())
+        XCTAssertNil(rs.parentDB, "closed at the end, as FMDB's close sets parentDB to nil")
+        XCTAssertFalse(db.hasOpenResultSets)
+    }
+
+    /// FMDB's `executeQuery:` accepts any statement: a DDL or DML statement runs on the first `next`,
+    /// which returns NO.
+    func testExecuteQueryWithANonQueryRunsItOnNext() throws {
+        let rs = try XCTUnwrap(db.executeQuery("create table madebyquery (a)"))
+        XCTAssertFalse(db.tableExists("madebyquery"), "not run before next")
+        XCTAssertFalse(rs.next())
+        XCTAssertFalse(db.hadError())
+        XCTAssertTrue(db.tableExists("madebyquery"))
+        let insert = try XCTUnwrap(db.executeQuery("insert into madebyquery values (?)", 5))
+        XCTAssertFalse(insert.next())
+        XCTAssertEqual(db.changes, 1)
+        XCTAssertEqual(db.int(forQuery: "select a from madebyquery"), 5)
+    }
+
     // MARK: - FMDatabasePool behaviours of FMDB's implementation
 
     /// FMDB's pool opens every connection with the pool's flags and VFS.
