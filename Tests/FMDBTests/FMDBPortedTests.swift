@@ -656,6 +656,32 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         XCTAssertEqual(db.int(forQuery: "select a from madebyquery"), 5)
     }
 
+    /// FMDB binds an `NSNumber` made from a float as the float's exact double value (2.2f is
+    /// 2.2000000476837158), not as its shortest decimal text.
+    func testFloatBindsItsExactDoubleValue() {
+        XCTAssertEqual(db.double(forQuery: "select e from test where c = 1"), Double(Float(2.2)))
+        XCTAssertNotEqual(db.double(forQuery: "select e from test where c = 1"), 2.2)
+    }
+
+    /// FMDB 2.7's `isInTransaction` is `!sqlite3_get_autocommit`: it follows transactions begun and
+    /// ended in SQL too, and a second `beginTransaction` fails without ending the first.
+    func testIsInTransactionFollowsSQLite() {
+        XCTAssertFalse(db.isInTransaction)
+        XCTAssertTrue(db.executeUpdate("begin"))
+        XCTAssertTrue(db.isInTransaction)
+        XCTAssertFalse(db.beginTransaction(), "cannot start a transaction within a transaction")
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_ERROR)
+        XCTAssertTrue(db.isInTransaction)
+        XCTAssertTrue(db.executeUpdate("insert into test (a) values ('in sql transaction')"))
+        XCTAssertTrue(db.rollback())
+        XCTAssertFalse(db.isInTransaction)
+        XCTAssertEqual(db.int(forQuery: "select count(*) from test"), 20)
+        XCTAssertTrue(db.beginTransaction())
+        XCTAssertTrue(db.isInTransaction)
+        XCTAssertTrue(db.executeUpdate("commit"))
+        XCTAssertFalse(db.isInTransaction)
+    }
+
     // MARK: - FMDatabasePool behaviours of FMDB's implementation
 
     /// FMDB's pool opens every connection with the pool's flags and VFS.
