@@ -682,6 +682,20 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         XCTAssertFalse(db.isInTransaction)
     }
 
+    /// With a date formatter set, FMDB's `dateForColumn` parses the column's text with it, so a number
+    /// stored before the formatter was set no longer reads as a date; without one, `stringFromDate:` and
+    /// `dateFromString:` answer nil.
+    func testDateFormatterGovernsDateReads() throws {
+        XCTAssertNil(db.string(from: Date(timeIntervalSince1970: 0)))
+        XCTAssertNil(db.date(from: "1970-01-01 00:00:00"))
+        XCTAssertNotNil(db.date(forQuery: "select d from test where c = 1"), "REAL seconds read as a date without a formatter")
+        db.setDateFormat(FMDatabase.storeableDateFormat("yyyy-MM-dd HH:mm:ss"))
+        XCTAssertNil(db.date(forQuery: "select d from test where c = 1"), "a number is not text in the formatter's format")
+        XCTAssertEqual(db.string(from: Date(timeIntervalSince1970: 0)), "1970-01-01 00:00:00")
+        XCTAssertEqual(db.date(from: "1970-01-01 00:00:00"), Date(timeIntervalSince1970: 0))
+        XCTAssertNil(db.date(from: "not a date"))
+    }
+
     // MARK: - FMDatabasePool behaviours of FMDB's implementation
 
     /// FMDB's pool opens every connection with the pool's flags and VFS.
