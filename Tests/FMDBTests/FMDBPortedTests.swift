@@ -729,6 +729,22 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         pool.releaseAllDatabases()
     }
 
+    /// FMDB hands `arguments:` to `sqlite3_create_function`: -1 takes any number, and `argc` is what
+    /// the call passed; registering a name again replaces the function.
+    func testCustomFunctionVariadicAndReplaced() {
+        let db = self.db!
+        db.makeFunctionNamed("ArgCount", arguments: -1) { context, argc, _ in
+            db.resultInt(argc, context: context)
+        }
+        XCTAssertEqual(db.int(forQuery: "select ArgCount()"), 0)
+        XCTAssertEqual(db.int(forQuery: "select ArgCount(1, 'two', x'03', null)"), 4)
+        db.makeFunctionNamed("ArgCount", arguments: -1) { context, argc, _ in
+            db.resultInt(argc * 10, context: context)
+        }
+        XCTAssertEqual(db.int(forQuery: "select ArgCount(1, 2)"), 20)
+        XCTAssertFalse(db.hadError())
+    }
+
     // MARK: - Version
 
     /// FMDB's testVersionNumber checks `FMDBVersion`; API.md names the string form instead.
