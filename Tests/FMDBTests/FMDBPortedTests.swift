@@ -640,6 +640,18 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         XCTAssertFalse(rs.next())
         XCTAssertNil(rs.parentDB, "closed at the end, as FMDB's close sets parentDB to nil")
         XCTAssertFalse(db.hasOpenResultSets)
+
+        // a reusable set from prepare: no current row after each bind, until next()
+        let prepared = try XCTUnwrap(db.prepare("select ? as v"))
+        for value in [1, 2] {
+            XCTAssertTrue(prepared.bind(withArray: [value]))
+            XCTAssertNil(prepared.resultDictionary)
+            XCTAssertTrue(prepared.next())
+            XCTAssertEqual(prepared.resultDictionary?["v"] as? NSNumber, NSNumber(value: value))
+            XCTAssertFalse(prepared.next())
+            XCTAssertNil(prepared.resultDictionary)
+        }
+        prepared.close()
     }
 
     /// FMDB's `executeQuery:` accepts any statement: a DDL or DML statement runs on the first `next`,
