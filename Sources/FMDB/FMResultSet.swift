@@ -370,9 +370,14 @@ public final class FMResultSet {
         columnIndexIsNull(columnIndex(forName: columnName))
     }
 
-    /// The current row: column name to `object(forColumnIndex:)`; nil on a closed set.
+    /// The current row: column name to `object(forColumnIndex:)`; nil on a closed set and, as FMDB's
+    /// (`sqlite3_data_count` is 0), when there is no current row: before the first `next()`, after a bind.
     public var resultDictionary: [AnyHashable: Any]? {
         guard let statement else { return nil }
+        guard rowColumnCount > 0 else {
+            parentDB?.logger.warning("Warning: There seem to be no columns in this set.")
+            return nil
+        }
         let count = statement.columnCount
         var row: [AnyHashable: Any] = [:]
         row.reserveCapacity(Int(count))

@@ -18,6 +18,8 @@ final class Statement {
     /// statement.
     private var columnNames: [String]?
     private var lowercasedColumns: [String: Int32] = [:]
+    /// Two columns share a name once lowercased: only the lowercased map then answers as FMDB does.
+    private var hasDuplicateNames = false
     /// The in-memory representation of each name in `columnNames` (see `columnIndex(forName:)`), in a
     /// buffer this statement owns, so reading it retains nothing.
     private var columnNameRepresentations = UnsafeMutableBufferPointer<StringRepresentation>(start: nil, count: 0)
@@ -100,6 +102,7 @@ final class Statement {
         }
         columnNames = names
         lowercasedColumns = lowercased
+        hasDuplicateNames = lowercased.count != names.count
         if StringRepresentation.isAvailable {
             let representations = UnsafeMutableBufferPointer<StringRepresentation>.allocate(capacity: names.count)
             _ = representations.initialize(from: names.map(StringRepresentation.init))
@@ -124,6 +127,8 @@ final class Statement {
     /// scan for the exact spelling, then the lowercased map.
     func columnIndex(forName name: String) -> Int32 {
         if columnNames == nil { _ = buildColumnMaps() }
+        // "a" then "A": an exact-spelling match would find "a", FMDB's lowercased map finds "A".
+        if hasDuplicateNames { return lowercasedColumns[name.lowercased()] ?? -1 }
         if !columnNameRepresentations.isEmpty {
             let key = StringRepresentation(name)
             // Last match wins, as the lowercased map does for duplicate names.
