@@ -24,23 +24,8 @@ final class KeySlotKillTests: XCTestCase {
     var kills: Int { ProcessInfo.processInfo.environment["FMDB_KILLS"].flatMap(Int.init) ?? 15 }
 
     /// Runs the tool, SIGKILLs it after `delay` seconds if still running; returns whether it was killed.
-    func runAndKill(_ arguments: [String], after delay: Double, env: [String: String]) throws -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(delay)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.002) }
-        let killed = process.isRunning
-        if killed { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return killed
+    func runToolAndKill(_ arguments: [String], after delay: Double, env: [String: String]) throws -> Bool {
+        try TestSupport.runAndKill(tool, arguments, after: delay, environment: env).killed
     }
 
     func opens(_ path: String, passphrase: String) -> Int32? {
@@ -72,7 +57,7 @@ final class KeySlotKillTests: XCTestCase {
         // One unkilled run tells how long a change takes here; the kills then land in its second half,
         // where the slot file is written.
         let started = Date()
-        XCTAssertFalse(try runAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
+        XCTAssertFalse(try runToolAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
                                       after: 30, env: ["OLD": "p0", "NEW": "p-timed"]))
         let duration = Date().timeIntervalSince(started)
         var current = "p-timed"
@@ -80,7 +65,7 @@ final class KeySlotKillTests: XCTestCase {
         for round in 0..<kills {
             let next = "p\(round + 1)"
             let delay = Double.random(in: (0.5 * duration)...(1.1 * duration), using: &rng)
-            let killed = try runAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
+            let killed = try runToolAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
                                         after: delay, env: ["OLD": current, "NEW": next])
             let old = opens(path, passphrase: current)
             let new = opens(path, passphrase: next)
@@ -103,7 +88,7 @@ final class KeySlotKillTests: XCTestCase {
         var outcomes = [String: Int]()
         for round in 0..<kills {
             let delay = Double.random(in: 0.05...0.4, using: &rng)
-            let (output, killed) = try runHelperAndKill(helper, ["slot-changer", path, String(acknowledged)], after: delay)
+            let (output, killed) = try TestSupport.runAndKill(helper, ["slot-changer", path, String(acknowledged)], after: delay)
             let last = output.split(separator: "\n").compactMap { Int($0) }.last ?? acknowledged
             // The change after the last acknowledged one may have landed before the kill.
             let current = opensSlot(path, "p\(last)") ? last : (opensSlot(path, "p\(last + 1)") ? last + 1 : nil)
@@ -127,36 +112,13 @@ final class KeySlotKillTests: XCTestCase {
         return (try? db.setKey(using: KeySlotKeyProvider(secret: .passphrase(passphrase)))) != nil
     }
 
-    func runHelperAndKill(_ helper: String, _ arguments: [String], after delay: Double) throws -> (output: String, killed: Bool) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: helper)
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        let out = directory.url.appendingPathComponent("stdout-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: out)
-        process.standardOutput = handle
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        Thread.sleep(forTimeInterval: delay)
-        let killed = process.isRunning
-        if killed { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        try handle.close()
-        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
-        try? FileManager.default.removeItem(at: out)
-        return (text, killed)
-    }
-
     func testKillDuringDataKeyRotationAlwaysOpens() throws {
         let rows: Int32 = 12_000
         let path = try makeSlotted(rows: Int(rows))
         var outcomes = [String: Int]()
         for round in 0..<max(kills / 2, 4) {
             let delay = Double.random(in: 0.1...2.5, using: &rng)
-            let killed = try runAndKill(["rekey", "--data-key", path, "--key-env", "K", "--quiet"], after: delay, env: ["K": "p0"])
+            let killed = try runToolAndKill(["rekey", "--data-key", path, "--key-env", "K", "--quiet"], after: delay, env: ["K": "p0"])
             XCTAssertEqual(opens(path, passphrase: "p0"), rows, "round \(round): the passphrase opens the complete database")
             // A rotation left pending is settled by the next change of a slot (or finished by the next rotation).
             let pending = (try? String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: path), encoding: .utf8))?

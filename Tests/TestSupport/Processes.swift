@@ -1,6 +1,6 @@
 import Foundation
 
-/// Starts `executable`, waits `delay` seconds, SIGKILLs it if it is still running, and returns its
+/// Starts `executable`, waits up to `delay` seconds, SIGKILLs it if it is still running, and returns its
 /// standard output and whether it was killed. `environment` is merged over this process's.
 public func runAndKill(
     _ executable: String,
@@ -23,7 +23,9 @@ public func runAndKill(
     process.standardOutput = handle
     process.standardError = FileHandle.nullDevice
     try process.run()
-    Thread.sleep(forTimeInterval: delay)
+    // Polled, so a child that finishes early is not waited for the whole delay.
+    let deadline = Date().addingTimeInterval(delay)
+    while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.002) }
     let killed = process.isRunning
     if killed { kill(process.processIdentifier, SIGKILL) }
     process.waitUntilExit()
