@@ -2,8 +2,19 @@ import Foundation
 
 /// Exporting between plaintext and encrypted databases, with keys that never appear in SQL text.
 extension FMDatabase {
-    /// Attaches the database file at `path` as `schema`, keyed with `keyProvider` through
-    /// `sqlite3_key_v2` (no key in SQL text; nil: a plaintext database), with `settings` applied.
+    /// Attaches the database file at `path` as `schema`, keyed with `keyProvider` (nil: a plaintext
+    /// database), with `settings` applied; the key never appears in SQL text.
+    ///
+    /// A new file is attached, then keyed through `sqlite3_key_v2`. An existing encrypted file is read by
+    /// SQLite inside ATTACH, so its key is ATTACH's bound `KEY` argument and its format is found as
+    /// ``setKey(using:settings:)`` finds it (`settings.format`, else the one that opened this file last in
+    /// this process, the linked default, then the older ones); a wrong key throws `SQLITE_NOTADB` (26)
+    /// and leaves nothing attached.
+    ///
+    /// ```swift
+    /// try db.attachDatabase(atPath: "/data/archive.db", schema: "archive", keyProvider: PassphraseKeyProvider("archive key"))
+    /// let rows = db.executeQuery("SELECT * FROM main.t JOIN archive.t USING (id)")
+    /// ```
     ///
     /// ```swift
     /// try db.attachDatabase(atPath: "/tmp/copy.db", schema: "encrypted", keyProvider: PassphraseKeyProvider("k"))
@@ -22,6 +33,13 @@ extension FMDatabase {
             try settings.validate(creatingFile: keyProvider != nil && kind.isNew)
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
+            if let keyProvider, case .encrypted(let salt) = kind {
+                try attachExisting(atPath: path, schema: name, salt: salt, keyProvider: keyProvider, settings: settings)
+                // SQL text on this connection may no longer change keys or cipher settings (KeyedAuthorizer).
+                connection.markKeyed()
+                try connection.runningLibraryStatements { try connection.execute("PRAGMA temp_store = MEMORY") }
+                return
+            }
             let format = settings.format ?? .linkedDefault
             let key = try keyProvider.map {
                 try $0.key(for: KeyRequest(databasePath: path, salt: request.salt, format: format)).validated()
@@ -51,6 +69,36 @@ extension FMDatabase {
                 }
             }
         }
+    }
+
+    /// Attaches an existing encrypted file, trying its format as `keyFindingFormat` does: the one
+    /// `settings` name, else the one that opened this salt last, the linked default, then the older ones.
+    /// SQLite reads the file's schema inside ATTACH, which is where a wrong key or format shows (SQLITE_NOTADB).
+    private func attachExisting(atPath path: String, schema name: String, salt: Data,
+                                keyProvider: any KeyProvider, settings: CipherSettings) throws {
+        let connection = try requireConnection()
+        let candidates = settings.format.map { [$0] } ?? CipherFormat.candidates(hint: CipherFormatHints.format(forSalt: salt))
+        var failure: FMDatabaseError?
+        for format in candidates {
+            let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: format)).validated()
+            var defaults = try format.defaultSelectionStatements()
+            if let pageSize = settings.pageSize { defaults.append("PRAGMA cipher_default_page_size = \(pageSize)") }
+            if let iterations = settings.kdfIterations { defaults.append("PRAGMA cipher_default_kdf_iter = \(iterations)") }
+            do {
+                try connection.attachEncrypted(path: path, schema: name, key: key.sqlcipherKeyBytes(), defaults: defaults)
+                if candidates.count > 1 { CipherFormatHints.remember(format, forSalt: salt) }
+                return
+            } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB {
+                failure = error
+            }
+        }
+        if settings.format == nil, SQLCipherRuntime.majorVersion < 4,
+           SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: salt, key: {
+               try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
+           }) {
+            throw FMDatabaseError(code: SQLITE_FORMAT, message: CipherFormat.sqlcipher4Unavailable(action: "attach"))
+        }
+        throw failure ?? FMDatabaseError(code: SQLITE_NOTADB)
     }
 
     /// Detaches a database attached with `attachDatabase(atPath:schema:keyProvider:settings:)`.

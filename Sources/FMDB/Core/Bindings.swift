@@ -71,6 +71,16 @@ extension Statement {
         return fmdb_bind_blob_transient(stmt, index, base, sqlite3_uint64(bytes.count))
     }
 
+    /// Binds `bytes` as a BLOB that SQLite reads in place (`SQLITE_STATIC`): the caller keeps them alive,
+    /// unchanged, until the statement's bindings are cleared. For key bytes, which must not be copied
+    /// into memory that is freed without being wiped.
+    func bindStatic(bytes: UnsafeRawBufferPointer, at index: Int32) -> Int32 {
+        // An empty buffer would bind NULL, which means something else than no bytes (ATTACH ... KEY NULL
+        // takes the main database's key): refused.
+        guard let stmt = handle, let base = bytes.baseAddress, bytes.count > 0 else { return SQLITE_MISUSE }
+        return sqlite3_bind_blob64(stmt, index, base, sqlite3_uint64(bytes.count), nil)
+    }
+
     @inline(__always)
     func bind(_ value: Data, at index: Int32) -> Int32 {
         value.withUnsafeBytes { bind(bytes: $0, at: index) }
