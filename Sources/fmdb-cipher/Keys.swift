@@ -82,7 +82,7 @@ private func describe(_ slot: KeySlotInfo) -> String {
 }
 
 /// Writes a recovery key to standard output straight from wiped memory.
-private func printRecoveryKey(_ key: RecoveryKey, slot: KeySlotInfo) {
+func printRecoveryKey(_ key: RecoveryKey, slot: KeySlotInfo) {
     Output.message("Recovery key for slot \(slot.id). It is shown only this once: write it down and keep it offline.")
     key.withFormattedText { text in
         _ = write(STDOUT_FILENO, text.baseAddress, text.count)
@@ -298,7 +298,7 @@ struct KeysExportRaw: ParsableCommand {
 /// `fmdb-cipher rekey --data-key`: a new random data key, every page re-encrypted, every slot re-wrapped.
 enum DataKeyRotation {
     static func run(
-        database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, quiet: Bool
+        database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool, quiet: Bool
     ) throws {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
@@ -309,6 +309,17 @@ enum DataKeyRotation {
             secrets.append(.passphrase(material: material))
             if let raw = try? KeySlotSecret.rawKey(material: material) { secrets.append(raw) }
             if let recovery = try? KeySlotSecret.recoveryKey(material: material) { secrets.append(recovery) }
+        }
+        if let backup {
+            // The old database (old data key, old salt) and the old slot file beside it, before anything changes:
+            // the old secrets open the backup.
+            let provider = KeySlotKeyProvider(secret: secrets[0])
+            try DatabaseCopy(
+                source: database, sourceProvider: provider, sourceSettings: key.settings,
+                destination: backup, destinationProvider: provider, settings: key.settings,
+                force: force, quiet: quiet, verb: "backup", slots: .source
+            ).run()
+            if !quiet { Output.message("backup written to \(backup) (its key slots in \(KeySlots.slotFilePath(forDatabaseAt: backup)))") }
         }
         let progress = ProgressReporter(quiet: quiet)
         progress.start("rekey --data-key") { nil }
