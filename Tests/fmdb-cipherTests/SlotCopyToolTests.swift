@@ -48,9 +48,10 @@ final class SlotCopyToolTests: ToolTestCase {
     }
 
     /// What the line's `sqlcipher` shell answers to `select count(*) from t` under the raw key `hex`.
-    func shellCount(_ file: String, hex: String, pageSize: Int? = nil) throws -> String {
+    func shellCount(_ file: String, hex: String, pageSize: Int? = nil, compatibility: Int? = nil) throws -> String {
         let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell of the line under test")
-        let page = pageSize.map { "PRAGMA cipher_page_size = \($0);\n" } ?? ""
+        let page = (compatibility.map { "PRAGMA cipher_compatibility = \($0);\n" } ?? "")
+            + (pageSize.map { "PRAGMA cipher_page_size = \($0);\n" } ?? "")
         let result = try runSQLCipherShell(shell, file, "PRAGMA key = \"x'\(hex)'\";\n\(page)SELECT count(*) FROM t;\n")
         // The 4.x shell answers PRAGMA key with "ok" (3.4.1 prints nothing).
         return result.stdout.split(separator: "\n").filter { $0 != "ok" }.joined(separator: "\n") + result.stderr
@@ -58,7 +59,8 @@ final class SlotCopyToolTests: ToolTestCase {
 
     /// Two passphrases and the recovery key open `copy` in the tool and in the library (fresh providers),
     /// and its data key opens it in the sqlcipher shell.
-    func assertEverySecretOpens(_ copy: String, recovery: String, pageSize: Int? = nil,
+    /// `compatibility`: the shell's `PRAGMA cipher_compatibility` (a SQLCipher 3 file in a 4.x shell).
+    func assertEverySecretOpens(_ copy: String, recovery: String, pageSize: Int? = nil, compatibility: Int? = nil,
                                 file: StaticString = #filePath, line: UInt = #line) throws {
         let extra = pageSize.map { ["--cipher-page-size", String($0)] } ?? []
         for (kdf, key) in [("slot", "alpha"), ("slot", "beta"), ("slot-recovery", recovery)] {
@@ -71,7 +73,8 @@ final class SlotCopyToolTests: ToolTestCase {
             XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 50, "\(secret)", file: file, line: line)
             db.close()
         }
-        XCTAssertEqual(try shellCount(copy, hex: try dataKeyHex(copy, passphrase: "beta"), pageSize: pageSize), "50", file: file, line: line)
+        let hex = try dataKeyHex(copy, passphrase: "beta")
+        XCTAssertEqual(try shellCount(copy, hex: hex, pageSize: pageSize, compatibility: compatibility), "50", file: file, line: line)
         XCTAssertEqual(try toolCount(copy, kdf: "slot", key: "gamma", extra: extra), nil, file: file, line: line)
     }
 
@@ -174,7 +177,8 @@ final class SlotCopyToolTests: ToolTestCase {
         let exported = try run(["export", source, v3, "--kdf", "slot", "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "alpha"])
         XCTAssertEqual(exported.status, 0, exported.stderr)
         let slotsV3 = try bytes(slots(v3))
-        try assertEverySecretOpens(v3, recovery: recovery)
+        try assertEverySecretOpens(v3, recovery: recovery, compatibility: 3)
+        XCTAssertEqual(try format(v3), .v3)
         // Under the raw data key the upgraded file would get a new salt: refused, nothing written.
         let hex = try dataKeyHex(v3, passphrase: "alpha")
         let raw = try run(["migrate", v3, "--kdf", "raw", "--key-env", "K"], env: ["K": hex])
