@@ -15,15 +15,17 @@ final class SlotCopyToolTests: ToolTestCase {
 
     /// A slotted database: passphrases "alpha" (slot 1) and "beta" (slot 2), a recovery key (slot 3), and a
     /// table `t` of 50 rows.
-    func makeSlotted(_ name: String = "app.db") throws -> (path: String, recovery: String) {
+    func makeSlotted(_ name: String = "app.db", rows: Int = 50, payload: Int = 0) throws -> (path: String, recovery: String) {
         let file = path(name)
         try KeySlots.createDatabase(at: file, secret: .passphrase("alpha"), kdf: cheap)
         try KeySlots.addSlot(to: file, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("beta"), kdf: cheap)
         let recovery = try KeySlots.addRecoverySlot(to: file, unlockingWith: .passphrase("alpha")).key.formattedText
         let queue = try FMDatabaseQueue(path: file, keyProvider: KeySlotKeyProvider(secret: .passphrase("beta")))
         try queue.inDatabase { db in
-            try db.executeUpdate("create table t (id integer primary key, v text)", values: nil)
-            for i in 0..<50 { try db.executeUpdate("insert into t (v) values (?)", values: ["row \(i)"]) }
+            try db.executeUpdate("create table t (id integer primary key, v text, b blob)", values: nil)
+            try db.inTransaction { db in
+                for i in 0..<rows { try db.executeUpdate("insert into t (v, b) values (?, randomblob(?))", values: ["row \(i)", payload]) }
+            }
         }
         queue.close()
         return (file, recovery)
@@ -112,6 +114,8 @@ final class SlotCopyToolTests: ToolTestCase {
         let refused = try run(["export", source, copy, "--kdf", "slot", "--key-env", "K"], env: ["K": "alpha"])
         XCTAssertEqual(refused.status, 73, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("copy.db-keyslots"), refused.stderr)
+        // Before any work: even a wrong key is not tried (it would be exit 65).
+        XCTAssertEqual(try run(["export", source, copy, "--kdf", "slot", "--key-env", "K"], env: ["K": "gamma"]).status, 73)
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy))
         XCTAssertEqual(try bytes(slots(copy)), Data("mine".utf8))
         XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") }, [])
@@ -137,6 +141,36 @@ final class SlotCopyToolTests: ToolTestCase {
         for result in [wrong, swapped] { XCTAssertFalse(result.stderr.contains("alpha") || result.stderr.contains("gamma")) }
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy))
         XCTAssertFalse(FileManager.default.fileExists(atPath: slots(copy)))
+        XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") }, [])
+    }
+
+    /// DEST appears while the copy runs: the database is not moved over it, and the DEST-keyslots the run had
+    /// already moved into place (the slot file goes first) is removed again; nothing of the run stays.
+    func testADestThatAppearsDuringTheCopyLeavesNoOrphanSlotFile() throws {
+        let (source, _) = try makeSlotted(rows: 20_000, payload: 1000)
+        let dest = path("late.db")
+        var environment = ProcessInfo.processInfo.environment
+        environment["K"] = "alpha"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--quiet"]
+        process.environment = environment
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        var started = false
+        while !started, process.isRunning, Date() < deadline {
+            started = entries().contains { $0.hasPrefix(".late.db.fmdb-cipher-") }
+            if !started { usleep(2_000) }
+        }
+        XCTAssertTrue(started, "the copy works in a private directory beside DEST")
+        try Data("appeared meanwhile".utf8).write(to: URL(fileURLWithPath: dest))
+        process.waitUntilExit()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(process.terminationStatus, 73, stderr)
+        XCTAssertEqual(try String(contentsOfFile: dest, encoding: .utf8), "appeared meanwhile", "not replaced")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: slots(dest)), "no orphan slot file")
         XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") }, [])
     }
 
