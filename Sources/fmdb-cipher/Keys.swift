@@ -10,7 +10,9 @@ struct Keys: ParsableCommand {
             A slotted database is encrypted with a random data key that is never shown or stored in clear. \
             Each way to open it is a slot in DB-keyslots (keep it with the database: without it the database \
             cannot be opened). Changing a passphrase rewrites one slot, not the database. To open a slotted \
-            database with the other commands, use --kdf slot (passphrase), slot-raw or slot-recovery.
+            database with the other commands, use --kdf slot (passphrase), slot-raw or slot-recovery. \
+            export and migrate (opened through a slot, no --new-key-*) and rekey --data-key --backup carry the \
+            slot file to the copy; encrypt --kdf slot [--recovery] makes a slotted database from a plaintext one.
 
             Examples:
               fmdb-cipher keys init app.db --recovery                  # prompts for the first passphrase

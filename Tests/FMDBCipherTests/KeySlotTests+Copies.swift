@@ -63,6 +63,28 @@ extension KeySlotTests {
         XCTAssertEqual(try bytes(sourceSlots), slotsBefore)
     }
 
+    /// The copy example of FMDB.docc/KeySlotsAndRecoveryKeys.md, as written there (its paths in the test's directory).
+    func testCopyExampleOfTheKeySlotsArticle() throws {
+        let (app, _) = try makeSlotted("app.db")
+        try KeySlots.addSlot(to: app, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("ops"), kdf: cheap)
+        let copyPath = directory.path("copy.db")
+        try KeySlots.copySlotFile(from: app, to: copyPath)
+        let provider = KeySlotKeyProvider(secret: .passphrase("ops"))   // one key derivation for the whole copy
+        let db = FMDatabase(path: app)
+        guard db.open() else { throw db.lastError() }
+        try db.setKey(using: provider)
+        try db.attachDatabase(atPath: copyPath, schema: "copy", keyProvider: provider, settings: CipherSettings(pageSize: 4096))
+        try db.exportContents(to: "copy")
+        try db.detachDatabase(schema: "copy")
+        db.close()
+        XCTAssertEqual(provider.derivationCount, 1)
+        let copy = FMDatabase(path: copyPath)
+        XCTAssertTrue(copy.open())
+        defer { copy.close() }
+        try copy.setKey(using: KeySlotKeyProvider(secret: .passphrase("beta")), settings: CipherSettings(pageSize: 4096))
+        XCTAssertEqual(copy.string(forQuery: "select a from t"), "slotted")
+    }
+
     func testCopySlotFileRefusesAnythingAtTheDestinationAndAForeignSlotFile() throws {
         let (source, _) = try makeSlotted()
         let copy = directory.path("copy.db")
