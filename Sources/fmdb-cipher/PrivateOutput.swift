@@ -1,4 +1,5 @@
 import CToolSupport
+import FMDB
 import Foundation
 
 /// The one way the tool creates a file (encrypt, decrypt and export's DEST, rekey's --backup):
@@ -32,7 +33,7 @@ final class PrivateOutput {
     let directory: String
     /// The new database, inside `directory`.
     let file: String
-    /// Its slot file (`file-keyslots`), when the copy has one.
+    /// Its key slot file (`new.db-keyslots`), when the copy has one.
     let slotFile: String
     private let carriesSlotFile: Bool
     private let finalMode: mode_t
@@ -62,13 +63,13 @@ final class PrivateOutput {
                                code: Exit.cannotCreate)
             }
         }
-        if carriesSlotFile, lstat(dest.path + "-keyslots", &status) == 0 {
+        if carriesSlotFile, lstat(KeySlots.slotFilePath(forDatabaseAt: dest.path), &status) == 0 {
+            let slots = KeySlots.slotFilePath(forDatabaseAt: destination)
             if (status.st_mode & S_IFMT) == S_IFDIR {
-                throw CLIError("\(destination)-keyslots: is a directory", code: Exit.cannotCreate)
+                throw CLIError("\(slots): is a directory", code: Exit.cannotCreate)
             }
             if !force {
-                throw CLIError("\(destination)-keyslots: already exists (the key slot file of DEST; use --force to replace it)",
-                               code: Exit.cannotCreate)
+                throw CLIError("\(slots): already exists (the key slot file of DEST; use --force to replace it)", code: Exit.cannotCreate)
             }
         }
         let folder = dest.deletingLastPathComponent().path
@@ -88,7 +89,7 @@ final class PrivateOutput {
             buffer.baseAddress.map { String(cString: $0) } ?? ""
         }
         file = directory + "/new.db"
-        slotFile = file + "-keyslots"
+        slotFile = KeySlots.slotFilePath(forDatabaseAt: file)
         self.carriesSlotFile = carriesSlotFile
         self.destination = destination
         self.force = force
@@ -126,7 +127,7 @@ final class PrivateOutput {
         // The slot file first: a DEST that exists always has its slot file beside it.
         var placedSlotFile: stat?
         if carriesSlotFile {
-            let slotDestination = destination + "-keyslots"
+            let slotDestination = KeySlots.slotFilePath(forDatabaseAt: destination)
             try move(slotFile, to: slotDestination, what: "key slot file")
             var placed = stat()
             if lstat(slotDestination, &placed) == 0 { placedSlotFile = placed }
@@ -142,9 +143,9 @@ final class PrivateOutput {
         } catch {
             // Not the half of a copy: the slot file this run placed goes again (only if it is still ours).
             var now = stat()
-            if let placed = placedSlotFile, lstat(destination + "-keyslots", &now) == 0,
-               now.st_dev == placed.st_dev, now.st_ino == placed.st_ino {
-                unlink(destination + "-keyslots")
+            let slotDestination = KeySlots.slotFilePath(forDatabaseAt: destination)
+            if let placed = placedSlotFile, lstat(slotDestination, &now) == 0, now.st_dev == placed.st_dev, now.st_ino == placed.st_ino {
+                unlink(slotDestination)
             }
             throw error
         }
@@ -189,7 +190,8 @@ final class PrivateOutput {
 
     /// Removes the new file (if still there), SQLite's side files, the slot file and the private directory.
     func discard() {
-        for suffix in ["", "-journal", "-wal", "-shm", "-keyslots"] { unlink(file + suffix) }
+        for suffix in ["", "-journal", "-wal", "-shm"] { unlink(file + suffix) }
+        unlink(slotFile)
         rmdir(directory)
     }
 
