@@ -44,7 +44,7 @@ struct Export: ParsableCommand {
     var format: Int?
     @Flag(name: .customLong("sqlcipher4"), help: "Same as --format 4.")
     var sqlcipher4 = false
-    @Flag(help: "Replace DEST if it exists.") var force = false
+    @Flag(help: "Replace DEST (and DEST-keyslots, for a slotted copy) if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
