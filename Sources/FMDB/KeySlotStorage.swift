@@ -38,9 +38,12 @@ enum KeySlotStorage {
         return data
     }
 
-    /// Replaces (or creates) the file at `path` with `data`, atomically, mode 0600.
-    /// - Throws: SQLITE_CANTOPEN / SQLITE_IOERR / SQLITE_FULL; the old file is then untouched.
-    static func writeAtomically(_ data: Data, to path: String) throws {
+    /// Replaces (or creates) the file at `path` with `data`, atomically, mode 0600. With `replacing: false`
+    /// the file only appears if nothing is at `path` (link(2) of the synced temporary file, which fails on
+    /// anything there, a dangling symbolic link included, and never follows one).
+    /// - Throws: SQLITE_CANTOPEN (also: something is at `path` and `replacing` is false) / SQLITE_IOERR /
+    ///   SQLITE_FULL; the old file is then untouched.
+    static func writeAtomically(_ data: Data, to path: String, replacing: Bool = true) throws {
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
         let temporary = directory + "/." + url.lastPathComponent + temporaryMarker
@@ -68,7 +71,15 @@ enum KeySlotStorage {
             guard fsync(fd) == 0 else { throw ioError("sync \(temporary)") }
             closed = true
             guard close(fd) == 0 else { throw ioError("close \(temporary)") }
-            guard rename(temporary, path) == 0 else { throw ioError("replace \(path)") }
+            if replacing {
+                guard rename(temporary, path) == 0 else { throw ioError("replace \(path)") }
+            } else {
+                guard link(temporary, path) == 0 else {
+                    if errno == EEXIST { throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists.") }
+                    throw ioError("create \(path)", code: SQLITE_CANTOPEN)
+                }
+                unlink(temporary)
+            }
         } catch {
             unlink(temporary)
             throw error

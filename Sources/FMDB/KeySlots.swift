@@ -19,7 +19,9 @@ import Foundation
 ///
 /// The database is SQLCipher's raw-key mode: it opens in the `sqlcipher` shell of either line with
 /// `PRAGMA key = "x'<hex of the data key>'"` (`withDataKeyHex`, for escrow). Changes to the slot file
-/// are serialized between processes with an exclusive `flock` on `<database>-keyslots.lock`.
+/// are serialized between processes with an exclusive `flock` on `<database>-keyslots.lock`. A copy
+/// keeps its slots when it keeps the data key and the salt: `copySlotFile(from:to:)`, then export
+/// through a ``KeySlotKeyProvider`` (`createSlotFile` for a new slotted database filled from others).
 ///
 /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
 public enum KeySlots {

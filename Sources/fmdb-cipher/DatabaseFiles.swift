@@ -94,6 +94,14 @@ enum DatabaseFiles {
     }
 }
 
+/// Where the key slot file of a copy comes from (see `DatabaseCopy.slots`).
+enum SlotFileOrigin {
+    /// SRC's slot file, byte for byte: the copy keeps SRC's data key and salt (export, migrate, a backup).
+    case source
+    /// A new slot file: a random data key, a slot for the secret, and a recovery-key slot if asked (encrypt).
+    case new(KeySlotSecret, KeySlotKDF, recoveryKey: Bool)
+}
+
 /// encrypt, decrypt and export: SRC → a new file in a private directory beside DEST (PrivateOutput) → verified →
 /// renamed into place.
 struct DatabaseCopy {
@@ -106,11 +114,34 @@ struct DatabaseCopy {
     let force: Bool
     let quiet: Bool
     let verb: String
+    /// A slotted copy: its slot file is written beside the new file first, so that `destinationProvider` (a
+    /// `KeySlotKeyProvider`) creates it under that slot file's identity and the verification unlocks the
+    /// slot file against the new file's bytes.
+    var slots: SlotFileOrigin?
+    /// Whether the slot file goes to DEST-keyslots (not for an in-place migrate, where SRC's stays).
+    var placesSlotFile = true
 
-    func run() throws {
-        let output = try PrivateOutput(destination: destination, force: force, source: source)
+    /// Runs the copy; returns the recovery key (and its slot) of a new slot file made with one, to be shown once.
+    @discardableResult
+    func run() throws -> (key: RecoveryKey, slot: KeySlotInfo)? {
+        let output = try PrivateOutput(destination: destination, force: force, source: source,
+                                       carriesSlotFile: slots != nil && placesSlotFile)
         let temporary = output.file
         let progress = ProgressReporter(quiet: quiet)
+        var recoveryKey: (key: RecoveryKey, slot: KeySlotInfo)?
+        do {
+            switch slots {
+            case .source?: try KeySlots.copySlotFile(from: source, to: temporary)
+            case .new(let secret, let kdf, let recovery)?:
+                let made = try KeySlots.createSlotFile(forNewDatabaseAt: temporary, secret: secret, kdf: kdf, addingRecoveryKey: recovery)
+                if let key = made.recoveryKey, let slot = made.slots.first(where: { $0.kind == .recoveryKey }) {
+                    recoveryKey = (key, slot)
+                }
+            case nil: break
+            }
+        } catch {
+            throw CLIError.from(error, context: "\(verb) \(source) → \(destination): the key slot file")
+        }
 
         let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
         defer { db.close() }
@@ -151,6 +182,7 @@ struct DatabaseCopy {
             Output.message(String(format: "%@: %.1f MB in %.2f s (%.1f MB/s); source check %.2f s; verification %.2f s",
                                   verb, total / 1e6, copy, total / 1e6 / max(copy, 1e-9), sourceCheck, check))
         }
+        return recoveryKey
     }
 
     private func seconds(_ duration: Duration) -> Double {

@@ -10,9 +10,16 @@ struct Encrypt: ParsableCommand {
             row counts) and renamed into place, so an interrupted run never leaves a half file at DEST. \
             user_version and application_id are copied. SRC is not changed.
 
+            --kdf slot (or slot-raw) makes DEST a slotted database (see `fmdb-cipher keys`): a random data key, \
+            slot 1 for the key given (a passphrase slot, KDF from --slot-kdf; or a raw-key slot), and with \
+            --recovery a recovery-key slot whose key is printed once on standard output, as `keys recovery` \
+            prints it. DEST-keyslots is written 0600 beside DEST (refused if it exists, unless --force), the copy \
+            is verified through it, and it is moved into place before DEST.
+
             Examples:
               DB_KEY=... fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY
               fmdb-cipher encrypt plain.db secret.db --key-file /run/secrets/db-key --kdf pbkdf2
+              fmdb-cipher encrypt plain.db app.db --kdf slot --recovery --key-env ADMIN   # slotted, prints the recovery key
             """
     )
 
@@ -24,8 +31,20 @@ struct Encrypt: ParsableCommand {
     @Option(name: .customLong("unsafe-kdf-iter"), help: ArgumentHelp(
         "KDF iterations of the new file below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
     var unsafeKDFIterations: Int?
-    @Flag(help: "Replace DEST if it exists.") var force = false
+    @Option(name: .customLong("slot-kdf"), help: "With --kdf slot: the KDF of the passphrase slot, scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000).")
+    var slotKDF: SlotKDF?
+    @Flag(help: "With --kdf slot or slot-raw: also add a recovery-key slot and print the recovery key (once).") var recovery = false
+    @Flag(help: "Replace DEST (and DEST-keyslots) if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
+
+    func validate() throws {
+        if key.kdf == .slotRecovery {
+            throw ValidationError("recovery keys are generated: use --kdf slot or slot-raw, and --recovery")
+        }
+        if !key.kdf.opensSlot, recovery || slotKDF != nil {
+            throw ValidationError("--recovery and --slot-kdf make a slotted database: add --kdf slot (or slot-raw)")
+        }
+    }
 
     func run() throws {
         try runReportingErrors {
@@ -40,13 +59,20 @@ struct Encrypt: ParsableCommand {
             }
             let material = try KeyReader().read(key.source, what: "key for \(destination)", confirm: true)
             let provider = try key.kdf.provider(material)
-            try DatabaseCopy(
+            // Slotted: a new slot file beside the new file, whose identity the KeySlotKeyProvider gives it.
+            let slots: SlotFileOrigin? = key.kdf.opensSlot
+                ? .new(try key.kdf.slotSecret(material), (slotKDF ?? .scrypt).kdf, recoveryKey: recovery) : nil
+            let recoveryKey = try DatabaseCopy(
                 source: source, sourceProvider: nil, sourceSettings: CipherSettings(),
                 destination: destination, destinationProvider: provider,
                 settings: settings,
-                force: force, quiet: quiet, verb: "encrypt"
+                force: force, quiet: quiet, verb: "encrypt", slots: slots
             ).run()
-            if !quiet { FileHandle.standardError.write(Data("encrypted \(source) → \(destination)\n".utf8)) }
+            if !quiet {
+                let slotted = slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
+                FileHandle.standardError.write(Data("encrypted \(source) → \(destination)\(slotted)\n".utf8))
+            }
+            if let recoveryKey { printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot) }
         }
     }
 }

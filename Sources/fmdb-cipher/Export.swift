@@ -11,6 +11,12 @@ struct Export: ParsableCommand {
             same settings to open (here --cipher-page-size / --kdf-iter; in the sqlcipher shell \
             PRAGMA cipher_page_size / PRAGMA kdf_iter after PRAGMA key).
 
+            A slotted SRC (keys) opened through a slot (--kdf slot, slot-raw or slot-recovery) with no \
+            --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
+            copied byte for byte to DEST-keyslots (0600; refused if it exists, unless --force) after the \
+            copy was verified to open through it; DEST-keyslots is moved into place before DEST. With \
+            --new-key-*, DEST is a single-key database without slots.
+
             --format 3 or 4 writes DEST in SQLCipher 3's or 4's format (default: the linked SQLCipher's), \
             for a peer on the other line: a format-3 file opens in a SQLCipher 4 shell after \
             PRAGMA cipher_compatibility = 3. SQLCipher 3.x cannot write format 4 (refused, exit 64).
@@ -19,6 +25,7 @@ struct Export: ParsableCommand {
               OLD=... NEW=... fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW
               fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW --new-page-size 4096
               fmdb-cipher export a.db for-sqlcipher3.db --key-env OLD --new-key-env NEW --format 3
+              fmdb-cipher export app.db copy.db --kdf slot --key-env OPS     # a slotted copy: same slots
             """
     )
 
@@ -37,7 +44,7 @@ struct Export: ParsableCommand {
     var format: Int?
     @Flag(name: .customLong("sqlcipher4"), help: "Same as --format 4.")
     var sqlcipher4 = false
-    @Flag(help: "Replace DEST if it exists.") var force = false
+    @Flag(help: "Replace DEST (and DEST-keyslots, for a slotted copy) if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
@@ -51,15 +58,38 @@ struct Export: ParsableCommand {
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key for \(source)")
             let provider = try key.kdf.provider(material)
-            let newMaterial = try reader.read(newKey.source, what: "new key for \(destination)", confirm: true)
-            let newProvider = try (newKey.newKDF ?? key.kdf).provider(newMaterial)
+            // SRC opened through a key slot and no new key: DEST keeps the data key and SRC's salt, so SRC's
+            // slot file, copied byte for byte to DEST-keyslots, opens it.
+            let carriesSlots = key.kdf.opensSlot && newKey.source == nil && newKey.newKDF == nil
+            let newProvider: any KeyProvider
+            if carriesSlots {
+                newProvider = provider
+            } else {
+                let newKDF = newKey.newKDF ?? key.kdf.singleKey
+                if newKDF.opensSlot {
+                    throw CLIError.usage("--new-kdf \(newKDF.rawValue): a copy under a new key has no key slots; "
+                                            + "to keep SRC's slots give no --new-key-* and no --new-kdf")
+                }
+                let newMaterial = try reader.read(newKey.source, what: "new key for \(destination)", confirm: true)
+                newProvider = try newKDF.provider(newMaterial)
+                var status = stat()
+                if lstat(KeySlots.slotFilePath(forDatabaseAt: source), &status) == 0 {
+                    Output.message("fmdb-cipher: note: \(destination) is a single-key database under the new key: the key slots "
+                                    + "of \(source) are not carried (they are when SRC is opened through a slot, --kdf slot, "
+                                    + "slot-raw or slot-recovery, and no --new-key-* is given)")
+                }
+            }
             try DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination, destinationProvider: newProvider,
                 settings: settings,
-                force: force, quiet: quiet, verb: "export"
+                force: force, quiet: quiet, verb: "export",
+                slots: carriesSlots ? .source : nil
             ).run()
-            if !quiet { FileHandle.standardError.write(Data("exported \(source) → \(destination)\n".utf8)) }
+            if !quiet {
+                let slots = carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
+                FileHandle.standardError.write(Data("exported \(source) → \(destination)\(slots)\n".utf8))
+            }
         }
     }
 

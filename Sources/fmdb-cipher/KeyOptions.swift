@@ -21,6 +21,18 @@ enum KDF: String, ExpressibleByArgument, CaseIterable {
     /// A recovery key that opens a key slot.
     case slotRecovery = "slot-recovery"
 
+    /// Whether the key opens a key slot (the database has a slot file).
+    var opensSlot: Bool { self == .slot || self == .slotRaw || self == .slotRecovery }
+
+    /// The key of a single-key copy made with a slot kind's key: a passphrase, or a raw key for slot-raw.
+    var singleKey: KDF {
+        switch self {
+        case .slot, .slotRecovery: return .passphrase
+        case .slotRaw: return .raw
+        default: return self
+        }
+    }
+
     func provider(_ material: KeyMaterial) throws -> any KeyProvider {
         switch self {
         case .passphrase: return PassphraseKeyProvider(material: material)

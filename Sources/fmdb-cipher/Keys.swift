@@ -10,7 +10,9 @@ struct Keys: ParsableCommand {
             A slotted database is encrypted with a random data key that is never shown or stored in clear. \
             Each way to open it is a slot in DB-keyslots (keep it with the database: without it the database \
             cannot be opened). Changing a passphrase rewrites one slot, not the database. To open a slotted \
-            database with the other commands, use --kdf slot (passphrase), slot-raw or slot-recovery.
+            database with the other commands, use --kdf slot (passphrase), slot-raw or slot-recovery. \
+            export and migrate (opened through a slot, no --new-key-*) and rekey --data-key --backup carry the \
+            slot file to the copy; encrypt --kdf slot [--recovery] makes a slotted database from a plaintext one.
 
             Examples:
               fmdb-cipher keys init app.db --recovery                  # prompts for the first passphrase
@@ -82,7 +84,7 @@ private func describe(_ slot: KeySlotInfo) -> String {
 }
 
 /// Writes a recovery key to standard output straight from wiped memory.
-private func printRecoveryKey(_ key: RecoveryKey, slot: KeySlotInfo) {
+func printRecoveryKey(_ key: RecoveryKey, slot: KeySlotInfo) {
     Output.message("Recovery key for slot \(slot.id). It is shown only this once: write it down and keep it offline.")
     key.withFormattedText { text in
         _ = write(STDOUT_FILENO, text.baseAddress, text.count)
@@ -298,7 +300,7 @@ struct KeysExportRaw: ParsableCommand {
 /// `fmdb-cipher rekey --data-key`: a new random data key, every page re-encrypted, every slot re-wrapped.
 enum DataKeyRotation {
     static func run(
-        database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, quiet: Bool
+        database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool, quiet: Bool
     ) throws {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
@@ -309,6 +311,17 @@ enum DataKeyRotation {
             secrets.append(.passphrase(material: material))
             if let raw = try? KeySlotSecret.rawKey(material: material) { secrets.append(raw) }
             if let recovery = try? KeySlotSecret.recoveryKey(material: material) { secrets.append(recovery) }
+        }
+        if let backup {
+            // The old database (old data key, old salt) and the old slot file beside it, before anything changes:
+            // the old secrets open the backup.
+            let provider = KeySlotKeyProvider(secret: secrets[0])
+            try DatabaseCopy(
+                source: database, sourceProvider: provider, sourceSettings: key.settings,
+                destination: backup, destinationProvider: provider, settings: key.settings,
+                force: force, quiet: quiet, verb: "backup", slots: .source
+            ).run()
+            if !quiet { Output.message("backup written to \(backup) (its key slots in \(KeySlots.slotFilePath(forDatabaseAt: backup)))") }
         }
         let progress = ProgressReporter(quiet: quiet)
         progress.start("rekey --data-key") { nil }

@@ -13,16 +13,22 @@ struct Migrate: ParsableCommand {
             replaced only when no other process holds it open (a -wal or -journal beside it: exit 75). \
             The journal mode is not copied: set PRAGMA journal_mode = WAL again if the application used it.
 
+            A slotted SRC (keys) is opened through a slot (--kdf slot, slot-raw or slot-recovery; other keys \
+            are refused, exit 64) and keeps its data key and salt: its slot file opens the upgraded file (checked \
+            before the rename). In place, SRC-keyslots stays as it is; into DEST it is copied byte for byte to \
+            DEST-keyslots (0600; refused if it exists, unless --force), which is moved into place before DEST.
+
             Examples:
               DB_KEY=... fmdb-cipher migrate app.db --key-env DB_KEY
               fmdb-cipher migrate old.db new.db --key-file key.txt
+              fmdb-cipher migrate app.db --kdf slot --key-env OPS            # slotted: its slots keep working
             """
     )
 
     @Argument(help: "The encrypted database to upgrade.") var source: String
     @Argument(help: "Write the upgraded database here instead of replacing SRC.") var destination: String?
     @OptionGroup var key: KeyOptions
-    @Flag(help: "Replace DEST if it exists.") var force = false
+    @Flag(help: "Replace DEST (and DEST-keyslots, for a slotted copy) if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
@@ -38,6 +44,16 @@ struct Migrate: ParsableCommand {
             case .plaintext: throw CLIError("\(source): is a plaintext database, not SQLCipher: use encrypt", code: Exit.wrongKey)
             case .empty, .truncated: throw CLIError("\(source): is not a database", code: Exit.wrongKey)
             default: break
+            }
+            // A slotted SRC keeps its identity (data key and salt): its slot file opens the upgraded copy too.
+            let slotPath = KeySlots.slotFilePath(forDatabaseAt: source)
+            var slotStatus = stat()
+            let slotted = lstat(slotPath, &slotStatus) == 0
+            if slotted, !key.kdf.opensSlot {
+                throw CLIError.usage(
+                    "\(source) has key slots (\(slotPath)): open it through one (--kdf slot, slot-raw or slot-recovery) so "
+                        + "they are carried; under another key the upgraded file would get a new salt and no slot would open it"
+                )
             }
             let provider = try key.kdf.provider(KeyReader().read(key.source, what: "key for \(source)"))
             let current: CipherFormat? = try {
@@ -57,13 +73,20 @@ struct Migrate: ParsableCommand {
                 : target
             var committed = false
             defer { if !committed, destination == nil { unlink(staged) } }
+            let slotsBefore = slotted ? FileManager.default.contents(atPath: slotPath) : nil
             try DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: staged, destinationProvider: provider,
                 settings: CipherSettings(format: .v4),
-                force: force, quiet: quiet, verb: "migrate"
+                force: force, quiet: quiet, verb: "migrate",
+                // In place SRC's slot file stays (same identity); it only has to open the copy.
+                slots: slotted ? .source : nil, placesSlotFile: destination != nil
             ).run()
             if destination == nil {
+                // A slot change meanwhile (a data key rotation, say) would not match the copy: not replaced.
+                if slotted, FileManager.default.contents(atPath: slotPath) != slotsBefore {
+                    throw CLIError("the key slots of \(source) changed during the migration: not replaced; try again", code: Exit.busy)
+                }
                 // SRC's connection is closed: a side file left now belongs to another process, whose writes
                 // the upgraded copy would not hold.
                 for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {

@@ -18,6 +18,10 @@ struct Rekey: ParsableCommand {
             Recovery after an interrupted rekey (killed, power loss): the rekey is one transaction, so the file \
             opens with exactly one of the two keys. Try `fmdb-cipher check DB` with the old key, then with the new.
 
+            --data-key --backup PATH: before the rotation starts, PATH gets the database under its OLD data key \
+            and salt, and PATH-keyslots a byte-for-byte copy of the OLD slot file (0600; refused if it exists, \
+            unless --force): the old secrets open the backup, and keep opening it after the rotation.
+
             Examples:
               OLD_KEY=... NEW_KEY=... fmdb-cipher rekey app.db --key-env OLD_KEY --new-key-env NEW_KEY --backup app.db.bak
               printf '%s\\n%s\\n' "$OLD" "$NEW" | fmdb-cipher rekey app.db --key-stdin --new-key-stdin
@@ -27,11 +31,11 @@ struct Rekey: ParsableCommand {
     @Argument(help: "The encrypted database.") var database: String
     @OptionGroup var key: KeyOptions
     @OptionGroup var newKey: NewKeyOptions
-    @Option(help: ArgumentHelp("First write a verified encrypted copy (old key) here.", valueName: "PATH"))
+    @Option(help: ArgumentHelp("First write a verified encrypted copy (old key) here; with --data-key also PATH-keyslots (the old slots).", valueName: "PATH"))
     var backup: String?
     @Option(name: .customLong("busy-timeout"), help: ArgumentHelp("Seconds to wait for other connections' locks.", valueName: "SECONDS"))
     var busyTimeout: Double = 5
-    @Flag(help: "Replace the --backup file if it exists.") var force = false
+    @Flag(help: "Replace the --backup file (and PATH-keyslots) if it exists.") var force = false
     @Flag(help: "No progress output.") var quiet = false
     @Flag(name: .customLong("data-key"), help: "Slotted database (keys): rotate the random data key; every slot is re-wrapped.")
     var dataKey = false
@@ -42,8 +46,8 @@ struct Rekey: ParsableCommand {
 
     func validate() throws {
         guard busyTimeout >= 0, busyTimeout.isFinite else { throw ValidationError("--busy-timeout must be 0 or more seconds") }
-        if dataKey, newKey.source != nil || backup != nil {
-            throw ValidationError("--data-key makes a random new key: no --new-key-* and no --backup")
+        if dataKey, newKey.source != nil {
+            throw ValidationError("--data-key makes a random new key: no --new-key-*")
         }
         if !dataKey, !slotKeyFiles.isEmpty || dropOtherSlots {
             throw ValidationError("--slot-key-file and --drop-other-slots go with --data-key")
@@ -53,7 +57,8 @@ struct Rekey: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             if dataKey {
-                try DataKeyRotation.run(database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots, quiet: quiet)
+                try DataKeyRotation.run(database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots,
+                                        backup: backup, force: force, quiet: quiet)
                 return
             }
             if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {

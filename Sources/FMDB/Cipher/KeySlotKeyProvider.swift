@@ -185,9 +185,15 @@ public struct RecoveryKey: Sendable, CustomStringConvertible {
 /// let pool = try FMDatabasePool(path: path, keyProvider: provider)
 /// ```
 ///
+/// A database that does not exist yet (or an empty file) with a slot file beside it is created under
+/// the slot file's identity: the provider answers with the data key and the slot file's salt, which
+/// SQLCipher writes into the new header. That is how a copy keeps its slots (`KeySlots.copySlotFile`)
+/// and how `KeySlots.createSlotFile` makes a slotted database from other contents.
+///
 /// Errors: no slot file (SQLITE_CANTOPEN); a file damaged, altered, truncated or of another database
 /// (SQLITE_CORRUPT, or SQLITE_NOTADB when the salt names another database); no slot accepts the
-/// secret (SQLITE_NOTADB); no database, or an empty one (SQLITE_CANTOPEN: create it with `KeySlots.createDatabase`).
+/// secret (SQLITE_NOTADB); no database, or an empty one, and no slot file beside it (SQLITE_CANTOPEN:
+/// create it with `KeySlots.createDatabase`).
 public final class KeySlotKeyProvider: KeyProvider {
     private struct CacheKey: Hashable {
         let salt: Data
@@ -218,12 +224,7 @@ public final class KeySlotKeyProvider: KeyProvider {
         guard let path = request.databasePath, !path.isEmpty, path != ":memory:" else {
             throw FMDatabaseError.misuse("Key slots need a database file: an in-memory database has no slot file.")
         }
-        guard let salt = request.salt else {
-            throw FMDatabaseError(
-                code: SQLITE_CANTOPEN,
-                message: "There is no slotted database at \(path) (create one with KeySlots.createDatabase or fmdb-cipher keys init)."
-            )
-        }
+        guard let salt = request.salt else { return try keyForNewDatabase(at: path) }
         let slotPath = KeySlotFile.path(forDatabaseAt: path)
         let bytes = try KeySlotStorage.read(slotPath)
         let digest = bytes.withUnsafeBytes { KeySlotCrypto.sha256($0) }
@@ -238,5 +239,37 @@ public final class KeySlotKeyProvider: KeyProvider {
             state.unlocks += 1
         }
         return .raw(secure: key, salt: nil)
+    }
+
+    /// A database that does not exist yet (or is empty) with a slot file beside it (a copy being made,
+    /// `KeySlots.copySlotFile`, or `KeySlots.createSlotFile`): the data key with the slot file's salt, so
+    /// SQLCipher writes that salt into the new header and the slot file opens the database it makes.
+    private func keyForNewDatabase(at path: String) throws -> DatabaseKey {
+        let noDatabase = FMDatabaseError(
+            code: SQLITE_CANTOPEN,
+            message: "There is no slotted database at \(path) (create one with KeySlots.createDatabase or fmdb-cipher keys init)."
+        )
+        // A plaintext (or unreadable) file has no salt either: only a database yet to be made takes the
+        // slot file's identity.
+        guard DatabaseFile.kind(atPath: path).isNew else { throw noDatabase }
+        let slotPath = KeySlotFile.path(forDatabaseAt: path)
+        var exists = stat()
+        guard lstat(slotPath, &exists) == 0 else { throw noDatabase }
+        let bytes = try KeySlotStorage.read(slotPath)
+        guard let salt = try KeySlotFile.parse(bytes).file.databaseSalt else { throw KeySlotFile.corrupt("its database salt is malformed") }
+        let digest = bytes.withUnsafeBytes { KeySlotCrypto.sha256($0) }
+        let cacheKey = CacheKey(salt: salt, fileDigest: digest)
+        if let cached = state.withLock({ $0.keys[cacheKey] }) {
+            return .raw(secure: cached, salt: SecureBytes(salt))
+        }
+        let opened = try KeySlots.unlock(bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
+        // An empty file cannot tell which key of a pending rotation it is under: it takes the current one,
+        // which the slot file wraps too (opening it later probes, as for any database).
+        guard let key = opened.dataKeys[opened.file.body.generation] else { throw KeySlotFile.corrupt("a generation is missing") }
+        state.withLock { state in
+            state.keys[cacheKey] = key
+            state.unlocks += 1
+        }
+        return .raw(secure: key, salt: SecureBytes(salt))
     }
 }
