@@ -394,14 +394,14 @@ public final class FMDatabase {
 
     /// A statement for `sql`: from the cache when caching, else freshly prepared; marked in use.
     func acquireStatement(_ sql: String) throws -> Statement {
-        let connection = try requireConnection(sql: sql)
+        guard connection != nil else { throw FMDatabaseError.closed(sql: sql) }
         if traceExecution { logger.info("\(databasePath ?? ":memory:") executeQuery: \(FMDatabaseError.loggable(sql))") }
         let caching = shouldCacheStatements
         if caching, let cached = statementCache.take(sql) {
             cached.inUse = true
             return cached
         }
-        let statement = try connection.prepare(sql)
+        let statement = try requireConnection(sql: sql).prepare(sql)
         if caching { statementCache.insert(statement) }
         statement.inUse = true
         return statement
