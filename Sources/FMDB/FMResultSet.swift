@@ -22,17 +22,34 @@ import Foundation
 ///   key-value coding (`kvcMagic`): Linux has no Objective-C runtime.
 public final class FMResultSet {
     /// The database this result set reads from (nil once closed).
-    public private(set) var parentDB: FMDatabase?
+    public var parentDB: FMDatabase? { parent }
+    /// Private storage, so reading it on every step needs no dynamic exclusivity check (a public
+    /// stored property gets one: `swift_beginAccess`, ~76 instructions by callgrind).
+    private var parent: FMDatabase?
     private var statement: Statement?
+    /// `statement`'s `sqlite3_stmt` while the set is open, nil once closed: the getters read columns
+    /// through it without retaining the statement. Valid while set: the statement is finalized only
+    /// by this set's `close()`, and the database closes its open sets before its connection.
+    private var handle: OpaquePointer?
     private var lastStepCode: Int32 = SQLITE_OK
     /// The current row's column count, read once per row (not once per getter).
     private var rowColumnCount: Int32 = 0
+    /// The statement's column-name representations (owned by the statement), fetched at the first
+    /// lookup by name; empty when lookups must compare strings (see `columnIndex(forName:)`).
+    private var nameTable = UnsafeBufferPointer<StringRepresentation>(start: nil, count: 0)
+    private var nameTableFetched = false
     /// Made by `FMDatabase.prepare(_:)`: stays open at the end of its rows, to be bound and run again.
     let isReusable: Bool
+    /// The neighbours in the parent database's list of open result sets (an intrusive list: opening
+    /// and closing a set allocates nothing and hashes nothing). Only `FMDatabase` touches them; a set
+    /// unlinks itself in `close()`, which `deinit` calls, so a link never outlives its target.
+    unowned(unsafe) var previousOpen: FMResultSet?
+    unowned(unsafe) var nextOpen: FMResultSet?
 
     init(statement: Statement, parent: FMDatabase, isReusable: Bool = false) {
         self.statement = statement
-        self.parentDB = parent
+        self.handle = statement.handle
+        self.parent = parent
         self.isReusable = isReusable
         parent.resultSetDidOpen(self)
     }
@@ -54,10 +71,13 @@ public final class FMResultSet {
     public func close() {
         guard let statement else { return }
         self.statement = nil
+        handle = nil
+        nameTable = UnsafeBufferPointer(start: nil, count: 0)
+        nameTableFetched = false
         rowColumnCount = 0
-        parentDB?.releaseStatement(statement)
-        parentDB?.resultSetDidClose(self)
-        parentDB = nil
+        parent?.releaseStatement(statement)
+        parent?.resultSetDidClose(self)
+        parent = nil
     }
 
     // MARK: - Stepping
@@ -86,20 +106,35 @@ public final class FMResultSet {
     /// left to record on.
     @inline(__always)
     private func recording<T>(_ body: () throws -> T) throws -> T {
-        guard let parent = parentDB else { return try body() }
+        guard let parent else { return try body() }
         return try parent.recording(body)
     }
 
+    /// One step. The row case is the hot path of every scan: it clears the parent's last error (as
+    /// `recording` does) and reads the row's column count, nothing else; the other outcomes go through
+    /// the recording path.
+    @inline(__always)
     private func internalStep() throws -> Int32 {
-        try recording {
-            guard let statement, !statement.isFinalized else {
-                throw FMDatabaseError.misuse("The result set is closed or exhausted.", sql: query)
-            }
-            let rc = statement.step()
+        if let handle {
+            parent?.clearLastError()
+            let rc = ColumnAccess.step(handle)
             lastStepCode = rc
             if rc == SQLITE_ROW {
-                rowColumnCount = statement.columnCount
+                rowColumnCount = ColumnAccess.count(handle)
                 return rc
+            }
+            return try finishStep(rc)
+        }
+        return try recording {
+            throw FMDatabaseError.misuse("The result set is closed or exhausted.", sql: query)
+        }
+    }
+
+    /// The end of the rows or an error: closes the set (unless reusable), records an error.
+    private func finishStep(_ rc: Int32) throws -> Int32 {
+        try recording {
+            guard let statement else {
+                throw FMDatabaseError.misuse("The result set is closed or exhausted.", sql: query)
             }
             rowColumnCount = 0
             if rc == SQLITE_DONE {
@@ -124,13 +159,13 @@ public final class FMResultSet {
     /// Binds positional values to a prepared statement (resetting it first).
     @discardableResult
     public func bind(withArray array: [Any]) -> Bool {
-        bind { try $0.bind(array: array, dateFormatter: parentDB?.dateFormatter) }
+        bind { try $0.bind(array: array, dateFormatter: parent?.dateFormatter) }
     }
 
     /// Binds named values (`:name` in the SQL, `name` in the dictionary).
     @discardableResult
     public func bind(withDictionary dictionary: [AnyHashable: Any]) -> Bool {
-        bind { try $0.bind(dictionary: dictionary, dateFormatter: parentDB?.dateFormatter) }
+        bind { try $0.bind(dictionary: dictionary, dateFormatter: parent?.dateFormatter) }
     }
 
     private func bind(_ body: (Statement) throws -> Void) -> Bool {
@@ -156,10 +191,33 @@ public final class FMResultSet {
     /// The index of a column, case-insensitively; -1 when absent.
     @discardableResult
     public func columnIndex(forName columnName: String) -> Int32 {
+        // The common case, a literal or short name spelled as in the query: found by its in-memory
+        // representation in the statement's table (see `Statement.columnIndex(forName:)`), without
+        // retaining the statement. The table is only handed out when no two names are equal once
+        // lowercased, so at most one entry can match.
+        if !nameTable.isEmpty {
+            let key = StringRepresentation(columnName)
+            var position = 0
+            while position < nameTable.count {
+                if nameTable[position] == key { return Int32(truncatingIfNeeded: position) }
+                position += 1
+            }
+        }
+        return columnIndexComparingNames(columnName)
+    }
+
+    private func columnIndexComparingNames(_ columnName: String) -> Int32 {
         guard let statement else { return -1 }
+        if !nameTableFetched {
+            nameTableFetched = true
+            if let table = statement.columnNameRepresentationTable() {
+                nameTable = table
+                return columnIndex(forName: columnName)
+            }
+        }
         let index = statement.columnIndex(forName: columnName)
         if index < 0 {
-            parentDB?.logger.warning("Warning: I could not find the column named '\(columnName)'.")
+            parent?.logger.warning("Warning: I could not find the column named '\(columnName)'.")
         }
         return index
     }
@@ -170,19 +228,20 @@ public final class FMResultSet {
         statement?.columnName(columnIdx)
     }
 
-    /// The statement when `index` names a column of the current row (before the first row, any
-    /// column of the statement: SQLite answers NULL there).
+    /// The statement handle when `index` names a column of the current row (before the first row,
+    /// any column of the statement: SQLite answers NULL there); nil on a closed set.
     @inline(__always)
-    private func valid(_ index: Int32) -> Statement? {
-        guard let statement, index >= 0 else { return nil }
-        if index < rowColumnCount { return statement }
-        return statement.isValidColumn(index) ? statement : nil
+    private func valid(_ index: Int32) -> OpaquePointer? {
+        guard let handle else { return nil }
+        // One unsigned compare covers both bounds (a negative index is a huge UInt32).
+        if UInt32(bitPattern: index) < UInt32(bitPattern: rowColumnCount) { return handle }
+        return index >= 0 && index < ColumnAccess.count(handle) ? handle : nil
     }
 
     /// The column as Int32 (SQLite's conversion); 0 for NULL or an unknown column.
     @discardableResult
     public func int(forColumnIndex columnIdx: Int32) -> Int32 {
-        valid(columnIdx)?.int32(at: columnIdx) ?? 0
+        valid(columnIdx).map { ColumnAccess.int32($0, columnIdx) } ?? 0
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -194,7 +253,7 @@ public final class FMResultSet {
     /// The column as Int; 0 for NULL or an unknown column.
     @discardableResult
     public func long(forColumnIndex columnIdx: Int32) -> Int {
-        Int(truncatingIfNeeded: valid(columnIdx)?.int64(at: columnIdx) ?? 0)
+        Int(truncatingIfNeeded: valid(columnIdx).map { ColumnAccess.int64($0, columnIdx) } ?? 0)
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -206,7 +265,7 @@ public final class FMResultSet {
     /// The column as Int64; 0 for NULL or an unknown column.
     @discardableResult
     public func longLongInt(forColumnIndex columnIdx: Int32) -> Int64 {
-        valid(columnIdx)?.int64(at: columnIdx) ?? 0
+        valid(columnIdx).map { ColumnAccess.int64($0, columnIdx) } ?? 0
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -242,7 +301,7 @@ public final class FMResultSet {
     /// The column as Double; 0 for NULL or an unknown column.
     @discardableResult
     public func double(forColumnIndex columnIdx: Int32) -> Double {
-        valid(columnIdx)?.double(at: columnIdx) ?? 0
+        valid(columnIdx).map { ColumnAccess.double($0, columnIdx) } ?? 0
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -254,8 +313,8 @@ public final class FMResultSet {
     /// The column as text; nil for NULL or an unknown column.
     @discardableResult
     public func string(forColumnIndex columnIdx: Int32) -> String? {
-        guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
-        return statement.string(at: columnIdx)
+        guard let handle = valid(columnIdx) else { return nil }
+        return ColumnAccess.string(handle, columnIdx)
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -268,12 +327,12 @@ public final class FMResultSet {
     /// as seconds since 1970. nil for NULL.
     @discardableResult
     public func date(forColumnIndex columnIdx: Int32) -> Date? {
-        guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
-        if let formatter = parentDB?.dateFormatter {
-            guard let text = statement.string(at: columnIdx) else { return nil }
+        guard let handle = valid(columnIdx), ColumnAccess.type(handle, columnIdx) != SQLITE_NULL else { return nil }
+        if let formatter = parent?.dateFormatter {
+            guard let text = ColumnAccess.string(handle, columnIdx) else { return nil }
             return formatter.date(from: text)
         }
-        return Date(timeIntervalSince1970: statement.double(at: columnIdx))
+        return Date(timeIntervalSince1970: ColumnAccess.double(handle, columnIdx))
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -285,7 +344,7 @@ public final class FMResultSet {
     /// The column's bytes, copied; nil for NULL and for a zero-length BLOB, as FMDB.
     @discardableResult
     public func data(forColumnIndex columnIdx: Int32) -> Data? {
-        valid(columnIdx)?.data(at: columnIdx)
+        valid(columnIdx).flatMap { ColumnAccess.data($0, columnIdx) }
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -297,7 +356,8 @@ public final class FMResultSet {
     /// The column's bytes without a copy: valid only until the next `next()`, or the set closes.
     @discardableResult
     public func dataNoCopy(forColumnIndex columnIdx: Int32) -> Data? {
-        valid(columnIdx)?.dataNoCopy(at: columnIdx)
+        guard valid(columnIdx) != nil else { return nil }
+        return statement?.dataNoCopy(at: columnIdx)
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -309,8 +369,8 @@ public final class FMResultSet {
     /// The column's UTF-8 text, owned by SQLite: valid until the next `next()` or close.
     @discardableResult
     public func utf8String(forColumnIndex columnIdx: Int32) -> UnsafePointer<UInt8>? {
-        guard let statement = valid(columnIdx), statement.columnType(columnIdx) != SQLITE_NULL else { return nil }
-        return statement.utf8Pointer(at: columnIdx)
+        guard let handle = valid(columnIdx), ColumnAccess.type(handle, columnIdx) != SQLITE_NULL else { return nil }
+        return ColumnAccess.utf8Pointer(handle, columnIdx)
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -323,12 +383,12 @@ public final class FMResultSet {
     /// TEXT → String, BLOB → Data, NULL (and a zero-length BLOB) → NSNull; nil for an unknown column.
     @discardableResult
     public func object(forColumnIndex columnIdx: Int32) -> Any? {
-        guard let statement = valid(columnIdx) else { return nil }
-        switch statement.columnType(columnIdx) {
-        case SQLITE_INTEGER: return NSNumber(value: statement.int64(at: columnIdx))
-        case SQLITE_FLOAT: return NSNumber(value: statement.double(at: columnIdx))
-        case SQLITE_BLOB: return statement.data(at: columnIdx) ?? NSNull()
-        case SQLITE_TEXT: return statement.string(at: columnIdx) ?? NSNull()
+        guard let handle = valid(columnIdx) else { return nil }
+        switch ColumnAccess.type(handle, columnIdx) {
+        case SQLITE_INTEGER: return NSNumber(value: ColumnAccess.int64(handle, columnIdx))
+        case SQLITE_FLOAT: return NSNumber(value: ColumnAccess.double(handle, columnIdx))
+        case SQLITE_BLOB: return ColumnAccess.data(handle, columnIdx) ?? NSNull()
+        case SQLITE_TEXT: return ColumnAccess.string(handle, columnIdx) ?? NSNull()
         default: return NSNull()
         }
     }
@@ -347,8 +407,8 @@ public final class FMResultSet {
     /// The storage class of a column in the current row (`.null` for an unknown column).
     @discardableResult
     public func type(forColumnIndex columnIdx: Int32) -> SqliteValueType {
-        guard let statement = valid(columnIdx) else { return .null }
-        return SqliteValueType(rawValue: statement.columnType(columnIdx)) ?? .null
+        guard let handle = valid(columnIdx) else { return .null }
+        return SqliteValueType(rawValue: ColumnAccess.type(handle, columnIdx)) ?? .null
     }
 
     /// The same, for the column named `columnName` (case-insensitive).
@@ -360,8 +420,8 @@ public final class FMResultSet {
     /// Whether a column is NULL (true for an unknown column).
     @discardableResult
     public func columnIndexIsNull(_ columnIdx: Int32) -> Bool {
-        guard let statement = valid(columnIdx) else { return true }
-        return statement.columnType(columnIdx) == SQLITE_NULL
+        guard let handle = valid(columnIdx) else { return true }
+        return ColumnAccess.type(handle, columnIdx) == SQLITE_NULL
     }
 
     /// Whether the column named `columnName` is NULL (true when absent).
@@ -375,7 +435,7 @@ public final class FMResultSet {
     public var resultDictionary: [AnyHashable: Any]? {
         guard let statement else { return nil }
         guard rowColumnCount > 0 else {
-            parentDB?.logger.warning("Warning: There seem to be no columns in this set.")
+            parent?.logger.warning("Warning: There seem to be no columns in this set.")
             return nil
         }
         let count = statement.columnCount

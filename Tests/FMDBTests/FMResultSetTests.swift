@@ -284,4 +284,113 @@ final class FMResultSetTests: FMDBTempDBTestCase {
         XCTAssertFalse(rs.next())
         XCTAssertFalse(rs.hasAnotherRow())
     }
+
+    // MARK: - The per-value and per-query fast paths (issue 11)
+
+    /// Text and BLOB values read through the getters that skip the separate type check: NULL, empty,
+    /// short and long (past a String's 15 inline bytes), embedded NULs, invalid UTF-8 (repaired with
+    /// U+FFFD, as `String(decoding:as:)` does), and values of one class read as another.
+    func testTextAndBlobGettersAcrossSizesAndInvalidUTF8() throws {
+        db.executeUpdate("create table v (id integer primary key, t, b)")
+        let long = String(repeating: "0123456789", count: 30) + "\u{0}tail"
+        let rows: [(Int, String)] = [
+            (1, "NULL, NULL"), (2, "'', x''"), (3, "'short', x'00ff'"),
+            (4, "cast(x'61ff62' as text), x'61ff62'"),
+            (5, "cast(x'41414141414141414141414141414141414141e282' as text), zeroblob(0)"),
+            (6, "42, 4.5"),
+        ]
+        for (id, values) in rows { XCTAssertTrue(db.executeUpdate("insert into v values (\(id), \(values))"), db.lastErrorMessage()) }
+        XCTAssertTrue(db.executeUpdate("insert into v values (7, ?, ?)", long, Data(repeating: 0xA5, count: 1 << 20)))
+        let rs = try XCTUnwrap(db.executeQuery("select t, b from v order by id"))
+        var texts: [String?] = []
+        var blobs: [Data?] = []
+        var utf8: [[UInt8]?] = []
+        while rs.next() {
+            texts.append(rs.string(forColumnIndex: 0))
+            blobs.append(rs.data(forColumn: "b"))
+            utf8.append(rs.utf8String(forColumnIndex: 0).map { Array(UnsafeBufferPointer(start: $0, count: 3)) })
+        }
+        XCTAssertEqual(texts.count, 7)
+        XCTAssertNil(texts[0])
+        XCTAssertEqual(texts[1], "")
+        XCTAssertEqual(texts[2], "short")
+        XCTAssertEqual(texts[3], "a\u{FFFD}b")
+        XCTAssertEqual(texts[4], String(repeating: "A", count: 19) + "\u{FFFD}", "a cut multi-byte sequence at the end")
+        XCTAssertEqual(texts[5], "42")
+        XCTAssertEqual(texts[6], long, "a long string with an embedded NUL")
+        XCTAssertNil(blobs[0])
+        XCTAssertNil(blobs[1], "a zero-length BLOB is nil, as FMDB")
+        XCTAssertEqual(blobs[2], Data([0x00, 0xFF]))
+        XCTAssertEqual(blobs[3], Data([0x61, 0xFF, 0x62]), "BLOB bytes are never repaired")
+        XCTAssertNil(blobs[4], "zeroblob(0)")
+        XCTAssertEqual(blobs[5], Data("4.5".utf8), "a REAL read as bytes: SQLite's text form")
+        XCTAssertEqual(blobs[6]?.count, 1 << 20)
+        XCTAssertEqual(blobs[6]?.allSatisfy { $0 == 0xA5 }, true)
+        XCTAssertNil(utf8[0])
+        XCTAssertEqual(utf8[2], Array("sho".utf8))
+    }
+
+    /// Every `Data` is its own copy: valid after the row moves on and after the set closes, and
+    /// changing one changes no other.
+    func testEveryBlobIsAnIndependentCopy() throws {
+        db.executeUpdate("create table b (v blob)")
+        for byte in [UInt8(1), 2] { db.executeUpdate("insert into b values (?)", Data(repeating: byte, count: 64)) }
+        let rs = try XCTUnwrap(db.executeQuery("select v from b order by rowid"))
+        XCTAssertTrue(rs.next())
+        var first = try XCTUnwrap(rs.data(forColumnIndex: 0))
+        let again = try XCTUnwrap(rs.data(forColumn: "v"))
+        XCTAssertTrue(rs.next())
+        let second = try XCTUnwrap(rs.data(forColumnIndex: 0))
+        rs.close()
+        first[0] = 0xEE
+        XCTAssertEqual(again, Data(repeating: 1, count: 64), "a second read of the same value is another copy")
+        XCTAssertEqual(second, Data(repeating: 2, count: 64))
+        XCTAssertEqual(first.count, 64)
+        XCTAssertEqual(first.startIndex, 0, "a whole Data, not a slice of shared storage")
+    }
+
+    /// Many open sets, closed in every order: by hand (first, last, middle), by deinit, by
+    /// `closeOpenResultSets`, and by `close()` of the database; prepared (reusable) sets included.
+    func testManyOpenResultSetsCloseInAnyOrder() throws {
+        var sets: [FMResultSet] = []
+        for i in 0..<60 {
+            let rs = try XCTUnwrap(i % 3 == 0 ? db.prepare("select c from test where c > ?") : db.executeQuery("select c from test"))
+            if i % 3 == 0 { XCTAssertTrue(rs.bind(withArray: [i % 20])) }
+            XCTAssertTrue(rs.next())
+            sets.append(rs)
+        }
+        sets[0].close()
+        sets[59].close()
+        sets[30].close()
+        do { _ = sets.remove(at: 45) }  // the last reference: its deinit closes and unlinks it
+        XCTAssertTrue(db.hasOpenResultSets)
+        XCTAssertTrue(sets[10].next(), "closing others leaves this one open")
+        db.closeOpenResultSets()
+        XCTAssertFalse(db.hasOpenResultSets)
+        for rs in sets {
+            XCTAssertFalse(rs.next())
+            XCTAssertNil(rs.parentDB)
+        }
+        XCTAssertEqual(db.int(forQuery: "select count(*) from test"), 20, "the database still works")
+        let left = [try XCTUnwrap(db.executeQuery("select 1")), try XCTUnwrap(db.prepare("select 2"))]
+        XCTAssertTrue(db.hasOpenResultSets)
+        XCTAssertTrue(db.close())
+        XCTAssertTrue(left.allSatisfy { $0.parentDB == nil && !$0.next() })
+    }
+
+    /// A prepared set looked up by name keeps answering across binds; a closed one answers -1.
+    func testReusedPreparedSetLooksUpNamesAcrossBinds() throws {
+        let rs = try XCTUnwrap(db.prepare("select c as value, b as Label from test where c = ?"))
+        for i in [4, 9, 4] {
+            XCTAssertTrue(rs.bind(withArray: [i]))
+            XCTAssertTrue(rs.next())
+            XCTAssertEqual(rs.int(forColumn: "value"), Int32(i))
+            XCTAssertEqual(rs.string(forColumn: "label"), "number \(i)")
+            XCTAssertEqual(rs.string(forColumn: "Label"), "number \(i)")
+            XCTAssertFalse(rs.next())
+        }
+        rs.close()
+        XCTAssertEqual(rs.columnIndex(forName: "value"), -1)
+        XCTAssertEqual(rs.int(forColumn: "value"), 0)
+    }
 }

@@ -7,30 +7,32 @@ struct StatementCache {
     private var statements: [String: [Statement]] = [:]
     /// The last SQL looked up and its statements: a loop running one statement finds it by one string
     /// comparison (usually of identical strings, which compares no bytes) instead of hashing the SQL.
-    private var recent: (sql: String, statements: [Statement])?
+    /// Two stored properties rather than an optional tuple, so the comparison and the scan read them
+    /// in place instead of copying (and retaining) the pair at every lookup.
+    private var recentSQL: String?
+    private var recentStatements: [Statement] = []
 
     var isEmpty: Bool { statements.isEmpty }
 
     /// A cached statement for `sql` that nobody is using. It was reset when it was given back; every
     /// parameter is bound again before it runs (bind counts are checked), so bindings need no clearing.
     mutating func take(_ sql: String) -> Statement? {
-        let candidates: [Statement]
-        if let recent, recent.sql == sql {
-            candidates = recent.statements
-        } else {
+        if recentSQL != sql {
             guard let found = statements[sql] else { return nil }
-            candidates = found
-            recent = (sql, found)
+            recentSQL = sql
+            recentStatements = found
         }
-        for statement in candidates where !statement.inUse && !statement.isFinalized {
-            return statement
+        for position in recentStatements.indices {
+            let statement = recentStatements[position]
+            if !statement.inUse && !statement.isFinalized { return statement }
         }
         return nil
     }
 
     mutating func insert(_ statement: Statement) {
         statement.isCached = true
-        recent = nil
+        recentSQL = nil
+        recentStatements = []
         statements[statement.sql, default: []].append(statement)
     }
 
@@ -44,6 +46,7 @@ struct StatementCache {
             }
         }
         statements.removeAll()
-        recent = nil
+        recentSQL = nil
+        recentStatements = []
     }
 }
