@@ -91,18 +91,6 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
         }
     }
 
-    /// The same choice as SQLCipher's process-wide defaults (`PRAGMA cipher_default_*`), for a file that
-    /// SQLCipher reads before any per-schema PRAGMA can run (an existing file being attached).
-    func defaultSelectionStatements() throws -> [String] {
-        if SQLCipherRuntime.majorVersion >= 4 { return ["PRAGMA cipher_default_compatibility = \(rawValue)"] }
-        switch self {
-        case .v4: throw FMDatabaseError(code: SQLITE_FORMAT, message: Self.sqlcipher4Unavailable(action: "open"))
-        case .v3: return []
-        case .v2: return ["PRAGMA cipher_default_kdf_iter = 4000"]
-        case .v1: return ["PRAGMA cipher_default_kdf_iter = 4000", "PRAGMA cipher_default_use_hmac = OFF"]
-        }
-    }
-
     /// The message for a SQLCipher 4 file on a SQLCipher 3 system.
     static func sqlcipher4Unavailable(action: String) -> String {
         "This is a SQLCipher 4 database (the key is right), and the linked SQLCipher \(SQLCipherRuntime.version ?? "3") "

@@ -5,11 +5,14 @@ extension FMDatabase {
     /// Attaches the database file at `path` as `schema`, keyed with `keyProvider` (nil: a plaintext
     /// database), with `settings` applied; the key never appears in SQL text.
     ///
-    /// A new file is attached, then keyed through `sqlite3_key_v2`. An existing encrypted file is read by
-    /// SQLite inside ATTACH, so its key is ATTACH's bound `KEY` argument and its format is found as
-    /// ``setKey(using:settings:)`` finds it (`settings.format`, else the one that opened this file last in
-    /// this process, the linked default, then the older ones); a wrong key throws `SQLITE_NOTADB` (26)
-    /// and leaves nothing attached.
+    /// A new file is attached, then keyed through `sqlite3_key_v2`, and `settings` apply to it. An existing
+    /// encrypted file is read by SQLite inside ATTACH, so its key is ATTACH's bound `KEY` argument, and it
+    /// must be in the linked SQLCipher's default format and settings (SQLCipher reads an attached file
+    /// with its process-wide defaults, which this library never changes: every other database keyed in
+    /// the process at that moment would get them). A wrong key throws `SQLITE_NOTADB` (26); the right key
+    /// to a file in another format or with custom settings throws `SQLITE_FORMAT` (24) saying what it
+    /// needs (open such a file with its own ``FMDatabase``, or convert it with `fmdb-cipher migrate`).
+    /// Either way nothing stays attached.
     ///
     /// ```swift
     /// try db.attachDatabase(atPath: "/data/archive.db", schema: "archive", keyProvider: PassphraseKeyProvider("archive key"))
@@ -71,25 +74,43 @@ extension FMDatabase {
         }
     }
 
-    /// Attaches an existing encrypted file, trying its format as `keyFindingFormat` does: the one
-    /// `settings` name, else the one that opened this salt last, the linked default, then the older ones.
-    /// SQLite reads the file's schema inside ATTACH, which is where a wrong key or format shows (SQLITE_NOTADB).
+    /// Attaches an existing encrypted file. SQLite reads its schema inside ATTACH, with the codec's
+    /// settings at that moment: SQLCipher's defaults, since per-schema PRAGMAs can only come after. So a
+    /// file in the linked default format and settings attaches; for any other, the file itself is asked
+    /// on a separate read-only connection (one KDF per format tried, on this failure path only), so the
+    /// error says what is wrong: the right key to a file that needs other settings is `SQLITE_FORMAT`
+    /// with a message saying how to read it, anything else `SQLITE_NOTADB`.
     private func attachExisting(atPath path: String, schema name: String, salt: Data,
                                 keyProvider: any KeyProvider, settings: CipherSettings) throws {
         let connection = try requireConnection()
-        let candidates = settings.format.map { [$0] } ?? CipherFormat.candidates(hint: CipherFormatHints.format(forSalt: salt))
+        let linked = CipherFormat.linkedDefault
+        let defaultPageSize = linked == .v4 ? 4096 : 1024
+        let inDefaults = (settings.format ?? linked) == linked && (settings.pageSize ?? defaultPageSize) == defaultPageSize
+            && (settings.kdfIterations ?? linked.kdfIterations) == linked.kdfIterations
         var failure: FMDatabaseError?
-        for format in candidates {
-            let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: format)).validated()
-            var defaults = try format.defaultSelectionStatements()
-            if let pageSize = settings.pageSize { defaults.append("PRAGMA cipher_default_page_size = \(pageSize)") }
-            if let iterations = settings.kdfIterations { defaults.append("PRAGMA cipher_default_kdf_iter = \(iterations)") }
+        if inDefaults {
+            let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: linked)).validated()
             do {
-                try connection.attachEncrypted(path: path, schema: name, key: key.sqlcipherKeyBytes(), defaults: defaults)
-                if candidates.count > 1 { CipherFormatHints.remember(format, forSalt: salt) }
+                try connection.attachEncrypted(path: path, schema: name, key: key.sqlcipherKeyBytes())
                 return
             } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB {
                 failure = error
+            }
+        }
+        let candidates = settings.format.map { [$0] } ?? CipherFormat.candidates(hint: CipherFormatHints.format(forSalt: salt))
+        for format in candidates where !(inDefaults && format == linked) {
+            let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: format)).validated()
+            let probe = Connection.probeKey(
+                key.sqlcipherKeyBytes(), path: path, flags: SQLITE_OPEN_READONLY, vfs: openVFS,
+                formatStatements: try format.selectionStatements(), pageSize: settings.pageSize,
+                kdfIterations: settings.kdfIterations, busyTimeout: max(maxBusyRetryTimeInterval, 1))
+            switch probe {
+            case .opens:
+                throw FMDatabaseError(code: SQLITE_FORMAT, message: Self.attachNeedsOtherSettings(format: format, settings: settings))
+            case .locked:
+                throw FMDatabaseError(code: SQLITE_BUSY, message: "\(path) stayed locked by another connection.")
+            case .doesNotOpen:
+                continue
             }
         }
         if settings.format == nil, SQLCipherRuntime.majorVersion < 4,
@@ -99,6 +120,18 @@ extension FMDatabase {
             throw FMDatabaseError(code: SQLITE_FORMAT, message: CipherFormat.sqlcipher4Unavailable(action: "attach"))
         }
         throw failure ?? FMDatabaseError(code: SQLITE_NOTADB)
+    }
+
+    /// Why a file the key opens cannot be attached, and what to do instead.
+    static func attachNeedsOtherSettings(format: CipherFormat, settings: CipherSettings) -> String {
+        var needs = ["format \(format.rawValue)"]
+        if let pageSize = settings.pageSize { needs.append("cipher_page_size \(pageSize)") }
+        if let iterations = settings.kdfIterations { needs.append("kdf_iter \(iterations)") }
+        return "The key opens this file, but it needs cipher settings other than SQLCipher's defaults (\(needs.joined(separator: ", "))), "
+            + "and SQLite reads an attached file before any per-database setting can apply; changing SQLCipher's "
+            + "process-wide defaults for the moment would also change every other database keyed in the process at that moment, "
+            + "so this library does not. Open the file with its own FMDatabase and setKey(using:settings:), or convert it to the "
+            + "linked default format first (fmdb-cipher migrate, or export without --new-page-size/--new-kdf-iter)."
     }
 
     /// Detaches a database attached with `attachDatabase(atPath:schema:keyProvider:settings:)`.

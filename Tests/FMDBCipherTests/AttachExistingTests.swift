@@ -96,7 +96,7 @@ final class AttachExistingTests: XCTestCase {
         XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM o.other"), 3)
     }
 
-    func testCustomSettingsApplyWhileTheSchemaIsReadAndTheDefaultsArePutBack() throws {
+    func testAFileWithCustomSettingsIsRefusedWithFormatAndTheDefaultsNeverChange() throws {
         let settings = CipherSettings(pageSize: 8192, kdfIterations: 70_000)
         let otherPath = try makeEncryptedFile("custom.db", provider: PassphraseKeyProvider("p"), settings: settings)
         let db = FMDatabase(path: directory.path("main.db"))
@@ -104,33 +104,44 @@ final class AttachExistingTests: XCTestCase {
         XCTAssertTrue(db.open())
         defer { db.close() }
         let defaultsBefore = defaults(db)
-        // Without the settings the file does not read.
-        XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"))) {
+        // The right key with the file's settings: SQLITE_FORMAT, saying what the file needs. Without them
+        // the file reads as no database at all (as setKey(using:) without them).
+        for (attempt, code) in [(settings, SQLITE_FORMAT), (CipherSettings(), SQLITE_NOTADB)] {
+            XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"),
+                                                       settings: attempt)) {
+                XCTAssertEqual(($0 as NSError).code, Int(code))
+                if code == SQLITE_FORMAT {
+                    XCTAssertTrue(($0 as NSError).localizedDescription.contains("cipher_page_size 8192, kdf_iter 70000"))
+                }
+            }
+            XCTAssertEqual(schemas(db), ["main"])
+            XCTAssertEqual(defaults(db), defaultsBefore, "SQLCipher's process-wide defaults are never changed")
+        }
+        // A wrong key to the same file is still "not a database".
+        XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("q"),
+                                                   settings: settings)) {
             XCTAssertEqual(($0 as NSError).code, Int(SQLITE_NOTADB))
         }
-        try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"), settings: settings)
-        XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM o.other"), 3)
-        XCTAssertEqual(db.string(forQuery: "PRAGMA o.cipher_page_size"), "8192")
-        XCTAssertEqual(db.string(forQuery: "PRAGMA o.kdf_iter"), "70000")
-        XCTAssertEqual(defaults(db), defaultsBefore, "the process-wide defaults are what they were")
-        // A new database keyed now gets SQLCipher's defaults, not the attachment's.
-        let fresh = FMDatabase(path: directory.path("fresh.db"))
-        XCTAssertTrue(fresh.open())
-        defer { fresh.close() }
-        try fresh.setKey(using: PassphraseKeyProvider("f"))
-        XCTAssertTrue(fresh.executeUpdate("CREATE TABLE x (a)"))
-        XCTAssertEqual(fresh.string(forQuery: "PRAGMA cipher_page_size"), defaultsBefore[1])
+        // Explicit settings that equal the defaults attach as no settings do.
+        let plainPath = try makeEncryptedFile("default.db", provider: PassphraseKeyProvider("d"))
+        let linked = CipherFormat.linkedDefault
+        try db.attachDatabase(atPath: plainPath, schema: "d", keyProvider: PassphraseKeyProvider("d"),
+                              settings: CipherSettings(pageSize: linked == .v4 ? 4096 : 1024, kdfIterations: linked.kdfIterations, format: linked))
+        XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM d.other"), 3)
     }
 
-    func testTheOlderFormatIsFoundWithoutSettings() throws {
+    func testAFileInTheOlderFormatIsRefusedWithFormat() throws {
         try XCTSkipUnless(SQLCipherRuntime.majorVersion >= 4, "SQLCipher 3.4.1 writes format 3 by default: nothing older to find")
         let otherPath = try makeEncryptedFile("v3.db", provider: PassphraseKeyProvider("p"), settings: CipherSettings(format: .v3))
         let db = FMDatabase(path: directory.path("main.db"))
+        db.logsErrors = false
         XCTAssertTrue(db.open())
         defer { db.close() }
-        try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"))
-        XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM o.other"), 3)
-        XCTAssertEqual(db.string(forQuery: "PRAGMA o.kdf_iter"), "64000")
+        XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"))) {
+            XCTAssertEqual(($0 as NSError).code, Int(SQLITE_FORMAT))
+            XCTAssertTrue(($0 as NSError).localizedDescription.contains("format 3"))
+        }
+        XCTAssertEqual(schemas(db), ["main"])
     }
 
     func testAnExistingAttachmentIsGuardedLikeAKeyedDatabase() throws {

@@ -16,46 +16,39 @@ extension Connection {
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_key>
     func key(_ key: SecureBytes, schema: String = "main") throws {
         guard let db = handle else { throw FMDatabaseError.closed() }
-        // The codec copies SQLCipher's process-wide defaults as it is created: never while an attach has
-        // them changed (attachEncrypted).
-        let rc = CipherDefaults.codecCreation.withLock {
-            key.withUnsafeBytes { bytes in
-                sqlite3_key_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))
-            }
+        let rc = key.withUnsafeBytes { bytes in
+            sqlite3_key_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))
         }
         try check(rc)
     }
 
-    /// Attaches the existing encrypted file at `path` as `schema`, keyed with `key`.
+    /// Attaches the existing encrypted file at `path` as `schema`, keyed with `key`, in SQLCipher's
+    /// default cipher settings (the only ones a codec has while SQLite reads an attached file's schema).
     ///
-    /// SQLite reads an attached file's schema inside ATTACH itself, so an existing encrypted file needs
-    /// its key and cipher settings at that moment: `sqlite3_key_v2` can only key a schema that is already
-    /// attached, and `ATTACH ... KEY ''` followed by it fails with SQLITE_NOTADB. So the key is ATTACH's
-    /// KEY argument, bound as a static BLOB (SQLite reads the caller's wiped-on-release buffer in place,
-    /// no copy; the statement is never cached and its bindings are cleared before it is finalized), and
-    /// settings other than SQLCipher's defaults (`defaults`: `PRAGMA cipher_default_*` statements) are
-    /// set process-wide for the duration of the ATTACH and restored after, under the lock that every
-    /// codec creation of this library takes.
+    /// SQLite reads an attached file's schema inside ATTACH, so an existing encrypted file needs its key at
+    /// that moment: `sqlite3_key_v2` can only key a schema that is already attached, and `ATTACH ... KEY ''`
+    /// followed by it fails with SQLITE_NOTADB. So the key is ATTACH's KEY argument, bound as a static BLOB
+    /// that SQLite reads in place from the caller's wiped-on-release buffer (no copy); the statement is
+    /// never cached, and its bindings are cleared before it is finalized. Settings other than the defaults
+    /// would have to be SQLCipher's process-wide `cipher_default_*`, which every other codec created in
+    /// the process at that moment would copy: the library never changes them.
     ///
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#attach>
-    func attachEncrypted(path: String, schema: String, key: SecureBytes, defaults: [String]) throws {
-        try CipherDefaults.codecCreation.withLock {
-            try runningLibraryStatements {
-                let saved = defaults.isEmpty ? [] : try CipherDefaults.current(on: self)
-                defer { for statement in saved { try? execute(statement) } }
-                for statement in defaults { try execute(statement) }
-                let sql = "ATTACH DATABASE ?1 AS \(schema) KEY ?2"
-                let statement = try prepare(sql)
-                defer {
-                    statement.clearBindings()
-                    statement.finalize()
-                }
-                try check(statement.bind(path, at: 1), sql: sql)
-                let rc = key.withUnsafeBytes { bytes in statement.bindStatic(bytes: bytes, at: 2) }
-                try check(rc, sql: sql)
-                let stepped = statement.step()
-                guard stepped == SQLITE_DONE else { throw error(code: stepped, sql: sql) }
+    func attachEncrypted(path: String, schema: String, key: SecureBytes) throws {
+        try runningLibraryStatements {
+            let sql = "ATTACH DATABASE ?1 AS \(schema) KEY ?2"
+            let statement = try prepare(sql)
+            defer {
+                statement.clearBindings()
+                statement.finalize()
             }
+            try check(statement.bind(path, at: 1), sql: sql)
+            let stepped = try key.withUnsafeBytes { bytes -> Int32 in
+                try check(statement.bindStatic(bytes: bytes, at: 2), sql: sql)
+                // Stepped while `bytes` is certainly alive: SQLite reads the key during this call.
+                return statement.step()
+            }
+            guard stepped == SQLITE_DONE else { throw error(code: stepped, sql: sql) }
         }
     }
 
@@ -256,34 +249,4 @@ enum SQLiteLibrary {
 
     /// SQLite's version, e.g. "3.15.2".
     static var version: String { String(cString: sqlite3_libversion()) }
-}
-
-/// SQLCipher's process-wide cipher defaults (`PRAGMA cipher_default_*`), which a codec copies when it is
-/// created (`sqlite3_key_v2`, `ATTACH ... KEY`).
-enum CipherDefaults {
-    /// Held around every codec creation in this library, and by an attach for as long as it has the
-    /// defaults changed. Recursive: a codec created while it is held (SQLCipherRuntime's scratch
-    /// connection, first used there) must not deadlock.
-    static let codecCreation = RecursiveLock()
-
-    /// The statements that put back the defaults as they are now.
-    static func current(on connection: Connection) throws -> [String] {
-        var names = ["cipher_default_kdf_iter", "cipher_default_page_size", "cipher_default_use_hmac"]
-        if SQLCipherRuntime.majorVersion >= 4 { names += ["cipher_default_hmac_algorithm", "cipher_default_kdf_algorithm"] }
-        return try names.compactMap { name in
-            try connection.pragmaText("PRAGMA \(name)").map { "PRAGMA \(name) = \($0)" }
-        }
-    }
-}
-
-/// A recursive mutex (`NSRecursiveLock`, a pthread mutex ThreadSanitizer sees).
-final class RecursiveLock: @unchecked Sendable {
-    // @unchecked Sendable: NSRecursiveLock is a thread-safe pthread mutex.
-    private let lock = NSRecursiveLock()
-
-    func withLock<R>(_ body: () throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
-    }
 }
