@@ -4,6 +4,9 @@
 Each measurement is its own process (`bench-X WORKLOAD MODE DBPATH [VARIANT]`, printing
 `seconds checksum maxrss_kb`), so peak memory is per workload and nothing is cached between them.
 Ratios are to raw C within the same run: absolute times drift 20-50% between runs on a shared machine.
+With --static-bin (the Swift programs built with --static-swift-stdlib), each W1-W3 cell of a Swift
+implementation also runs once (first round) from there, for its peak RSS: the table shows what linking the
+Swift runtime and Foundation statically saves (the times are the dynamic builds').
 """
 import argparse
 import os
@@ -34,6 +37,7 @@ def main():
     parser.add_argument("--bin", required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--static-bin", help="the same executables built with --static-swift-stdlib")
     args = parser.parse_args()
     size = "smoke" if args.smoke else "full"
     rounds = 1 if args.smoke else args.rounds
@@ -41,6 +45,8 @@ def main():
     binary = {name: os.path.join(args.bin, f"bench-{name}") for name in ("c", "fmdb", "grdb")}
     work = tempfile.mkdtemp(prefix="fmdb-bench-")
     results = {}   # (workload, mode, impl) -> list of (seconds, checksum, rss, extra)
+    static_results = {}   # the same keys, the static builds' runs (first round only)
+    static_binary = {name: os.path.join(args.static_bin, f"bench-{name}") for name in ("fmdb", "grdb")} if args.static_bin else {}
 
     def env_for(mode):
         env = dict(base_env)
@@ -63,6 +69,10 @@ def main():
 
     def env_impl(env, name):
         return dict(env, BENCH_KEYED_DEFAULTS=KEYED_CACHE_SIZE) if name == "c-keyed-defaults" else env
+
+    def run_static(r, key, exe, make_args, env):
+        if r == 0 and exe in static_binary:
+            static_results[key] = run(static_binary[exe], make_args("static"), env)
     try:
         for r in range(rounds):
             print(f"round {r + 1}/{rounds}", file=sys.stderr)
@@ -72,14 +82,19 @@ def main():
                 for name, exe, variant in impls:
                     if skip(name, exe, mode):
                         continue
-                    path = os.path.join(work, f"insert-{name}-{mode}-{r}.db")
-                    record(("W1 insert", mode, name), run(binary[exe], ["insert", cmode(mode), path] + ([variant] if variant else []), env_impl(env, name)))
+                    def insert_args(tag):
+                        path = os.path.join(work, f"insert-{name}-{mode}-{r}{tag}.db")
+                        return ["insert", cmode(mode), path] + ([variant] if variant else [])
+                    record(("W1 insert", mode, name), run(binary[exe], insert_args(""), env_impl(env, name)))
+                    run_static(r, ("W1 insert", mode, name), exe, insert_args, env_impl(env, name))
                 source = os.path.join(work, f"insert-c-{mode}-{r}.db")
                 for workload, label in (("scan", "W2 scan"), ("lookup", "W3 lookup")):
                     for name, exe, variant in impls:
                         if skip(name, exe, mode):
                             continue
-                        record((label, mode, name), run(binary[exe], [workload, cmode(mode), source] + ([variant] if variant else []), env_impl(env, name)))
+                        read_args = [workload, cmode(mode), source] + ([variant] if variant else [])
+                        record((label, mode, name), run(binary[exe], read_args, env_impl(env, name)))
+                        run_static(r, (label, mode, name), exe, lambda _: read_args, env_impl(env, name))
             # W4 open: 50 x (open, key, first query, close).
             plain_db = os.path.join(work, f"insert-c-plain-{r}.db")
             raw_db = os.path.join(work, f"insert-c-encrypted-{r}.db")
@@ -108,7 +123,8 @@ def main():
 
     print(f"\nFMDBCipher benchmarks ({size} sizes: {SIZES[size]['BENCH_ROWS']} rows, {SIZES[size]['BENCH_LOOKUPS']} lookups, "
           f"{SIZES[size]['BENCH_OPENS']} opens; {rounds} round(s), median seconds; ratio to raw C in the same run)\n")
-    print(f"| workload | mode | implementation | median s | vs C | vs C plain | checksum | peak RSS MiB |")
+    rss_title = "peak RSS MiB, dynamic / static Swift runtime" if static_binary else "peak RSS MiB"
+    print(f"| workload | mode | implementation | median s | vs C | vs C plain | checksum | {rss_title} |")
     print(f"| --- | --- | --- | ---: | ---: | ---: | --- | ---: |")
     mismatches = 0
     for workload in ("W1 insert", "W2 scan", "W3 lookup"):
@@ -119,11 +135,15 @@ def main():
                 if key not in results:
                     continue
                 checksums = {v[1] for v in results[key]} | {v[1] for v in results[c_key]}
+                if key in static_results:
+                    checksums.add(static_results[key][1])
                 ok = "same" if len(checksums) == 1 else "DIFFERS"
                 mismatches += ok != "same"
-                rss = statistics.median(v[2] for v in results[key]) / 1024
+                rss = f"{statistics.median(v[2] for v in results[key]) / 1024:.1f}"
+                if key in static_results:
+                    rss += f" / {static_results[key][2] / 1024:.1f}"
                 vs_plain = median(key) / median((workload, "plain", "c"))
-                print(f"| {workload} | {mode} | {name} | {median(key):.3f} | {median(key) / median(c_key):.2f}x | {vs_plain:.2f}x | {ok} | {rss:.1f} |")
+                print(f"| {workload} | {mode} | {name} | {median(key):.3f} | {median(key) / median(c_key):.2f}x | {vs_plain:.2f}x | {ok} | {rss} |")
     c_raw = median(("W4 open", "", "c raw key"))
     for name in ("c plain", "fmdb plain", "grdb plain", "c raw key", "fmdb raw key", "fmdb PBKDF2KeyProvider reused",
                  "c passphrase", "fmdb passphrase"):

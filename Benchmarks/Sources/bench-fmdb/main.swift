@@ -6,6 +6,8 @@
 //   WORKLOAD rekey: MODE encrypted, VARIANT raw (rekeys DBPATH from the raw key to another raw key)
 //   WORKLOAD open: VARIANT plain | raw | passphrase | pbkdf2 (one PBKDF2KeyProvider reused)
 //   WORKLOAD pool: VARIANT queue (1 thread, FMDatabaseQueue) | pool (2 threads, FMDatabasePool, WAL)
+//   BENCH_FMDB_CACHE_SIZE=N: `PRAGMA cache_size = N` after keying (-2000: SQLite's default instead of the
+//     library's 8 MiB keyed cache), so the cache's cost in time and peak memory can be measured
 // Prints: seconds checksum maxrss_kb (pool also prints the number of key derivations)
 import FMDB
 import BenchSupport
@@ -40,6 +42,9 @@ func openDatabase() -> FMDatabase {
     guard db.open() else { fail(db.lastErrorMessage()) }
     do {
         if mode == "encrypted" { try db.setKey(using: RawKeyProvider(key: rawKey), settings: cipherSettings()) }
+        if let cacheSize = ProcessInfo.processInfo.environment["BENCH_FMDB_CACHE_SIZE"].flatMap(Int.init) {
+            try db.executeUpdate("PRAGMA cache_size = \(cacheSize)", values: nil)
+        }
     } catch {
         fail("key: \(error)")
     }
