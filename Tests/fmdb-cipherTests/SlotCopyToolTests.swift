@@ -194,6 +194,31 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(slotNewKDF.status, 64, slotNewKDF.stderr)
     }
 
+    /// Mallory, who has her own slot in shared.db, copies shared.db-keyslots to victim.db-keyslots; the victim,
+    /// whose secret also opens a slot of shared.db, runs `sql victim.db --kdf slot` on a victim.db that does not
+    /// exist yet. The planted slot file is not adopted: exit 66, nothing written, no victim.db left; Mallory's
+    /// secret reads nothing. The same for an empty victim.db (left as it was).
+    func testSQLDoesNotCreateADatabaseUnderAPlantedSlotFile() throws {
+        let shared = path("shared.db")
+        try KeySlots.createDatabase(at: shared, secret: .passphrase("mallory"), kdf: cheap)
+        try KeySlots.addSlot(to: shared, unlockingWith: .passphrase("mallory"), newSecret: .passphrase("victim"), kdf: cheap)
+        let victim = path("victim.db")
+        try FileManager.default.copyItem(atPath: slots(shared), toPath: slots(victim))
+        let script = "CREATE TABLE s(x); INSERT INTO s VALUES('victim secret')"
+        let refused = try run(["sql", victim, "--kdf", "slot", "--key-env", "V", script], env: ["V": "victim"])
+        XCTAssertEqual(refused.status, 66, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("keys init"), refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: victim), "the empty file the run made is removed")
+        let read = try run(["sql", victim, "--kdf", "slot", "--key-env", "M", "--csv", "SELECT x FROM s"], env: ["M": "mallory"])
+        XCTAssertNotEqual(read.status, 0, read.stdout)
+        XCTAssertFalse(read.stdout.contains("victim secret"))
+        // An empty file: refused, and left as it was.
+        XCTAssertTrue(FileManager.default.createFile(atPath: victim, contents: nil))
+        let empty = try run(["sql", victim, "--kdf", "slot", "--key-env", "V", script], env: ["V": "victim"])
+        XCTAssertEqual(empty.status, 66, empty.stderr)
+        XCTAssertEqual(try bytes(victim).count, 0)
+    }
+
     // MARK: - migrate
 
     func testMigrateCarriesTheSlotsIntoDestAndInPlace() throws {
