@@ -54,6 +54,15 @@ extension KeySlots {
         try KeySlotStorage.writeAtomically(bytes, to: slotFilePath(forDatabaseAt: destinationDatabase), replacing: false)
     }
 
+    /// Runs `body` holding the exclusive lock that serializes changes of the slot file of the database at
+    /// `path` (`flock` on `<path>-keyslots.lock`, created 0600 if needed), as every slot change and data key
+    /// rotation does: for the tool, to put a copy's slot file in place or replace a slotted database without
+    /// a slot change landing in between. `body` must not change that slot file through `KeySlots` (the lock
+    /// is not reentrant).
+    package static func withSlotFileLock<T>(forDatabaseAt path: String, _ body: () throws -> T) throws -> T {
+        try KeySlotStorage.withExclusiveLock(forSlotFile: slotFilePath(forDatabaseAt: path), body)
+    }
+
     /// Writes the slot file of a slotted database that does not exist yet: a fresh random data key and
     /// salt, one slot for `secret` and, when `addingRecoveryKey`, a slot for a generated recovery key.
     /// The database is then made by whatever first keys `path` with a ``KeySlotKeyProvider`` asked to create

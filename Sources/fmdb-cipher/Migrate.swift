@@ -28,7 +28,7 @@ struct Migrate: ParsableCommand {
     @Argument(help: "The encrypted database to upgrade.") var source: String
     @Argument(help: "Write the upgraded database here instead of replacing SRC.") var destination: String?
     @OptionGroup var key: KeyOptions
-    @Flag(help: "Replace DEST (and DEST-keyslots, for a slotted copy) if it exists.") var force = false
+    @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
