@@ -266,6 +266,36 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(try bytes(slots(path("again.db"))), Data("mine".utf8))
     }
 
+    /// An in-place migrate holds SRC's slot file lock (the one `keys` changes and `rekey --data-key` hold) from
+    /// before the copy until SRC is replaced: while another process holds it, SRC is not replaced; once it is
+    /// released, the migration finishes.
+    func testInPlaceMigrateWaitsForTheSlotFileLock() throws {
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
+        let (source, _) = try makeSlotted()
+        let v3 = path("v3.db")
+        let exported = try run(["export", source, v3, "--kdf", "slot", "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "alpha"])
+        XCTAssertEqual(exported.status, 0, exported.stderr)
+        let before = try bytes(v3)
+        var environment = ProcessInfo.processInfo.environment
+        environment["K"] = "alpha"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = ["migrate", v3, "--kdf", "slot", "--key-env", "K", "--quiet"]
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        try KeySlots.withSlotFileLock(forDatabaseAt: v3) {
+            try process.run()
+            // Long enough for an unlocked migration of 50 rows to finish many times over.
+            Thread.sleep(forTimeInterval: 3)
+            XCTAssertTrue(process.isRunning, "migrate waits for the lock")
+            XCTAssertEqual(try bytes(v3), before, "SRC not replaced while another process holds its slot file lock")
+        }
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertEqual(try format(v3), .v4)
+        XCTAssertEqual(try toolCount(v3, kdf: "slot", key: "beta"), "50")
+    }
+
     func format(_ file: String) throws -> CipherFormat? {
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
