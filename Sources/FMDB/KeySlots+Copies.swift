@@ -7,8 +7,9 @@ import Foundation
 ///
 /// How: the slot file goes beside the new path first (`copySlotFile(from:to:)`); a
 /// ``KeySlotKeyProvider`` asked to create that path (`creatingDatabase(at:)`), keying it while it does not
-/// exist yet (or is empty), reads the slot file beside it and answers with the data key *and* the slot file's salt (SQLCipher's raw key
-/// with salt, `x'<64 hex key><32 hex salt>'`, on 3.4.1 and 4.x alike), so SQLCipher writes that salt
+/// exist yet (or is empty), reads the slot file beside it and answers with the data key *and* the slot
+/// file's salt (SQLCipher's raw key with salt, `x'<64 hex key><32 hex salt>'`, on 3.4.1 and 4.x alike),
+/// so SQLCipher writes that salt
 /// into the new file's header. `createSlotFile(forNewDatabaseAt:secret:kdf:addingRecoveryKey:)` does
 /// the same for a new slotted database made from other contents (`fmdb-cipher encrypt --kdf slot`).
 extension KeySlots {

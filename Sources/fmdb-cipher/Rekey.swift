@@ -36,7 +36,8 @@ struct Rekey: ParsableCommand {
     var backup: String?
     @Option(name: .customLong("busy-timeout"), help: ArgumentHelp("Seconds to wait for other connections' locks.", valueName: "SECONDS"))
     var busyTimeout: Double = 5
-    @Flag(help: "Replace the --backup file and PATH-keyslots if they exist (without --data-key, PATH-keyslots is removed).") var force = false
+    @Flag(help: "Replace the --backup file and PATH-keyslots if they exist (without --data-key, PATH-keyslots is removed).")
+    var force = false
     @Flag(help: "No progress output.") var quiet = false
     @Flag(name: .customLong("data-key"), help: "Slotted database (keys): rotate the random data key; every slot is re-wrapped.")
     var dataKey = false
