@@ -6,9 +6,10 @@ import Foundation
 /// unlocks the source is needed.
 ///
 /// How: the slot file goes beside the new path first (`copySlotFile(from:to:)`); a
-/// ``KeySlotKeyProvider`` asked for the key of a database that does not exist yet (or is empty) reads the
-/// slot file beside it and answers with the data key *and* the slot file's salt (SQLCipher's raw key
-/// with salt, `x'<64 hex key><32 hex salt>'`, on 3.4.1 and 4.x alike), so SQLCipher writes that salt
+/// ``KeySlotKeyProvider`` asked to create that path (`creatingDatabase(at:)`), keying it while it does not
+/// exist yet (or is empty), reads the slot file beside it and answers with the data key *and* the slot
+/// file's salt (SQLCipher's raw key with salt, `x'<64 hex key><32 hex salt>'`, on 3.4.1 and 4.x alike),
+/// so SQLCipher writes that salt
 /// into the new file's header. `createSlotFile(forNewDatabaseAt:secret:kdf:addingRecoveryKey:)` does
 /// the same for a new slotted database made from other contents (`fmdb-cipher encrypt --kdf slot`).
 extension KeySlots {
@@ -16,8 +17,9 @@ extension KeySlots {
     /// path of `destinationDatabase` (`<destinationDatabase>-keyslots`), for a copy of the database that
     /// keeps its identity (data key and salt).
     ///
-    /// Then export the contents through a ``KeySlotKeyProvider``: for a destination that does not exist
-    /// yet it answers with the data key and the slot file's salt, so the copy's header holds the
+    /// Then export the contents through a ``KeySlotKeyProvider`` asked to create the destination
+    /// (`creatingDatabase(at:)`): for a destination that does not exist yet it answers with the data key and
+    /// the slot file's salt, so the copy's header holds the
     /// source's salt and every slot of the source opens it. One key derivation for the whole copy when
     /// the same provider opens the source, creates the copy and verifies it.
     ///
@@ -27,7 +29,7 @@ extension KeySlots {
     /// let db = FMDatabase(path: "app.db")
     /// guard db.open() else { throw db.lastError() }
     /// try db.setKey(using: provider)
-    /// try db.attachDatabase(atPath: "copy.db", schema: "copy", keyProvider: provider)
+    /// try db.attachDatabase(atPath: "copy.db", schema: "copy", keyProvider: provider.creatingDatabase(at: "copy.db"))
     /// try db.exportContents(to: "copy")   // any CipherSettings (page size, format) may be given above
     /// try db.detachDatabase(schema: "copy")
     /// ```
@@ -53,18 +55,28 @@ extension KeySlots {
         try KeySlotStorage.writeAtomically(bytes, to: slotFilePath(forDatabaseAt: destinationDatabase), replacing: false)
     }
 
+    /// Runs `body` holding the exclusive lock that serializes changes of the slot file of the database at
+    /// `path` (`flock` on `<path>-keyslots.lock`, created 0600 if needed), as every slot change and data key
+    /// rotation does: for the tool, to put a copy's slot file in place or replace a slotted database without
+    /// a slot change landing in between. `body` must not change that slot file through `KeySlots` (the lock
+    /// is not reentrant).
+    package static func withSlotFileLock<T>(forDatabaseAt path: String, _ body: () throws -> T) throws -> T {
+        try KeySlotStorage.withExclusiveLock(forSlotFile: slotFilePath(forDatabaseAt: path), body)
+    }
+
     /// Writes the slot file of a slotted database that does not exist yet: a fresh random data key and
     /// salt, one slot for `secret` and, when `addingRecoveryKey`, a slot for a generated recovery key.
-    /// The database is then made by whatever first keys `path` with a ``KeySlotKeyProvider`` (it answers
-    /// with the data key and the slot file's salt): an open, or an `attachDatabase` + `exportContents`
-    /// that fills it from another database.
+    /// The database is then made by whatever first keys `path` with a ``KeySlotKeyProvider`` asked to create
+    /// it (`creatingDatabase(at: path)`, which answers with the data key and the slot file's salt): an open,
+    /// or an `attachDatabase` + `exportContents` that fills it from another database.
     ///
     /// ```swift
     /// let made = try KeySlots.createSlotFile(forNewDatabaseAt: "app.db", secret: .passphrase("admin"), addingRecoveryKey: true)
     /// made.recoveryKey?.withFormattedText { FileHandle.standardOutput.write(Data($0)) }   // shown once
     /// let plain = FMDatabase(path: "plain.db")
     /// guard plain.open() else { throw plain.lastError() }
-    /// try plain.attachDatabase(atPath: "app.db", schema: "enc", keyProvider: KeySlotKeyProvider(secret: .passphrase("admin")))
+    /// let provider = KeySlotKeyProvider(secret: .passphrase("admin")).creatingDatabase(at: "app.db")
+    /// try plain.attachDatabase(atPath: "app.db", schema: "enc", keyProvider: provider)
     /// try plain.exportContents(to: "enc")
     /// ```
     ///

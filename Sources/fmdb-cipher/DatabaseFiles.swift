@@ -142,6 +142,11 @@ struct DatabaseCopy {
         } catch {
             throw CLIError.from(error, context: "\(verb) \(source) → \(destination): the key slot file")
         }
+        // Only the new file this run made, beside the slot file it just wrote, is created under that slot file's
+        // identity: a KeySlotKeyProvider adopts no other slot file for a missing or empty database.
+        let newFileProvider = slots == nil
+            ? destinationProvider
+            : (destinationProvider as? KeySlotKeyProvider).map { $0.creatingDatabase(at: temporary) } ?? destinationProvider
 
         let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
         defer { db.close() }
@@ -163,7 +168,7 @@ struct DatabaseCopy {
         let copyStarted = clock.now
         progress.start(verb) { Double(fileSize(temporary)) / total }
         do {
-            try db.attachDatabase(atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: destinationProvider, settings: settings)
+            try db.attachDatabase(atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: newFileProvider, settings: settings)
             try db.exportContents(to: "fmdb_cipher_dest")
             try db.detachDatabase(schema: "fmdb_cipher_dest")
         } catch {
@@ -172,7 +177,7 @@ struct DatabaseCopy {
         }
         progress.finish("\(verb): verifying")
         let verifyStarted = clock.now
-        try verify(temporary, expected: expected)
+        try verify(temporary, provider: newFileProvider, expected: expected)
         try output.commit()
         if !quiet {
             // Throughput on standard error, so scripts that read standard output see nothing new.
@@ -190,8 +195,8 @@ struct DatabaseCopy {
     }
 
     /// Opens the new file with its own key and checks integrity and every table's row count.
-    private func verify(_ path: String, expected: [(String, Int64)]) throws {
-        let copy = try DatabaseFiles.open(path, provider: destinationProvider, settings: settings, readOnly: true)
+    private func verify(_ path: String, provider: (any KeyProvider)?, expected: [(String, Int64)]) throws {
+        let copy = try DatabaseFiles.open(path, provider: provider, settings: settings, readOnly: true)
         defer { copy.close() }
         do {
             let problems = try DatabaseFiles.integrityCheck(copy)
@@ -203,7 +208,7 @@ struct DatabaseCopy {
                 throw CLIError("the new database does not hold the same tables and rows as \(source)", code: Exit.integrity)
             }
         } catch {
-            throw CLIError.fromOpened(error, context: "verifying the new database", keyed: destinationProvider != nil)
+            throw CLIError.fromOpened(error, context: "verifying the new database", keyed: provider != nil)
         }
     }
 }

@@ -17,7 +17,7 @@ struct Decrypt: ParsableCommand {
     @Argument(help: "The encrypted database to read.") var source: String
     @Argument(help: "The plaintext database to create.") var destination: String
     @OptionGroup var key: KeyOptions
-    @Flag(help: "Replace DEST if it exists.") var force = false
+    @Flag(help: "Replace DEST if it exists; a DEST-keyslots beside it is removed (said on standard error).") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {

@@ -34,7 +34,7 @@ struct Encrypt: ParsableCommand {
     @Option(name: .customLong("slot-kdf"), help: "With --kdf slot: the KDF of the passphrase slot, scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000).")
     var slotKDF: SlotKDF?
     @Flag(help: "With --kdf slot or slot-raw: also add a recovery-key slot and print the recovery key (once).") var recovery = false
-    @Flag(help: "Replace DEST (and DEST-keyslots) if it exists.") var force = false
+    @Flag(help: "Replace DEST and DEST-keyslots if they exist (without --kdf slot*, DEST-keyslots is removed).") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func validate() throws {

@@ -15,7 +15,11 @@ struct Export: ParsableCommand {
             --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
             copied byte for byte to DEST-keyslots (0600; refused if it exists, unless --force) after the \
             copy was verified to open through it; DEST-keyslots is moved into place before DEST. With \
-            --new-key-*, DEST is a single-key database without slots.
+            --new-key-*, DEST is a single-key database without slots. DEST and DEST-keyslots are a pair: an \
+            existing DEST-keyslots is refused without --force (exit 73) for every copy; --force keeps the old \
+            pair in the private directory beside DEST until the new one is in place (never a DEST beside a \
+            slot file that is not its own; on a failure the old pair is put back), and a copy without slots \
+            removes DEST-keyslots (said on standard error).
 
             --format 3 or 4 writes DEST in SQLCipher 3's or 4's format (default: the linked SQLCipher's), \
             for a peer on the other line: a format-3 file opens in a SQLCipher 4 shell after \
@@ -44,7 +48,7 @@ struct Export: ParsableCommand {
     var format: Int?
     @Flag(name: .customLong("sqlcipher4"), help: "Same as --format 4.")
     var sqlcipher4 = false
-    @Flag(help: "Replace DEST (and DEST-keyslots, for a slotted copy) if it exists.") var force = false
+    @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {

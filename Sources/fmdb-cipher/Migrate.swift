@@ -15,7 +15,8 @@ struct Migrate: ParsableCommand {
 
             A slotted SRC (keys) is opened through a slot (--kdf slot, slot-raw or slot-recovery; other keys \
             are refused, exit 64) and keeps its data key and salt: its slot file opens the upgraded file (checked \
-            before the rename). In place, SRC-keyslots stays as it is; into DEST it is copied byte for byte to \
+            before the rename). In place, SRC-keyslots stays as it is, locked (as keys and rekey --data-key lock \
+            it) from the copy until SRC is replaced; into DEST it is copied byte for byte to \
             DEST-keyslots (0600; refused if it exists, unless --force), which is moved into place before DEST.
 
             Examples:
@@ -28,7 +29,7 @@ struct Migrate: ParsableCommand {
     @Argument(help: "The encrypted database to upgrade.") var source: String
     @Argument(help: "Write the upgraded database here instead of replacing SRC.") var destination: String?
     @OptionGroup var key: KeyOptions
-    @Flag(help: "Replace DEST (and DEST-keyslots, for a slotted copy) if it exists.") var force = false
+    @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).") var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
@@ -73,32 +74,39 @@ struct Migrate: ParsableCommand {
                 : target
             var committed = false
             defer { if !committed, destination == nil { unlink(staged) } }
-            let slotsBefore = slotted ? FileManager.default.contents(atPath: slotPath) : nil
-            try DatabaseCopy(
-                source: source, sourceProvider: provider, sourceSettings: key.settings,
-                destination: staged, destinationProvider: provider,
-                settings: CipherSettings(format: .v4),
-                force: force, quiet: quiet, verb: "migrate",
-                // In place SRC's slot file stays (same identity); it only has to open the copy.
-                slots: slotted ? .source : nil, placesSlotFile: destination != nil
-            ).run()
-            if destination == nil {
-                // A slot change meanwhile (a data key rotation, say) would not match the copy: not replaced.
-                if slotted, FileManager.default.contents(atPath: slotPath) != slotsBefore {
-                    throw CLIError("the key slots of \(source) changed during the migration: not replaced; try again", code: Exit.busy)
+            // In place, a slotted SRC's slot file is locked (as every slot change and rekey --data-key lock it) from
+            // before the copy until SRC is replaced: no data key rotation starts or ends in between.
+            let whileSlotsAreLocked: (() throws -> Void) throws -> Void = { body in
+                if slotted, destination == nil { try KeySlots.withSlotFileLock(forDatabaseAt: source, body) } else { try body() }
+            }
+            try whileSlotsAreLocked {
+                let slotsBefore = slotted ? FileManager.default.contents(atPath: slotPath) : nil
+                try DatabaseCopy(
+                    source: source, sourceProvider: provider, sourceSettings: key.settings,
+                    destination: staged, destinationProvider: provider,
+                    settings: CipherSettings(format: .v4),
+                    force: force, quiet: quiet, verb: "migrate",
+                    // In place SRC's slot file stays (same identity); it only has to open the copy.
+                    slots: slotted ? .source : nil, placesSlotFile: destination != nil
+                ).run()
+                if destination == nil {
+                    // A slot change meanwhile (a data key rotation, say) would not match the copy: not replaced.
+                    if slotted, FileManager.default.contents(atPath: slotPath) != slotsBefore {
+                        throw CLIError("the key slots of \(source) changed during the migration: not replaced; try again", code: Exit.busy)
+                    }
+                    // SRC's connection is closed: a side file left now belongs to another process, whose writes
+                    // the upgraded copy would not hold.
+                    for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {
+                        throw CLIError("\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
+                                       code: Exit.busy)
+                    }
+                    // The migrated copy (0600, or SRC's stricter mode) replaces SRC: in place was asked for.
+                    guard rename(staged, source) == 0 else {
+                        throw CLIError("cannot replace \(source) with its migrated copy: \(String(cString: strerror(errno)))",
+                                       code: Exit.ioError)
+                    }
+                    try? FileManager.default.removeItem(atPath: source + "-shm")
                 }
-                // SRC's connection is closed: a side file left now belongs to another process, whose writes
-                // the upgraded copy would not hold.
-                for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {
-                    throw CLIError("\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
-                                   code: Exit.busy)
-                }
-                // The migrated copy (0600, or SRC's stricter mode) replaces SRC: in place was asked for.
-                guard rename(staged, source) == 0 else {
-                    throw CLIError("cannot replace \(source) with its migrated copy: \(String(cString: strerror(errno)))",
-                                   code: Exit.ioError)
-                }
-                try? FileManager.default.removeItem(atPath: source + "-shm")
             }
             committed = true
             if !quiet {

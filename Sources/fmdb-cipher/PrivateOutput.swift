@@ -18,14 +18,29 @@ import Foundation
 /// 4. The private directory is removed, on success and on failure. A killed run can leave it behind
 ///    (`.DEST.fmdb-cipher-XXXXXX`, 0700): never a partial DEST.
 ///
-/// A copy of a slotted database carries its slot file (`carriesSlotFile`): `DEST-keyslots` is checked
-/// as DEST is (exit 73 unless --force) before any work, the slot file is written beside the new file in
-/// the private directory (`slotFile`, by the library: 0600, no link followed), and `commit` moves it to
-/// `DEST-keyslots` first, syncs the directory, then moves the database: whoever sees DEST sees its slot
-/// file. If the database cannot be moved, the slot file this run placed is removed again. A crash
-/// between the two renames leaves `DEST-keyslots` (wrapped keys only, byte for byte SRC's) without DEST,
-/// and the verified copy in the private directory: move `.DEST.fmdb-cipher-XXXXXX/new.db` to DEST, or
-/// remove `DEST-keyslots` and run again.
+/// DEST and `DEST-keyslots` are a pair: a slot file opens only the database whose salt it holds. `DEST-keyslots`
+/// is checked as DEST is (exit 73 unless --force) before any work, whether or not the copy has slots. A copy
+/// of a slotted database carries its slot file (`carriesSlotFile`): it is written beside the new file in the
+/// private directory (`slotFile`, by the library: 0600, no link followed). When a slot file is involved (the
+/// copy has one, or --force replaces a DEST that has one), `commit` holds the lock of `DEST-keyslots` (the one
+/// every slot change takes) and moves, syncing the directories after each step:
+///
+/// 1. with --force, the old pair into the private directory: a hard link `old.db-keyslots` to the old
+///    `DEST-keyslots` (which stays in place), then the old DEST renamed to `old.db` (a pair there, openable as
+///    it is); where the file system has no hard links, the old slot file is moved there after the old DEST;
+/// 2. the new slot file renamed over `DEST-keyslots` (a copy with slots), or the old one unlinked (without);
+/// 3. the new database renamed to DEST;
+/// 4. the private directory goes, with the old pair.
+///
+/// So DEST never sits beside a slot file that is not its own, and at every instant the old pair and the new
+/// pair are each complete on disk (at DEST or in the private directory). If a step fails, the steps done are
+/// undone in reverse (a slot file placed is removed only if it is still ours; the old pair is moved back
+/// without replacing anything that appeared meanwhile) and the error says so; if the old pair cannot be put
+/// back, the private directory is kept and the error names it. A crash between steps 1 and 3 leaves no DEST,
+/// the old pair as `.DEST.fmdb-cipher-XXXXXX/old.db` + `old.db-keyslots`, the verified copy as `new.db` there,
+/// and `DEST-keyslots` the old or the new slot file or none: move `old.db` and `old.db-keyslots` back, or move
+/// `new.db` to DEST when `DEST-keyslots` is the new one, or run again with --force. A copy without slots that
+/// replaces a slotted DEST removes `DEST-keyslots` (said on standard error): it would not open the new DEST.
 final class PrivateOutput {
     /// DEST, as the user named it.
     let destination: String
@@ -35,10 +50,14 @@ final class PrivateOutput {
     let file: String
     /// Its key slot file (`new.db-keyslots`), when the copy has one.
     let slotFile: String
+    /// Where --force moves the old DEST (and `old.db-keyslots` its slot file) while the new pair goes in place.
+    private let oldFile: String
     private let carriesSlotFile: Bool
     private let finalMode: mode_t
     private let force: Bool
     private var done = false
+    /// Set when the old pair could not be put back: the private directory (which holds it) stays.
+    private var keepsDirectory = false
 
     /// Checks DEST (exit 73 when it exists without --force, or cannot be created; 64 when it is SRC) and
     /// makes the private directory and the empty, private new file.
@@ -63,13 +82,15 @@ final class PrivateOutput {
                                code: Exit.cannotCreate)
             }
         }
-        if carriesSlotFile, lstat(KeySlots.slotFilePath(forDatabaseAt: dest.path), &status) == 0 {
+        // DEST-keyslots too, for every copy: a slot file left beside a new DEST would not be its own.
+        if lstat(KeySlots.slotFilePath(forDatabaseAt: dest.path), &status) == 0 {
             let slots = KeySlots.slotFilePath(forDatabaseAt: destination)
             if (status.st_mode & S_IFMT) == S_IFDIR {
                 throw CLIError("\(slots): is a directory", code: Exit.cannotCreate)
             }
             if !force {
-                throw CLIError("\(slots): already exists (the key slot file of DEST; use --force to replace it)", code: Exit.cannotCreate)
+                let action = carriesSlotFile ? "replace it" : "remove it: the new DEST has no key slots"
+                throw CLIError("\(slots): already exists (the key slot file of DEST; use --force to \(action))", code: Exit.cannotCreate)
             }
         }
         let folder = dest.deletingLastPathComponent().path
@@ -90,6 +111,7 @@ final class PrivateOutput {
         }
         file = directory + "/new.db"
         slotFile = KeySlots.slotFilePath(forDatabaseAt: file)
+        oldFile = directory + "/old.db"
         self.carriesSlotFile = carriesSlotFile
         self.destination = destination
         self.force = force
@@ -117,39 +139,160 @@ final class PrivateOutput {
             && otherStatus.st_dev == status.st_dev && otherStatus.st_ino == status.st_ino
     }
 
-    /// Gives the new file its final mode and moves it to DEST without replacing anything unless --force.
+    /// Gives the new file its final mode and moves it (and its slot file) to DEST without replacing anything
+    /// unless --force; see the type's comment for the order when a slot file is involved.
     func commit() throws {
-        defer { discard() }
         guard chmod(file, finalMode) == 0 else {
             let reason = String(cString: strerror(errno))
+            discard()
             throw CLIError("cannot set the mode of the new database: \(reason)", code: Exit.ioError)
         }
-        // The slot file first: a DEST that exists always has its slot file beside it.
-        var placedSlotFile: stat?
-        if carriesSlotFile {
-            let slotDestination = KeySlots.slotFilePath(forDatabaseAt: destination)
-            try move(slotFile, to: slotDestination, what: "key slot file")
-            var placed = stat()
-            if lstat(slotDestination, &placed) == 0 { placedSlotFile = placed }
-            // Both renames reach the disk in this order (the directory's entries are synced in between).
-            let folder = open(URL(fileURLWithPath: destination).deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if folder >= 0 {
-                fsync(folder)
-                close(folder)
-            }
-        }
-        do {
+        let slotDestination = KeySlots.slotFilePath(forDatabaseAt: destination)
+        guard carriesSlotFile || (force && Self.exists(slotDestination)) else {
+            // No slot file on either side: one rename, DEST is the old file or the new one at every instant.
+            defer { discard() }
             try move(file, to: destination, what: "database")
-        } catch {
-            // Not the half of a copy: the slot file this run placed goes again (only if it is still ours).
-            var now = stat()
-            let slotDestination = KeySlots.slotFilePath(forDatabaseAt: destination)
-            if let placed = placedSlotFile, lstat(slotDestination, &now) == 0, now.st_dev == placed.st_dev, now.st_ino == placed.st_ino {
-                unlink(slotDestination)
-            }
-            throw error
+            done = true
+            return
         }
+        // No slot change of the old DEST (or of a DEST made meanwhile) may land between the moves.
+        let removedOldSlotFile = try KeySlots.withSlotFileLock(forDatabaseAt: destination) {
+            try commitPair(slotDestination: slotDestination)
+        }
+        if removedOldSlotFile, !carriesSlotFile {
+            Output.message("fmdb-cipher: note: removed \(slotDestination), the key slot file of the DEST that was replaced: "
+                            + "it does not open the new \(destination), which has no key slots")
+        }
+    }
+
+    /// One step of a commit, to be undone if a later one fails.
+    private enum Step {
+        /// The old DEST was moved to `aside`.
+        case movedAside(original: String, aside: String)
+        /// The old slot file at `original` was replaced or removed; `aside` is a hard link to it (or it was moved there).
+        case removedSlotFile(original: String, aside: String)
+        /// The new slot file was moved to `path` (identified by device and inode).
+        case placed(path: String, device: UInt64, inode: UInt64)
+    }
+
+    /// Steps 1-4 of the type's comment. Returns whether an old `DEST-keyslots` was replaced or removed.
+    private func commitPair(slotDestination: String) throws -> Bool {
+        var steps: [Step] = []
+        let oldSlotFile = KeySlots.slotFilePath(forDatabaseAt: oldFile)
+        var removedOldSlotFile = false
+        do {
+            // 1. The old pair into the private directory: first a hard link to the old slot file (it stays at
+            //    DEST-keyslots), then the old DEST; the old pair is then whole as old.db + old.db-keyslots.
+            var linkedOldSlotFile = false
+            let hasOldSlotFile = force && Self.exists(slotDestination)
+            if hasOldSlotFile {
+                linkedOldSlotFile = link(slotDestination, oldSlotFile) == 0
+                if linkedOldSlotFile { syncDirectories() }
+            }
+            if force, Self.exists(destination) {
+                try moveAside(destination, to: oldFile, what: "the database being replaced")
+                steps.append(.movedAside(original: destination, aside: oldFile))
+                syncDirectories()
+            }
+            if hasOldSlotFile, !linkedOldSlotFile {
+                // No hard links on this file system: the old slot file is moved after the old DEST.
+                try moveAside(slotDestination, to: oldSlotFile, what: "the key slot file being replaced")
+                steps.append(.removedSlotFile(original: slotDestination, aside: oldSlotFile))
+                syncDirectories()
+            }
+            // 2. The new slot file over the old one (kept in the private directory), or the old one removed.
+            if carriesSlotFile {
+                try move(slotFile, to: slotDestination, what: "key slot file")
+                if linkedOldSlotFile { steps.append(.removedSlotFile(original: slotDestination, aside: oldSlotFile)) }
+                var placed = stat()
+                if lstat(slotDestination, &placed) == 0 {
+                    steps.append(.placed(path: slotDestination, device: UInt64(placed.st_dev), inode: UInt64(placed.st_ino)))
+                }
+                // The slot file reaches the disk before the database that needs it.
+                syncDirectories()
+            } else if linkedOldSlotFile {
+                guard unlink(slotDestination) == 0 else {
+                    let reason = String(cString: strerror(errno))
+                    throw CLIError("cannot remove \(slotDestination), the key slot file of the DEST being replaced: \(reason)",
+                                   code: Exit.ioError)
+                }
+                steps.append(.removedSlotFile(original: slotDestination, aside: oldSlotFile))
+                syncDirectories()
+            }
+            removedOldSlotFile = hasOldSlotFile
+            // 3. The new database.
+            try move(file, to: destination, what: "database")
+            syncDirectories()
+        } catch {
+            let error = CLIError.from(error, context: destination)
+            let notRestored = undo(steps)
+            if notRestored.isEmpty {
+                discard()
+                done = true
+                let note = force ? "; \(destination) and its key slot file are as they were" : ""
+                throw CLIError(error.message + note, code: error.code)
+            }
+            keepsDirectory = true
+            discard()
+            done = true
+            throw CLIError(error.message + "; could not put back " + notRestored.joined(separator: ", ")
+                            + ": move them back by hand", code: error.code)
+        }
+        // 4. The old pair goes with the private directory.
         done = true
+        discard()
+        return removedOldSlotFile
+    }
+
+    /// Undoes `steps` in reverse; returns what could not be put back ("ASIDE (was ORIGINAL)").
+    private func undo(_ steps: [Step]) -> [String] {
+        var notRestored: [String] = []
+        for step in steps.reversed() {
+            switch step {
+            case .placed(let path, let device, let inode):
+                // Only if it is still the file this run placed.
+                var now = stat()
+                if lstat(path, &now) == 0, UInt64(now.st_dev) == device, UInt64(now.st_ino) == inode { unlink(path) }
+            case .movedAside(let original, let aside), .removedSlotFile(let original, let aside):
+                // Back without replacing anything that appeared at the original path meanwhile.
+                if !Self.renameWithoutReplacing(aside, to: original) { notRestored.append("\(aside) (was \(original))") }
+            }
+        }
+        if !steps.isEmpty { syncDirectories() }
+        return notRestored
+    }
+
+    /// Moves the old DEST or its slot file into the private directory (nothing is there: `old.db` is this run's name).
+    private func moveAside(_ path: String, to aside: String, what: String) throws {
+        guard Self.renameWithoutReplacing(path, to: aside) else {
+            let reason = String(cString: strerror(errno))
+            throw CLIError("cannot move \(what) (\(path)) aside: \(reason)", code: Exit.ioError)
+        }
+    }
+
+    /// renameat2(RENAME_NOREPLACE), or link(2) + unlink(2) where the file system has no RENAME_NOREPLACE.
+    private static func renameWithoutReplacing(_ from: String, to target: String) -> Bool {
+        if fmdb_tool_rename_noreplace(from, target) == 0 { return true }
+        guard errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else { return false }
+        guard link(from, target) == 0 else { return false }
+        unlink(from)
+        return true
+    }
+
+    private static func exists(_ path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0
+    }
+
+    /// fsync of DEST's directory and of the private directory: each rename between them reaches the disk in order.
+    private func syncDirectories() {
+        for folder in [URL(fileURLWithPath: destination).deletingLastPathComponent().path, directory] {
+            let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if fd >= 0 {
+                fsync(fd)
+                close(fd)
+            }
+        }
     }
 
     /// Moves `from` to `to`: replacing what is there with --force, never otherwise.
@@ -188,10 +331,14 @@ final class PrivateOutput {
         throw CLIError("cannot move the new \(what) into place at \(target): \(reason)", code: Exit.ioError)
     }
 
-    /// Removes the new file (if still there), SQLite's side files, the slot file and the private directory.
+    /// Removes the new file (if still there), SQLite's side files, the slot file, the old pair --force moved
+    /// aside (unless it could not be put back) and the private directory.
     func discard() {
         for suffix in ["", "-journal", "-wal", "-shm"] { unlink(file + suffix) }
         unlink(slotFile)
+        guard !keepsDirectory else { return }
+        unlink(oldFile)
+        unlink(KeySlots.slotFilePath(forDatabaseAt: oldFile))
         rmdir(directory)
     }
 

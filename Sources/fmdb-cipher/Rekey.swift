@@ -20,7 +20,8 @@ struct Rekey: ParsableCommand {
 
             --data-key --backup PATH: before the rotation starts, PATH gets the database under its OLD data key \
             and salt, and PATH-keyslots a byte-for-byte copy of the OLD slot file (0600; refused if it exists, \
-            unless --force): the old secrets open the backup, and keep opening it after the rotation.
+            unless --force): the old secrets open the backup, and keep opening it after the rotation (all of \
+            them, also slots --drop-other-slots drops): to revoke a secret for good, destroy the backup too.
 
             Examples:
               OLD_KEY=... NEW_KEY=... fmdb-cipher rekey app.db --key-env OLD_KEY --new-key-env NEW_KEY --backup app.db.bak
@@ -35,7 +36,8 @@ struct Rekey: ParsableCommand {
     var backup: String?
     @Option(name: .customLong("busy-timeout"), help: ArgumentHelp("Seconds to wait for other connections' locks.", valueName: "SECONDS"))
     var busyTimeout: Double = 5
-    @Flag(help: "Replace the --backup file (and PATH-keyslots) if it exists.") var force = false
+    @Flag(help: "Replace the --backup file and PATH-keyslots if they exist (without --data-key, PATH-keyslots is removed).")
+    var force = false
     @Flag(help: "No progress output.") var quiet = false
     @Flag(name: .customLong("data-key"), help: "Slotted database (keys): rotate the random data key; every slot is re-wrapped.")
     var dataKey = false

@@ -55,7 +55,14 @@ struct SQL: ParsableCommand {
                 db.logsErrors = false
                 guard db.open() else { throw CLIError.from(db.lastError(), context: database) }
                 if let provider {
-                    do { try db.setKey(using: provider, settings: key.settings) } catch { throw CLIError.from(error, context: database) }
+                    do {
+                        try db.setKey(using: provider, settings: key.settings)
+                    } catch {
+                        // The empty file this run made goes again (a slotted key, say, refuses to create a database).
+                        db.close()
+                        if fileSize(database) == 0 { unlink(database) }
+                        throw CLIError.from(error, context: database)
+                    }
                 }
             } else {
                 db = try DatabaseFiles.open(database, provider: provider, settings: key.settings)

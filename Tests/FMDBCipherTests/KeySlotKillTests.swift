@@ -154,6 +154,62 @@ final class KeySlotKillTests: XCTestCase {
         print("kill during a slotted export outcomes: \(outcomes)")
     }
 
+    /// SIGKILL at random moments of `export --kdf slot --force` over a DEST that has slots of its own (another
+    /// database, passphrase "old"): a DEST that exists is the old pair or the new one, never one beside the
+    /// other's slot file, and until the new copy is at DEST the old pair is whole (at DEST, or as old.db +
+    /// old.db-keyslots in the private directory). `SlotReplaceToolTests` kills each move in turn with strace.
+    func testKillDuringAForcedSlottedExportOverASlottedDestLeavesMatchingPairs() throws {
+        let rows: Int32 = 3_000
+        let source = try makeSlotted(rows: Int(rows))
+        let dest = directory.path("copy.db")
+        let destSlots = KeySlots.slotFilePath(forDatabaseAt: dest)
+        let sourceSlots = try Data(contentsOf: URL(fileURLWithPath: KeySlots.slotFilePath(forDatabaseAt: source)))
+        func reset() throws {
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
+            where name.hasPrefix("copy.db") || name.hasPrefix(".copy.db.fmdb-cipher-") {
+                try FileManager.default.removeItem(atPath: directory.path(name))
+            }
+            try KeySlots.createDatabase(at: dest, secret: .passphrase("old"), kdf: .unsafePBKDF2SHA512(iterations: 1_000))
+            let queue = try FMDatabaseQueue(path: dest, keyProvider: KeySlotKeyProvider(secret: .passphrase("old")))
+            try queue.inDatabase { db in
+                try db.executeUpdate("create table big (id integer primary key, payload blob)", values: nil)
+                for _ in 0..<5 { try db.executeUpdate("insert into big (payload) values (randomblob(10))", values: nil) }
+            }
+            queue.close()
+        }
+        func exists(_ path: String) -> Bool {
+            var status = stat()
+            return lstat(path, &status) == 0
+        }
+        let arguments = ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--quiet", "--force"]
+        try reset()
+        let started = Date()
+        XCTAssertFalse(try runToolAndKill(arguments, after: 60, env: ["K": "p0"]))
+        let duration = Date().timeIntervalSince(started)
+        XCTAssertEqual(opens(dest, passphrase: "p0"), rows)
+        var outcomes = [String: Int]()
+        for round in 0..<kills {
+            try reset()
+            let oldSlots = try Data(contentsOf: URL(fileURLWithPath: destSlots))
+            let killed = try runToolAndKill(arguments, after: Double.random(in: (0.6 * duration)...(1.05 * duration), using: &rng),
+                                            env: ["K": "p0"])
+            // exists() first: opening a missing DEST would create it.
+            let hasDest = exists(dest)
+            let newAtDest = hasDest && opens(dest, passphrase: "p0") == rows
+                && (try? Data(contentsOf: URL(fileURLWithPath: destSlots))) == sourceSlots
+            let oldAtDest = hasDest && opens(dest, passphrase: "old") == 5
+                && (try? Data(contentsOf: URL(fileURLWithPath: destSlots))) == oldSlots
+            if hasDest { XCTAssertTrue(newAtDest != oldAtDest, "round \(round): DEST is the old pair or the new one") }
+            let asideDirectory = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
+                .first { $0.hasPrefix(".copy.db.fmdb-cipher-") }.map { directory.path($0) }
+            let oldAside = asideDirectory.map { exists($0 + "/old.db") && opens($0 + "/old.db", passphrase: "old") == 5 } ?? false
+            if !newAtDest { XCTAssertTrue(oldAtDest || oldAside, "round \(round): the old pair is whole, at DEST or aside") }
+            let outcome = newAtDest ? "new pair at DEST" : oldAtDest ? "old pair at DEST" : "no DEST, old pair aside"
+            outcomes[killed ? "killed, \(outcome)" : "finished", default: 0] += 1
+        }
+        print("kill during a forced slotted export over a slotted DEST outcomes: \(outcomes)")
+    }
+
     func testKillDuringDataKeyRotationAlwaysOpens() throws {
         let rows: Int32 = 12_000
         let path = try makeSlotted(rows: Int(rows))

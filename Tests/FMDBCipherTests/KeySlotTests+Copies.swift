@@ -3,8 +3,8 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Copies that keep their key slots (`KeySlots.copySlotFile`, `KeySlots.createSlotFile`, and
-/// `KeySlotKeyProvider` creating a new database under its slot file's identity).
+/// Copies that keep their key slots (`KeySlots.copySlotFile`, `KeySlots.createSlotFile`, and a
+/// `KeySlotKeyProvider` asked to create a new database under its slot file's identity).
 extension KeySlotTests {
     func salt(_ path: String) throws -> Data { try bytes(path).prefix(16) }
 
@@ -23,7 +23,7 @@ extension KeySlotTests {
         XCTAssertTrue(db.open())
         defer { db.close() }
         try db.setKey(using: provider)
-        try db.attachDatabase(atPath: destination, schema: "copy", keyProvider: provider, settings: settings)
+        try db.attachDatabase(atPath: destination, schema: "copy", keyProvider: provider.creatingDatabase(at: destination), settings: settings)
         try db.exportContents(to: "copy")
         try db.detachDatabase(schema: "copy")
     }
@@ -73,7 +73,8 @@ extension KeySlotTests {
         let db = FMDatabase(path: app)
         guard db.open() else { throw db.lastError() }
         try db.setKey(using: provider)
-        try db.attachDatabase(atPath: copyPath, schema: "copy", keyProvider: provider, settings: CipherSettings(pageSize: 4096))
+        try db.attachDatabase(atPath: copyPath, schema: "copy", keyProvider: provider.creatingDatabase(at: copyPath),
+                              settings: CipherSettings(pageSize: 4096))
         try db.exportContents(to: "copy")
         try db.detachDatabase(schema: "copy")
         db.close()
@@ -120,7 +121,8 @@ extension KeySlotTests {
         XCTAssertEqual(made.slots.map(\.kind), [.passphrase, .recoveryKey])
         let recovery = try XCTUnwrap(made.recoveryKey).formattedText
         XCTAssertEqual(mode(KeySlots.slotFilePath(forDatabaseAt: target)), 0o600)
-        try db.attachDatabase(atPath: target, schema: "enc", keyProvider: KeySlotKeyProvider(secret: .recoveryKey(recovery)))
+        try db.attachDatabase(atPath: target, schema: "enc",
+                              keyProvider: KeySlotKeyProvider(secret: .recoveryKey(recovery)).creatingDatabase(at: target))
         try db.exportContents(to: "enc")
         try db.detachDatabase(schema: "enc")
         db.close()
@@ -138,5 +140,47 @@ extension KeySlotTests {
         // A plaintext file beside a slot file does not take its identity.
         try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: target), toPath: KeySlots.slotFilePath(forDatabaseAt: plain))
         assertFails(SQLITE_CANTOPEN) { _ = try self.readRow(plain, .passphrase("alpha")) }
+    }
+
+    /// Mallory has her own slot in shared.db and copies its slot file beside victim.db, which does not exist
+    /// yet (or is an empty file). The victim's own secret also opens a slot of shared.db. Opening or
+    /// attaching victim.db with a default provider must not create it under shared.db's identity (which
+    /// Mallory's secret would open): SQLITE_CANTOPEN, and nothing is written. Only a provider asked to create
+    /// that very path (`creatingDatabase(at:)`, what the copies use) adopts the slot file beside it.
+    func testAPlantedSlotFileBesideAMissingOrEmptyDatabaseIsNotAdopted() throws {
+        let shared = directory.path("shared.db")
+        try KeySlots.createDatabase(at: shared, secret: .passphrase("mallory"), kdf: cheap)
+        try KeySlots.addSlot(to: shared, unlockingWith: .passphrase("mallory"), newSecret: .passphrase("victim"), kdf: cheap)
+        let victim = directory.path("victim.db")
+        try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: shared),
+                                         toPath: KeySlots.slotFilePath(forDatabaseAt: victim))
+        // Missing: open() makes the empty file; keying it is refused.
+        let db = FMDatabase(path: victim)
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        assertFails(SQLITE_CANTOPEN) { try db.setKey(using: KeySlotKeyProvider(secret: .passphrase("victim"))) }
+        db.close()
+        XCTAssertEqual(try bytes(victim).count, 0, "nothing written")
+        // Empty, through a queue and a pool, and as an attached database.
+        XCTAssertThrowsError(try FMDatabaseQueue(path: victim, keyProvider: KeySlotKeyProvider(secret: .passphrase("victim"))))
+        XCTAssertThrowsError(try FMDatabasePool(path: victim, keyProvider: KeySlotKeyProvider(secret: .passphrase("victim"))))
+        let main = FMDatabase(path: directory.path("main.db"))
+        main.logsErrors = false
+        XCTAssertTrue(main.open())
+        assertFails(SQLITE_CANTOPEN) {
+            try main.attachDatabase(atPath: victim, schema: "v", keyProvider: KeySlotKeyProvider(secret: .passphrase("victim")))
+        }
+        XCTAssertEqual(try bytes(victim).count, 0, "nothing written")
+        // A provider asked to create another path does not adopt this one either.
+        let elsewhere = KeySlotKeyProvider(secret: .passphrase("victim")).creatingDatabase(at: directory.path("other.db"))
+        assertFails(SQLITE_CANTOPEN) { try main.attachDatabase(atPath: victim, schema: "v", keyProvider: elsewhere) }
+        // Asked for this path (a copy being made): created under the slot file's identity.
+        let asked = KeySlotKeyProvider(secret: .passphrase("victim")).creatingDatabase(at: victim)
+        try main.attachDatabase(atPath: victim, schema: "v", keyProvider: asked)
+        try main.executeUpdate("create table v.s (x)", values: nil)
+        try main.detachDatabase(schema: "v")
+        main.close()
+        XCTAssertEqual(try salt(victim), try salt(shared))
+        XCTAssertEqual(try readRowOrNil(victim, .passphrase("mallory")), "1", "the identity asked for, with every slot of it")
     }
 }

@@ -194,6 +194,31 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(slotNewKDF.status, 64, slotNewKDF.stderr)
     }
 
+    /// Mallory, who has her own slot in shared.db, copies shared.db-keyslots to victim.db-keyslots; the victim,
+    /// whose secret also opens a slot of shared.db, runs `sql victim.db --kdf slot` on a victim.db that does not
+    /// exist yet. The planted slot file is not adopted: exit 66, nothing written, no victim.db left; Mallory's
+    /// secret reads nothing. The same for an empty victim.db (left as it was).
+    func testSQLDoesNotCreateADatabaseUnderAPlantedSlotFile() throws {
+        let shared = path("shared.db")
+        try KeySlots.createDatabase(at: shared, secret: .passphrase("mallory"), kdf: cheap)
+        try KeySlots.addSlot(to: shared, unlockingWith: .passphrase("mallory"), newSecret: .passphrase("victim"), kdf: cheap)
+        let victim = path("victim.db")
+        try FileManager.default.copyItem(atPath: slots(shared), toPath: slots(victim))
+        let script = "CREATE TABLE s(x); INSERT INTO s VALUES('victim secret')"
+        let refused = try run(["sql", victim, "--kdf", "slot", "--key-env", "V", script], env: ["V": "victim"])
+        XCTAssertEqual(refused.status, 66, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("keys init"), refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: victim), "the empty file the run made is removed")
+        let read = try run(["sql", victim, "--kdf", "slot", "--key-env", "M", "--csv", "SELECT x FROM s"], env: ["M": "mallory"])
+        XCTAssertNotEqual(read.status, 0, read.stdout)
+        XCTAssertFalse(read.stdout.contains("victim secret"))
+        // An empty file: refused, and left as it was.
+        XCTAssertTrue(FileManager.default.createFile(atPath: victim, contents: nil))
+        let empty = try run(["sql", victim, "--kdf", "slot", "--key-env", "V", script], env: ["V": "victim"])
+        XCTAssertEqual(empty.status, 66, empty.stderr)
+        XCTAssertEqual(try bytes(victim).count, 0)
+    }
+
     // MARK: - migrate
 
     func testMigrateCarriesTheSlotsIntoDestAndInPlace() throws {
@@ -239,6 +264,36 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(refused.status, 73, refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("again.db")))
         XCTAssertEqual(try bytes(slots(path("again.db"))), Data("mine".utf8))
+    }
+
+    /// An in-place migrate holds SRC's slot file lock (the one `keys` changes and `rekey --data-key` hold) from
+    /// before the copy until SRC is replaced: while another process holds it, SRC is not replaced; once it is
+    /// released, the migration finishes.
+    func testInPlaceMigrateWaitsForTheSlotFileLock() throws {
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
+        let (source, _) = try makeSlotted()
+        let v3 = path("v3.db")
+        let exported = try run(["export", source, v3, "--kdf", "slot", "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "alpha"])
+        XCTAssertEqual(exported.status, 0, exported.stderr)
+        let before = try bytes(v3)
+        var environment = ProcessInfo.processInfo.environment
+        environment["K"] = "alpha"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = ["migrate", v3, "--kdf", "slot", "--key-env", "K", "--quiet"]
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        try KeySlots.withSlotFileLock(forDatabaseAt: v3) {
+            try process.run()
+            // Long enough for an unlocked migration of 50 rows to finish many times over.
+            Thread.sleep(forTimeInterval: 3)
+            XCTAssertTrue(process.isRunning, "migrate waits for the lock")
+            XCTAssertEqual(try bytes(v3), before, "SRC not replaced while another process holds its slot file lock")
+        }
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertEqual(try format(v3), .v4)
+        XCTAssertEqual(try toolCount(v3, kdf: "slot", key: "beta"), "50")
     }
 
     func format(_ file: String) throws -> CipherFormat? {

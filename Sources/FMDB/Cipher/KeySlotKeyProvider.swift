@@ -185,15 +185,20 @@ public struct RecoveryKey: Sendable, CustomStringConvertible {
 /// let pool = try FMDatabasePool(path: path, keyProvider: provider)
 /// ```
 ///
-/// A database that does not exist yet (or an empty file) with a slot file beside it is created under
-/// the slot file's identity: the provider answers with the data key and the slot file's salt, which
-/// SQLCipher writes into the new header. That is how a copy keeps its slots (`KeySlots.copySlotFile`)
-/// and how `KeySlots.createSlotFile` makes a slotted database from other contents.
+/// A database that does not exist yet (or an empty file) is created under the identity of the slot file
+/// beside it only by a provider asked to create that very path (``creatingDatabase(at:)``): it answers
+/// with the data key and the slot file's salt, which SQLCipher writes into the new header. That is how a
+/// copy keeps its slots (`KeySlots.copySlotFile`) and how `KeySlots.createSlotFile` makes a slotted
+/// database from other contents. Any other provider refuses (SQLITE_CANTOPEN): a slot file found beside a
+/// missing or empty database may have been put there by anyone who holds a slot of the database it came
+/// from, and would make a new database they can read.
 ///
 /// Errors: no slot file (SQLITE_CANTOPEN); a file damaged, altered, truncated or of another database
 /// (SQLITE_CORRUPT, or SQLITE_NOTADB when the salt names another database); no slot accepts the
-/// secret (SQLITE_NOTADB); no database, or an empty one, and no slot file beside it (SQLITE_CANTOPEN:
-/// create it with `KeySlots.createDatabase`).
+/// secret (SQLITE_NOTADB); no database, or an empty one (SQLITE_CANTOPEN: create it with
+/// `KeySlots.createDatabase`, or ask for it with ``creatingDatabase(at:)``).
+///
+/// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
 public final class KeySlotKeyProvider: KeyProvider {
     private struct CacheKey: Hashable {
         let salt: Data
@@ -207,12 +212,47 @@ public final class KeySlotKeyProvider: KeyProvider {
 
     private let secret: KeySlotSecret
     private let slotID: Int?
-    private let state = Protected(State())
+    private let state: Protected<State>
+    /// The one database (standardized path) this provider may create under the slot file beside it.
+    private let newDatabasePath: String?
 
     /// A provider for `secret`, trying every slot of its kind, or only slot `slotID` when given.
     public init(secret: KeySlotSecret, slotID: Int? = nil) {
         self.secret = secret
         self.slotID = slotID
+        state = Protected(State())
+        newDatabasePath = nil
+    }
+
+    private init(secret: KeySlotSecret, slotID: Int?, state: Protected<State>, newDatabasePath: String) {
+        self.secret = secret
+        self.slotID = slotID
+        self.state = state
+        self.newDatabasePath = newDatabasePath
+    }
+
+    /// A provider for the same secret that may also create the database at `path` — only that path, and
+    /// only while it does not exist yet or is empty — under the identity of the slot file beside it (the
+    /// data key and the slot file's salt): the way to fill a copy whose slot file was put there with
+    /// `KeySlots.copySlotFile`, or a new slotted database whose slot file `KeySlots.createSlotFile` wrote.
+    /// It shares this provider's unlocked keys, so a copy costs one key derivation.
+    ///
+    /// ```swift
+    /// try KeySlots.copySlotFile(from: "app.db", to: "copy.db")
+    /// let provider = KeySlotKeyProvider(secret: .passphrase("ops"))
+    /// try db.setKey(using: provider)   // db: app.db, open
+    /// try db.attachDatabase(atPath: "copy.db", schema: "copy", keyProvider: provider.creatingDatabase(at: "copy.db"))
+    /// ```
+    ///
+    /// Ask only for a path whose slot file you put there yourself: whoever can write a slot file beside a
+    /// path could otherwise choose the identity, and so the data key, of the database made there.
+    /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
+    public func creatingDatabase(at path: String) -> KeySlotKeyProvider {
+        KeySlotKeyProvider(secret: secret, slotID: slotID, state: state, newDatabasePath: Self.standardized(path))
+    }
+
+    private static func standardized(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.path
     }
 
     /// How many times a slot was unlocked (key derivations run): one per state of the slot file.
@@ -241,9 +281,10 @@ public final class KeySlotKeyProvider: KeyProvider {
         return .raw(secure: key, salt: nil)
     }
 
-    /// A database that does not exist yet (or is empty) with a slot file beside it (a copy being made,
-    /// `KeySlots.copySlotFile`, or `KeySlots.createSlotFile`): the data key with the slot file's salt, so
-    /// SQLCipher writes that salt into the new header and the slot file opens the database it makes.
+    /// A database that does not exist yet (or is empty) that this provider was asked to create
+    /// (`creatingDatabase(at:)`: a copy being made after `KeySlots.copySlotFile`, or after
+    /// `KeySlots.createSlotFile`): the data key with the slot file's salt, so SQLCipher writes that salt
+    /// into the new header and the slot file opens the database it makes.
     private func keyForNewDatabase(at path: String) throws -> DatabaseKey {
         let noDatabase = FMDatabaseError(
             code: SQLITE_CANTOPEN,
@@ -255,6 +296,16 @@ public final class KeySlotKeyProvider: KeyProvider {
         let slotPath = KeySlotFile.path(forDatabaseAt: path)
         var exists = stat()
         guard lstat(slotPath, &exists) == 0 else { throw noDatabase }
+        // A slot file found beside a missing or empty database is not proof that it is this database's:
+        // anyone with a slot of another database can put that database's slot file here.
+        guard newDatabasePath == Self.standardized(path) else {
+            throw FMDatabaseError(
+                code: SQLITE_CANTOPEN,
+                message: "There is no database at \(path) (or it is empty), and the key slot file beside it is not used "
+                    + "to create one: a slotted database is made with KeySlots.createDatabase or fmdb-cipher keys init, "
+                    + "a copy through KeySlotKeyProvider.creatingDatabase(at:)."
+            )
+        }
         let bytes = try KeySlotStorage.read(slotPath)
         guard let salt = try KeySlotFile.parse(bytes).file.databaseSalt else { throw KeySlotFile.corrupt("its database salt is malformed") }
         let digest = bytes.withUnsafeBytes { KeySlotCrypto.sha256($0) }
