@@ -84,9 +84,16 @@ extension FMDatabase {
         try recording {
             _ = try requireConnection()
             let (request, kind) = keyRequest()
-            try settings.validate(creatingFile: kind?.isNew ?? true)
-            // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
-            try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
+            do {
+                try settings.validate(creatingFile: kind?.isNew ?? true)
+                // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
+                try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
+            } catch {
+                // A program that goes on after this error must not write a new file in plaintext (an
+                // existing encrypted file cannot be written without its key anyway).
+                if appliedKey == nil, kind?.isNew ?? true { connection?.requireKey() }
+                throw error
+            }
             try applyKeyedConnectionDefaults(on: requireConnection())
             // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
             // first page now, so the salt the key was made for is on disk before another connection

@@ -95,6 +95,9 @@ enum KeyedAuthorizerPolicy {
         + "(ATTACH … KEY '' then sqlcipher_export or INSERT … SELECT). Use attachDatabase(atPath:schema:keyProvider:), which "
         + "says in code whether the attached file is encrypted."
 
+    static let keyRequiredRefusal = "No statement runs on this connection: setKey(using:) failed on a new database, and "
+        + "anything written now would be written without encryption. Key it again (setKey(using:)), or close it."
+
     static let exportRefusal = "sqlcipher_export is refused in SQL text on an encrypted database: it can write a plaintext copy. "
         + "Use exportContents(to:) after attachDatabase(atPath:schema:keyProvider:), or fmdb-cipher export / decrypt."
 }
@@ -106,6 +109,10 @@ enum KeyedAuthorizerPolicy {
 final class AuthorizerState {
     /// Set when the connection (or an attached schema) is keyed through this library.
     var isKeyed = false
+    /// Set when `setKey(using:)` failed on a new (missing or empty) file: until the connection is keyed,
+    /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
+    /// the database in plaintext.
+    var requiresKey = false
     /// Nesting depth of `Connection.runningLibraryStatements`.
     fileprivate var libraryDepth = 0
     private var refusal: String?
@@ -120,6 +127,16 @@ final class AuthorizerState {
     /// The authorizer's verdict for one action (SQLITE_OK or SQLITE_DENY). `first`/`second` are the
     /// action's two text arguments (https://www.sqlite.org/c3ref/c_alter_table.html).
     fileprivate func decide(action: Int32, first: UnsafePointer<CChar>?, second: UnsafePointer<CChar>?) -> Int32 {
+        if requiresKey, libraryDepth == 0 {
+            if action == SQLITE_PRAGMA, second != nil, let first,
+               KeyedAuthorizerPolicy.keyPragmas.contains(String(cString: first).lowercased()) {
+                isKeyed = true
+                requiresKey = false
+                return SQLITE_OK
+            }
+            refuse(KeyedAuthorizerPolicy.keyRequiredRefusal)
+            return SQLITE_DENY
+        }
         let message: String?
         switch action {
         case SQLITE_PRAGMA:
@@ -131,6 +148,7 @@ final class AuthorizerState {
             // weakened by the statements that follow (`PRAGMA kdf_iter = 1`, `cipher_use_hmac = OFF`).
             if message == nil, !isKeyed, second != nil, KeyedAuthorizerPolicy.keyPragmas.contains(name.lowercased()) {
                 isKeyed = true
+                requiresKey = false
             }
         case SQLITE_ATTACH:
             // `ATTACH ''` is a temporary database, held in memory under temp_store = MEMORY: VACUUM attaches
@@ -158,11 +176,12 @@ extension Connection {
         guard let db = handle else { return }
         let state = Unmanaged.passUnretained(authorizerState).toOpaque()
         sqlite3_set_authorizer(db, { context, action, first, second, _, _ in
-            guard let context, action == SQLITE_PRAGMA || action == SQLITE_ATTACH || action == SQLITE_FUNCTION else {
+            guard let context else { return SQLITE_OK }
+            let state = Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue()
+            guard state.requiresKey || action == SQLITE_PRAGMA || action == SQLITE_ATTACH || action == SQLITE_FUNCTION else {
                 return SQLITE_OK
             }
-            return Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue()
-                .decide(action: action, first: first, second: second)
+            return state.decide(action: action, first: first, second: second)
         }, state)
     }
 
@@ -170,6 +189,13 @@ extension Connection {
     /// `KeyedAuthorizerPolicy`).
     func markKeyed() {
         authorizerState.isKeyed = true
+        authorizerState.requiresKey = false
+    }
+
+    /// After a failed `setKey(using:)` on a new file: SQL text runs nothing but a key PRAGMA until the
+    /// connection is keyed (see `AuthorizerState.requiresKey`).
+    func requireKey() {
+        authorizerState.requiresKey = true
     }
 
     /// The error of a failed `sqlite3_exec`: SQLITE_AUTH with the authorizer's reason when it refused a
