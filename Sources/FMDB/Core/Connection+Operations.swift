@@ -14,6 +14,7 @@ extension Connection {
     ///
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_key>
     func key(_ key: SecureBytes, schema: String = "main") throws {
+        CryptoProviderRegistration.ensureRegistered()
         guard let db = handle else { throw FMDatabaseError.closed() }
         let rc = key.withUnsafeBytes { bytes in
             sqlite3_key_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))
@@ -26,6 +27,7 @@ extension Connection {
     ///
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_rekey>
     func rekey(_ key: SecureBytes, schema: String = "main") -> Int32 {
+        CryptoProviderRegistration.ensureRegistered()
         guard let db = handle else { return SQLITE_MISUSE }
         return key.withUnsafeBytes { bytes in
             sqlite3_rekey_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))
