@@ -20,6 +20,11 @@ enum CryptoProviderRegistration {
     /// (thread-safe: Swift runs a static initializer once).
     static let isActive: Bool = register()
 
+    /// The scratch keyed connection that holds SQLCipher's activation for the process. Written once, inside
+    /// `isActive`'s initializer (which Swift runs once, under its own lock), never read: it only keeps the
+    /// connection open and reachable (so leak checkers do not report it).
+    nonisolated(unsafe) private static var activation: Connection?
+
     /// Call before keying a connection.
     @inline(__always)
     static func ensureRegistered() {
@@ -61,7 +66,7 @@ enum CryptoProviderRegistration {
             return false
         }
         // Held for the process on purpose: its activation keeps the registered provider in place.
-        _ = Unmanaged.passRetained(connection)
+        activation = connection
         return true
     }
 }
