@@ -90,6 +90,11 @@ typedef struct {
     const char *(*get_provider_version)(void *ctx);
 } provider_4_6_1;
 
+// Every member is a function pointer: the sizes SQLCipher copies (memcpy of sizeof(sqlcipher_provider)) and
+// frees (sqlcipher_free) are 20 and 17 pointers.
+_Static_assert(sizeof(provider_3_4_1) == 20 * sizeof(void (*)(void)), "SQLCipher 3.4.1 layout: 20 members");
+_Static_assert(sizeof(provider_4_6_1) == 17 * sizeof(void (*)(void)), "SQLCipher 4.6.1 layout: 17 members");
+
 #define HMAC_SHA1 0
 #define HMAC_SHA256 1
 #define HMAC_SHA512 2
@@ -331,6 +336,26 @@ static int ctx_cmp_3(void *c1, void *c2) {
 
 // MARK: - Registration
 
+// The members both layouts share, with the same signatures (the two struct types differ in order and in
+// the others, so each layout names its members; this fills the common ones by name).
+#define FILL_COMMON_MEMBERS(p)                                                                                 \
+    do {                                                                                                       \
+        (p)->activate = activate;                                                                              \
+        (p)->deactivate = activate;                                                                            \
+        (p)->get_provider_name = provider_name;                                                                \
+        (p)->add_random = add_random;                                                                          \
+        (p)->random = random_bytes;                                                                            \
+        (p)->cipher = cipher;                                                                                  \
+        (p)->get_cipher = get_cipher;                                                                          \
+        (p)->get_key_sz = get_key_sz;                                                                          \
+        (p)->get_iv_sz = get_iv_sz;                                                                            \
+        (p)->get_block_sz = get_block_sz;                                                                      \
+        (p)->ctx_init = ctx_init;                                                                              \
+        (p)->ctx_free = ctx_free;                                                                              \
+        (p)->fips_status = fips_status;                                                                        \
+        (p)->get_provider_version = provider_version;                                                          \
+    } while (0)
+
 int fmdb_crypto_register(int layout) {
     pthread_once(&fetch_once, fetch_algorithms);
     if (!fetched) return -1;
@@ -338,48 +363,22 @@ int fmdb_crypto_register(int layout) {
     case FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1: {
         provider_3_4_1 *p = sqlcipher_malloc(sizeof(provider_3_4_1));
         if (p == NULL) return -1;
-        p->activate = activate;
-        p->deactivate = activate;
-        p->get_provider_name = provider_name;
-        p->add_random = add_random;
-        p->random = random_bytes;
+        FILL_COMMON_MEMBERS(p);
         p->hmac = hmac_3;
         p->kdf = kdf_3;
-        p->cipher = cipher;
         p->set_cipher = set_cipher_3;
-        p->get_cipher = get_cipher;
-        p->get_key_sz = get_key_sz;
-        p->get_iv_sz = get_iv_sz;
-        p->get_block_sz = get_block_sz;
         p->get_hmac_sz = get_hmac_sz_3;
         p->ctx_copy = ctx_copy_3;
         p->ctx_cmp = ctx_cmp_3;
-        p->ctx_init = ctx_init;
-        p->ctx_free = ctx_free;
-        p->fips_status = fips_status;
-        p->get_provider_version = provider_version;
         return sqlcipher_register_provider(p) == FMDB_SQLITE_OK ? 0 : -1;
     }
     case FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1: {
         provider_4_6_1 *p = sqlcipher_malloc(sizeof(provider_4_6_1));
         if (p == NULL) return -1;
-        p->activate = activate;
-        p->deactivate = activate;
-        p->get_provider_name = provider_name;
-        p->add_random = add_random;
-        p->random = random_bytes;
+        FILL_COMMON_MEMBERS(p);
         p->hmac = hmac;
         p->kdf = kdf;
-        p->cipher = cipher;
-        p->get_cipher = get_cipher;
-        p->get_key_sz = get_key_sz;
-        p->get_iv_sz = get_iv_sz;
-        p->get_block_sz = get_block_sz;
         p->get_hmac_sz = get_hmac_sz;
-        p->ctx_init = ctx_init;
-        p->ctx_free = ctx_free;
-        p->fips_status = fips_status;
-        p->get_provider_version = provider_version;
         return sqlcipher_register_provider(p) == FMDB_SQLITE_OK ? 0 : -1;
     }
     default:
