@@ -186,6 +186,36 @@ final class CryptoProviderTests: XCTestCase {
         XCTAssertLessThan(created, 16, "contexts created while reading \(pages)+ pages three times")
     }
 
+    /// SQLCipher 3's `PRAGMA cipher` (refused in SQL text on keyed connections; reachable through the C API):
+    /// the provider fetches the named cipher, copies the choice to the other cipher context, writes a file
+    /// SQLCipher's own provider reads with the same setting, and refuses an unknown name without changing
+    /// the cipher.
+    func testPragmaCipherOnSQLCipher3() throws {
+        try requireOurProvider()
+        guard SQLCipherRuntime.version == "3.4.1" else { throw XCTSkip("PRAGMA cipher = NAME exists in SQLCipher 3 only") }
+        let path = directory.path("cipher.db")
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        let unknown = try Connection.open(path: directory.path("unknown.db"), flags: flags, vfs: nil)
+        try unknown.key(SecureBytes(utf8: "cipher test"))
+        try? unknown.runningLibraryStatements { try unknown.execute("PRAGMA cipher = 'no-such-cipher'") }
+        XCTAssertEqual(try unknown.runningLibraryStatements { try unknown.pragmaText("PRAGMA cipher") }, "AES-256-CBC")
+        try unknown.close()
+
+        let connection = try Connection.open(path: path, flags: flags, vfs: nil)
+        try connection.key(SecureBytes(utf8: "cipher test"))
+        try connection.runningLibraryStatements {
+            try connection.execute("PRAGMA cipher = 'aes-128-cbc'")
+            XCTAssertEqual(try connection.pragmaText("PRAGMA cipher"), "AES-128-CBC")
+            try connection.execute("create table t (a text)")
+            try connection.execute("insert into t values ('with aes-128')")
+        }
+        try connection.close()
+        let result = try runSQLCipherShell(try shell(), path, "PRAGMA key = 'cipher test';\nPRAGMA cipher = 'aes-128-cbc';\nSELECT a FROM t;\n")
+        XCTAssertEqual(result.stdout.split(separator: "\n").last.map(String.init), "with aes-128", result.stdout + result.stderr)
+        let withoutTheSetting = try runSQLCipherShell(try shell(), path, "PRAGMA key = 'cipher test';\nSELECT a FROM t;\n")
+        XCTAssertTrue(withoutTheSetting.stderr.contains("not a database"), withoutTheSetting.stderr)
+    }
+
     func testUnverifiedVersionsKeepSQLCiphersProvider() {
         XCTAssertNotNil(CryptoProviderRegistration.layout(forCipherVersion: "3.4.1"))
         XCTAssertNotNil(CryptoProviderRegistration.layout(forCipherVersion: "4.6.1 community"))
