@@ -13,8 +13,9 @@ extension Connection {
     /// Hands `key` to SQLCipher for `schema` (`sqlite3_key_v2`).
     ///
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_key>
-    func key(_ key: SecureBytes, schema: String = "main") throws {
-        CryptoProviderRegistration.ensureRegistered()
+    /// `registeringCryptoProvider: false` only for the provider registration's own scratch connection.
+    func key(_ key: SecureBytes, schema: String = "main", registeringCryptoProvider: Bool = true) throws {
+        if registeringCryptoProvider { CryptoProviderRegistration.ensureRegistered() }
         guard let db = handle else { throw FMDatabaseError.closed() }
         let rc = key.withUnsafeBytes { bytes in
             sqlite3_key_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))

@@ -52,16 +52,13 @@ enum CryptoProviderRegistration {
         guard FMDatabase.cryptoProvider == .library,
               let layout = layout(forCipherVersion: SQLCipherRuntime.version),
               let connection = try? Connection.open(
-                  path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil),
-              let db = connection.handle
+                  path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
         else { return false }
-        // Not a secret: an in-memory scratch database that never holds data. Keyed here rather than through
-        // `Connection.key`, which registers first.
-        let scratchKey = "x'" + String(repeating: "00", count: 32) + "'"
-        let rc = scratchKey.utf8CString.withUnsafeBufferPointer { bytes in
-            sqlite3_key_v2(db, "main", bytes.baseAddress, Int32(bytes.count - 1))
-        }
-        guard rc == SQLITE_OK, fmdb_crypto_register(layout) == 0 else {
+        // Not a secret: an in-memory scratch database that never holds data (as `providerFacts`' key).
+        let scratchKey = SecureBytes(utf8: "x'" + String(repeating: "00", count: 32) + "'")
+        guard (try? connection.key(scratchKey, registeringCryptoProvider: false)) != nil,
+              fmdb_crypto_register(layout) == 0
+        else {
             try? connection.close()
             return false
         }
