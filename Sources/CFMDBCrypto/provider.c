@@ -198,12 +198,15 @@ static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, u
     OSSL_PARAM params[2];
     OSSL_PARAM *digest = NULL;
     size_t mac_size = 0, written = 0;
-    if (p == NULL || algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512 || hmac_key == NULL || key_sz < 0 || in == NULL
-        || in_sz < 0 || in2_sz < 0 || out == NULL)
-        return FMDB_SQLITE_ERROR;
+    if (out == NULL || algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512) return FMDB_SQLITE_ERROR;
+    mac_size = (size_t)EVP_MD_get_size(digests[algorithm]);
+    if (p == NULL || hmac_key == NULL || key_sz < 0 || in == NULL || in_sz < 0 || in2_sz < 0) goto error;
     if (p->mac_ctx == NULL) {
         p->mac_ctx = EVP_MAC_CTX_new(hmac_mac);
-        if (p->mac_ctx == NULL) return FMDB_SQLITE_NOMEM;
+        if (p->mac_ctx == NULL) {
+            memset(out, 0, mac_size);
+            return FMDB_SQLITE_NOMEM;
+        }
         atomic_fetch_add(&contexts_created, 1);
         p->mac_algorithm = -1;
     }
@@ -216,13 +219,14 @@ static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, u
     p->mac_algorithm = algorithm;
     if (!EVP_MAC_update(p->mac_ctx, in, (size_t)in_sz)) goto error;
     if (in2 != NULL && !EVP_MAC_update(p->mac_ctx, in2, (size_t)in2_sz)) goto error;
-    mac_size = EVP_MAC_CTX_get_mac_size(p->mac_ctx);
-    if (mac_size == 0 || !EVP_MAC_final(p->mac_ctx, out, &written, mac_size) || written != mac_size) goto error;
+    if (EVP_MAC_CTX_get_mac_size(p->mac_ctx) != mac_size || !EVP_MAC_final(p->mac_ctx, out, &written, mac_size)
+        || written != mac_size)
+        goto error;
     return FMDB_SQLITE_OK;
 error:
     // 3.4.1 ignores this result: a zeroed MAC fails the page's check instead of matching by accident.
-    if (mac_size > 0) memset(out, 0, mac_size);
-    p->mac_algorithm = -1;
+    memset(out, 0, mac_size);
+    if (p != NULL) p->mac_algorithm = -1;
     return FMDB_SQLITE_ERROR;
 }
 
