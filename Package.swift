@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .library(name: "FMDB", targets: ["FMDB"]),
         .executable(name: "fmdb-cipher", targets: ["fmdb-cipher"]),
+        // The crypto provider alone, for Benchmarks' bench-c (raw C with the library's provider).
+        .library(name: "CFMDBCrypto", targets: ["CFMDBCrypto"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -27,11 +29,14 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // FMDBCipher's SQLCipher crypto provider (C, OpenSSL 3 EVP): README "SQLCipher crypto provider".
+        .target(name: "CFMDBCrypto", dependencies: ["COpenSSL", "CSQLCipher"]),
         .target(
             name: "FMDB",
             dependencies: [
                 "CSQLCipher",
                 "COpenSSL",
+                "CFMDBCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]

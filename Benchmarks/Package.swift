@@ -15,6 +15,7 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "bench-c",
+            dependencies: [.product(name: "CFMDBCrypto", package: "FMDBCipher")],
             cSettings: [.define("SQLITE_HAS_CODEC"), .unsafeFlags(["-O2"])],
             linkerSettings: [.linkedLibrary("sqlcipher")]
         ),

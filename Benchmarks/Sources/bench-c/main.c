@@ -2,6 +2,7 @@
 // Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open; MODE: plain encrypted passphrase)
 // Prints: seconds checksum maxrss_kb
 #include <sqlcipher/sqlite3.h>
+#include "CFMDBCrypto.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,23 @@ int main(int argc, char **argv) {
         return 64;
     }
     const char *workload = argv[1], *mode = argv[2], *path = argv[3];
+    /* BENCH_PROVIDER=fmdb: raw C with FMDBCipher's crypto provider (README "SQLCipher crypto provider"),
+       registered as the library does: while a scratch keyed in-memory connection, kept open, holds
+       SQLCipher's activation, and only on the versions whose provider layout was verified. */
+    const char *provider = getenv("BENCH_PROVIDER");
+    if (provider && strcmp(provider, "fmdb") == 0) {
+        sqlite3 *scratch = open_db(":memory:", "encrypted");
+        sqlite3_stmt *stmt = NULL;
+        int layout = 0;
+        if (sqlite3_prepare_v2(scratch, "PRAGMA cipher_version", -1, &stmt, NULL) != SQLITE_OK) die(scratch, "cipher_version");
+        if (sqlite3_step(stmt) == SQLITE_ROW) {
+            const char *version = (const char *)sqlite3_column_text(stmt, 0);
+            if (version && strcmp(version, "3.4.1") == 0) layout = FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1;
+            if (version && strcmp(version, "4.6.1 community") == 0) layout = FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1;
+        }
+        sqlite3_finalize(stmt);
+        if (layout == 0 || fmdb_crypto_register(layout) != 0) die(scratch, "BENCH_PROVIDER=fmdb: not registered");
+    }
     long rows = env_long("BENCH_ROWS", 200000), lookups = env_long("BENCH_LOOKUPS", 50000), opens = env_long("BENCH_OPENS", 50);
     double checksum = 0, start = 0, elapsed = 0;
 

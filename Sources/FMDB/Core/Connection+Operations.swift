@@ -14,7 +14,9 @@ extension Connection {
     /// Hands `key` to SQLCipher for `schema` (`sqlite3_key_v2`).
     ///
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_key>
-    func key(_ key: SecureBytes, schema: String = "main") throws {
+    /// `registeringCryptoProvider: false` only for the provider registration's own scratch connection.
+    func key(_ key: SecureBytes, schema: String = "main", registeringCryptoProvider: Bool = true) throws {
+        if registeringCryptoProvider { CryptoProviderRegistration.ensureRegistered() }
         guard let db = handle else { throw FMDatabaseError.closed() }
         let rc = key.withUnsafeBytes { bytes in
             sqlite3_key_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))
@@ -57,6 +59,7 @@ extension Connection {
     ///
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#sqlite3_rekey>
     func rekey(_ key: SecureBytes, schema: String = "main") -> Int32 {
+        CryptoProviderRegistration.ensureRegistered()
         guard let db = handle else { return SQLITE_MISUSE }
         return key.withUnsafeBytes { bytes in
             sqlite3_rekey_v2(db, schema, bytes.baseAddress, Int32(clamping: bytes.count))

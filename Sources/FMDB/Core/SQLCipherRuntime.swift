@@ -22,6 +22,7 @@ extension SQLCipherRuntime {
     /// a keyed connection. These facts are the same for every connection of the process, so they are
     /// read once from a scratch in-memory connection keyed with a fixed, non-secret raw key (no KDF).
     static let providerFacts: [String: String] = {
+        CryptoProviderRegistration.ensureRegistered()  // the facts of the provider keyed connections use
         guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil) else {
             return [:]
         }

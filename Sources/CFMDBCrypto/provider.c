@@ -1,0 +1,393 @@
+// FMDBCipher's SQLCipher crypto provider (see include/CFMDBCrypto.h).
+//
+// SQLCipher's OpenSSL provider (3.4.1 and 4.6.1, src/crypto_openssl.c) creates and frees an HMAC context
+// and a cipher context for every page, and with OpenSSL 3 each of those implicitly fetches its algorithm
+// from the provider store (name lookups, locks, allocations). This provider computes exactly the same
+// bytes: AES-256-CBC (3.4.1: the cipher `PRAGMA cipher` names) without padding over `in_sz` bytes with the
+// page's IV; HMAC over `in` then `in2` (the page number) with SHA-1 (3.4.1) or the algorithm SQLCipher 4
+// passes; PBKDF2-HMAC with the same digest. What differs is only where the work is set up: algorithms are
+// fetched once per process, and each SQLCipher context owns one reusable EVP_CIPHER_CTX and one
+// EVP_MAC_CTX (created on first use, never shared between SQLCipher contexts, freed in ctx_free).
+// The key is set on every call (AES key expansion and the HMAC key pads are cheap next to the page), so a
+// changed key can never be missed and no copy of a key is kept outside OpenSSL's own contexts.
+// EVP_CIPHER_CTX_free and EVP_MAC_CTX_free wipe the key schedules they hold (OpenSSL 3: the AES provider
+// context is freed with OPENSSL_clear_free, the HMAC context's key with OPENSSL_secure_clear_free and its
+// digest contexts with EVP_MD_CTX_free, which cleanses the state).
+#include "CFMDBCrypto.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/objects.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// SQLite result codes the callbacks return (sqlite3.h).
+#define FMDB_SQLITE_OK 0
+#define FMDB_SQLITE_ERROR 1
+#define FMDB_SQLITE_NOMEM 7
+
+// SQLCipher's own allocator, so SQLCipher can free the provider struct it is handed. 3.4.1 declares
+// `void *sqlcipher_malloc(int)`, 4.6.1 `void *sqlcipher_malloc(sqlite_uint64)`: a size passed as a 64-bit
+// integer reaches both correctly (the callee reads the low 32 bits of the same register for an int).
+extern void *sqlcipher_malloc(uint64_t size);
+extern int sqlcipher_register_provider(void *provider);
+
+// `sqlcipher_provider` in SQLCipher 3.4.1 (src/sqlcipher.h): 20 members, in this order.
+typedef struct {
+    int (*activate)(void *ctx);
+    int (*deactivate)(void *ctx);
+    const char *(*get_provider_name)(void *ctx);
+    int (*add_random)(void *ctx, void *buffer, int length);
+    int (*random)(void *ctx, void *buffer, int length);
+    int (*hmac)(void *ctx, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz, unsigned char *in2,
+                int in2_sz, unsigned char *out);
+    int (*kdf)(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz, int workfactor,
+               int key_sz, unsigned char *key);
+    int (*cipher)(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
+                  unsigned char *out);
+    int (*set_cipher)(void *ctx, const char *cipher_name);
+    const char *(*get_cipher)(void *ctx);
+    int (*get_key_sz)(void *ctx);
+    int (*get_iv_sz)(void *ctx);
+    int (*get_block_sz)(void *ctx);
+    int (*get_hmac_sz)(void *ctx);
+    int (*ctx_copy)(void *target_ctx, void *source_ctx);
+    int (*ctx_cmp)(void *c1, void *c2);
+    int (*ctx_init)(void **ctx);
+    int (*ctx_free)(void **ctx);
+    int (*fips_status)(void *ctx);
+    const char *(*get_provider_version)(void *ctx);
+} provider_3_4_1;
+
+// `sqlcipher_provider` in SQLCipher 4.6.1 (src/sqlcipher.h): 17 members; no set_cipher, ctx_copy or
+// ctx_cmp; hmac, kdf and get_hmac_sz take the algorithm (SQLCIPHER_HMAC_SHA1 0, _SHA256 1, _SHA512 2).
+typedef struct {
+    int (*activate)(void *ctx);
+    int (*deactivate)(void *ctx);
+    const char *(*get_provider_name)(void *ctx);
+    int (*add_random)(void *ctx, void *buffer, int length);
+    int (*random)(void *ctx, void *buffer, int length);
+    int (*hmac)(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
+                unsigned char *in2, int in2_sz, unsigned char *out);
+    int (*kdf)(void *ctx, int algorithm, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
+               int workfactor, int key_sz, unsigned char *key);
+    int (*cipher)(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
+                  unsigned char *out);
+    const char *(*get_cipher)(void *ctx);
+    int (*get_key_sz)(void *ctx);
+    int (*get_iv_sz)(void *ctx);
+    int (*get_block_sz)(void *ctx);
+    int (*get_hmac_sz)(void *ctx, int algorithm);
+    int (*ctx_init)(void **ctx);
+    int (*ctx_free)(void **ctx);
+    int (*fips_status)(void *ctx);
+    const char *(*get_provider_version)(void *ctx);
+} provider_4_6_1;
+
+// Every member is a function pointer: the sizes SQLCipher copies (memcpy of sizeof(sqlcipher_provider)) and
+// frees (sqlcipher_free) are 20 and 17 pointers.
+_Static_assert(sizeof(provider_3_4_1) == 20 * sizeof(void (*)(void)), "SQLCipher 3.4.1 layout: 20 members");
+_Static_assert(sizeof(provider_4_6_1) == 17 * sizeof(void (*)(void)), "SQLCipher 4.6.1 layout: 17 members");
+
+#define HMAC_SHA1 0
+#define HMAC_SHA256 1
+#define HMAC_SHA512 2
+
+// Fetched once per process (pthread_once); never freed, as the provider stays registered for the process.
+static pthread_once_t fetch_once = PTHREAD_ONCE_INIT;
+static int fetched = 0;
+static EVP_MAC *hmac_mac = NULL;
+static EVP_CIPHER *aes_256_cbc = NULL;
+static EVP_MD *digests[3] = {NULL, NULL, NULL};
+static const char *const digest_names[3] = {"SHA1", "SHA256", "SHA512"};
+static atomic_ulong contexts_created = 0;
+
+static void fetch_algorithms(void) {
+    hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    aes_256_cbc = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+    for (int i = 0; i < 3; i++) digests[i] = EVP_MD_fetch(NULL, digest_names[i], NULL);
+    fetched = hmac_mac != NULL && aes_256_cbc != NULL && digests[0] != NULL && digests[1] != NULL && digests[2] != NULL;
+}
+
+// One per SQLCipher context (3.4.1: per cipher context, read and write each; 4.6.1: per codec context,
+// shared by its read and write cipher contexts, which is why the key is set on every call).
+typedef struct {
+    EVP_CIPHER *cipher;         // owned reference: AES-256-CBC, or what 3.4.1's PRAGMA cipher chose
+    EVP_CIPHER_CTX *cipher_ctx; // reused for every page; created on first use
+    EVP_CIPHER *cipher_ctx_cipher; // the cipher cipher_ctx is set up for (NULL: set it up again)
+    EVP_MAC_CTX *mac_ctx;       // reused for every page; created on first use
+    int mac_algorithm;          // the digest mac_ctx is set to (-1: none yet)
+} provider_ctx;
+
+static const char *provider_name(void *ctx) {
+    (void)ctx; // 3.4.1 passes its cipher context here, not ours: never dereferenced
+    return FMDB_CRYPTO_PROVIDER_NAME;
+}
+
+static const char *provider_version(void *ctx) {
+    (void)ctx;
+    return OpenSSL_version(OPENSSL_VERSION);
+}
+
+static int fips_status(void *ctx) {
+    (void)ctx;
+    return EVP_default_properties_is_fips_enabled(NULL);
+}
+
+static int activate(void *ctx) {
+    (void)ctx;
+    return FMDB_SQLITE_OK;
+}
+
+static int add_random(void *ctx, void *buffer, int length) {
+    (void)ctx;
+    if (buffer == NULL || length < 0) return FMDB_SQLITE_ERROR;
+    RAND_add(buffer, length, 0);
+    return FMDB_SQLITE_OK;
+}
+
+static int random_bytes(void *ctx, void *buffer, int length) {
+    (void)ctx;
+    if (buffer == NULL || length < 0) return FMDB_SQLITE_ERROR;
+    return RAND_bytes((unsigned char *)buffer, length) == 1 ? FMDB_SQLITE_OK : FMDB_SQLITE_ERROR;
+}
+
+static const EVP_CIPHER *context_cipher(void *ctx) {
+    provider_ctx *p = ctx;
+    return p != NULL && p->cipher != NULL ? p->cipher : aes_256_cbc;
+}
+
+static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
+                  unsigned char *out) {
+    provider_ctx *p = ctx;
+    int first = 0, last = 0;
+    (void)key_sz; // as SQLCipher's provider: the cipher reads its own key length from `key`
+    if (p == NULL || p->cipher == NULL || key == NULL || in == NULL || out == NULL || in_sz < 0) return FMDB_SQLITE_ERROR;
+    if (p->cipher_ctx == NULL) {
+        p->cipher_ctx = EVP_CIPHER_CTX_new();
+        if (p->cipher_ctx == NULL) return FMDB_SQLITE_NOMEM;
+        atomic_fetch_add(&contexts_created, 1);
+    }
+    if (p->cipher_ctx_cipher != p->cipher) {
+        if (!EVP_CipherInit_ex2(p->cipher_ctx, p->cipher, NULL, NULL, mode, NULL)) goto error;
+        if (!EVP_CIPHER_CTX_set_padding(p->cipher_ctx, 0)) goto error; // SQLCipher pages are whole blocks
+        p->cipher_ctx_cipher = p->cipher;
+    }
+    // The same cipher: only the key, IV and direction change.
+    if (!EVP_CipherInit_ex2(p->cipher_ctx, NULL, key, iv, mode, NULL)) goto error;
+    if (!EVP_CipherUpdate(p->cipher_ctx, out, &first, in, in_sz)) goto error;
+    if (!EVP_CipherFinal_ex(p->cipher_ctx, out + first, &last)) goto error;
+    if (first + last != in_sz) goto error;
+    return FMDB_SQLITE_OK;
+error:
+    // 3.4.1 ignores this result: leave no partial output behind, and set the context up afresh next time.
+    memset(out, 0, (size_t)in_sz);
+    p->cipher_ctx_cipher = NULL;
+    return FMDB_SQLITE_ERROR;
+}
+
+static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
+                unsigned char *in2, int in2_sz, unsigned char *out) {
+    provider_ctx *p = ctx;
+    OSSL_PARAM params[2];
+    OSSL_PARAM *digest = NULL;
+    size_t mac_size = 0, written = 0;
+    if (out == NULL || algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512) return FMDB_SQLITE_ERROR;
+    mac_size = (size_t)EVP_MD_get_size(digests[algorithm]);
+    if (p == NULL || hmac_key == NULL || key_sz < 0 || in == NULL || in_sz < 0 || in2_sz < 0) goto error;
+    if (p->mac_ctx == NULL) {
+        p->mac_ctx = EVP_MAC_CTX_new(hmac_mac);
+        if (p->mac_ctx == NULL) {
+            memset(out, 0, mac_size);
+            return FMDB_SQLITE_NOMEM;
+        }
+        atomic_fetch_add(&contexts_created, 1);
+        p->mac_algorithm = -1;
+    }
+    if (p->mac_algorithm != algorithm) {
+        params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)digest_names[algorithm], 0);
+        params[1] = OSSL_PARAM_construct_end();
+        digest = params;
+    }
+    if (!EVP_MAC_init(p->mac_ctx, hmac_key, (size_t)key_sz, digest)) goto error;
+    p->mac_algorithm = algorithm;
+    if (!EVP_MAC_update(p->mac_ctx, in, (size_t)in_sz)) goto error;
+    if (in2 != NULL && !EVP_MAC_update(p->mac_ctx, in2, (size_t)in2_sz)) goto error;
+    if (EVP_MAC_CTX_get_mac_size(p->mac_ctx) != mac_size || !EVP_MAC_final(p->mac_ctx, out, &written, mac_size)
+        || written != mac_size)
+        goto error;
+    return FMDB_SQLITE_OK;
+error:
+    // 3.4.1 ignores this result: a zeroed MAC fails the page's check instead of matching by accident.
+    memset(out, 0, mac_size);
+    if (p != NULL) p->mac_algorithm = -1;
+    return FMDB_SQLITE_ERROR;
+}
+
+static int kdf(void *ctx, int algorithm, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
+               int workfactor, int key_sz, unsigned char *key) {
+    (void)ctx;
+    if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512 || pass_sz < 0 || salt_sz < 0 || key_sz < 0 || key == NULL)
+        return FMDB_SQLITE_ERROR;
+    if (!PKCS5_PBKDF2_HMAC((const char *)pass, pass_sz, salt, salt_sz, workfactor, digests[algorithm], key_sz, key))
+        return FMDB_SQLITE_ERROR;
+    return FMDB_SQLITE_OK;
+}
+
+static const char *get_cipher(void *ctx) {
+    const EVP_CIPHER *c = context_cipher(ctx);
+    // SQLCipher's providers answer with the short name of the cipher's NID ("AES-256-CBC").
+    const char *name = OBJ_nid2sn(EVP_CIPHER_get_nid(c));
+    return name != NULL ? name : EVP_CIPHER_get0_name(c);
+}
+
+static int get_key_sz(void *ctx) { return EVP_CIPHER_get_key_length(context_cipher(ctx)); }
+static int get_iv_sz(void *ctx) { return EVP_CIPHER_get_iv_length(context_cipher(ctx)); }
+static int get_block_sz(void *ctx) { return EVP_CIPHER_get_block_size(context_cipher(ctx)); }
+
+static int get_hmac_sz(void *ctx, int algorithm) {
+    (void)ctx;
+    if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512) return 0;
+    return EVP_MD_get_size(digests[algorithm]);
+}
+
+static int ctx_init(void **ctx) {
+    provider_ctx *p;
+    if (ctx == NULL) return FMDB_SQLITE_ERROR;
+    p = calloc(1, sizeof(provider_ctx));
+    if (p == NULL) return FMDB_SQLITE_NOMEM;
+    if (!EVP_CIPHER_up_ref(aes_256_cbc)) {
+        free(p);
+        return FMDB_SQLITE_ERROR;
+    }
+    p->cipher = aes_256_cbc;
+    p->mac_algorithm = -1;
+    *ctx = p;
+    return FMDB_SQLITE_OK;
+}
+
+static int ctx_free(void **ctx) {
+    provider_ctx *p;
+    if (ctx == NULL || *ctx == NULL) return FMDB_SQLITE_OK;
+    p = *ctx;
+    EVP_CIPHER_CTX_free(p->cipher_ctx); // wipes the last key schedule
+    EVP_MAC_CTX_free(p->mac_ctx);       // wipes the last HMAC key and pads
+    EVP_CIPHER_free(p->cipher);
+    free(p);
+    *ctx = NULL;
+    return FMDB_SQLITE_OK;
+}
+
+// MARK: - SQLCipher 3.4.1 only
+
+static int hmac_3(void *ctx, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz, unsigned char *in2,
+                  int in2_sz, unsigned char *out) {
+    return hmac(ctx, HMAC_SHA1, hmac_key, key_sz, in, in_sz, in2, in2_sz, out); // 3.4.1: always HMAC-SHA1
+}
+
+static int kdf_3(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz, int workfactor,
+                 int key_sz, unsigned char *key) {
+    return kdf(ctx, HMAC_SHA1, pass, pass_sz, salt, salt_sz, workfactor, key_sz, key); // PBKDF2-HMAC-SHA1
+}
+
+static int get_hmac_sz_3(void *ctx) { return get_hmac_sz(ctx, HMAC_SHA1); }
+
+// PRAGMA cipher = NAME. SQLCipher's provider takes whatever EVP_get_cipherbyname knows; this one resolves
+// the name (and its aliases) the same way, then fetches the implementation once, so an unknown name, or
+// one only OpenSSL's legacy provider implements, fails here with SQLITE_ERROR instead of at the first page.
+static int set_cipher_3(void *ctx, const char *cipher_name) {
+    provider_ctx *p = ctx;
+    const EVP_CIPHER *legacy;
+    EVP_CIPHER *found = NULL;
+    if (p == NULL || cipher_name == NULL) return FMDB_SQLITE_ERROR;
+    legacy = EVP_get_cipherbyname(cipher_name);
+    if (legacy != NULL) {
+        const char *name = OBJ_nid2sn(EVP_CIPHER_get_nid(legacy));
+        if (name != NULL) found = EVP_CIPHER_fetch(NULL, name, NULL);
+    }
+    if (found == NULL) found = EVP_CIPHER_fetch(NULL, cipher_name, NULL);
+    if (found == NULL) return FMDB_SQLITE_ERROR;
+    EVP_CIPHER_free(p->cipher);
+    p->cipher = found;
+    p->cipher_ctx_cipher = NULL;
+    return FMDB_SQLITE_OK;
+}
+
+// A deep copy: the target keeps its own cipher and HMAC contexts and takes a reference to the source's
+// cipher choice; nothing is shared but the (immutable, reference-counted) algorithm.
+static int ctx_copy_3(void *target_ctx, void *source_ctx) {
+    provider_ctx *target = target_ctx, *source = source_ctx;
+    if (target == NULL || source == NULL || source->cipher == NULL) return FMDB_SQLITE_ERROR;
+    if (target->cipher != source->cipher) {
+        if (!EVP_CIPHER_up_ref(source->cipher)) return FMDB_SQLITE_ERROR;
+        EVP_CIPHER_free(target->cipher);
+        target->cipher = source->cipher;
+        target->cipher_ctx_cipher = NULL;
+    }
+    return FMDB_SQLITE_OK;
+}
+
+// 1 when both contexts use the same cipher (SQLCipher's provider compares its EVP_CIPHER pointers).
+static int ctx_cmp_3(void *c1, void *c2) {
+    return EVP_CIPHER_get_nid(context_cipher(c1)) == EVP_CIPHER_get_nid(context_cipher(c2));
+}
+
+// MARK: - Registration
+
+// The members both layouts share, with the same signatures (the two struct types differ in order and in
+// the others, so each layout names its members; this fills the common ones by name).
+#define FILL_COMMON_MEMBERS(p)                                                                                 \
+    do {                                                                                                       \
+        (p)->activate = activate;                                                                              \
+        (p)->deactivate = activate;                                                                            \
+        (p)->get_provider_name = provider_name;                                                                \
+        (p)->add_random = add_random;                                                                          \
+        (p)->random = random_bytes;                                                                            \
+        (p)->cipher = cipher;                                                                                  \
+        (p)->get_cipher = get_cipher;                                                                          \
+        (p)->get_key_sz = get_key_sz;                                                                          \
+        (p)->get_iv_sz = get_iv_sz;                                                                            \
+        (p)->get_block_sz = get_block_sz;                                                                      \
+        (p)->ctx_init = ctx_init;                                                                              \
+        (p)->ctx_free = ctx_free;                                                                              \
+        (p)->fips_status = fips_status;                                                                        \
+        (p)->get_provider_version = provider_version;                                                          \
+    } while (0)
+
+int fmdb_crypto_register(int layout) {
+    pthread_once(&fetch_once, fetch_algorithms);
+    if (!fetched) return -1;
+    switch (layout) {
+    case FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1: {
+        provider_3_4_1 *p = sqlcipher_malloc(sizeof(provider_3_4_1));
+        if (p == NULL) return -1;
+        FILL_COMMON_MEMBERS(p);
+        p->hmac = hmac_3;
+        p->kdf = kdf_3;
+        p->set_cipher = set_cipher_3;
+        p->get_hmac_sz = get_hmac_sz_3;
+        p->ctx_copy = ctx_copy_3;
+        p->ctx_cmp = ctx_cmp_3;
+        return sqlcipher_register_provider(p) == FMDB_SQLITE_OK ? 0 : -1;
+    }
+    case FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1: {
+        provider_4_6_1 *p = sqlcipher_malloc(sizeof(provider_4_6_1));
+        if (p == NULL) return -1;
+        FILL_COMMON_MEMBERS(p);
+        p->hmac = hmac;
+        p->kdf = kdf;
+        p->get_hmac_sz = get_hmac_sz;
+        return sqlcipher_register_provider(p) == FMDB_SQLITE_OK ? 0 : -1;
+    }
+    default:
+        return -1;
+    }
+}
+
+unsigned long fmdb_crypto_contexts_created(void) { return atomic_load(&contexts_created); }

@@ -1,0 +1,69 @@
+internal import CFMDBCrypto
+import CSQLCipher
+
+/// Registers FMDBCipher's crypto provider with SQLCipher (README "SQLCipher crypto provider"), once per
+/// process, before the library keys its first connection.
+///
+/// SQLCipher copies the registered provider into every codec context it creates, so the provider must be
+/// in place before a connection is keyed, and must stay: when the last keyed connection closes, SQLCipher
+/// frees the registered provider and installs its OpenSSL one again at the next activation (3.4.1:
+/// `sqlcipher_deactivate` in src/crypto_impl.c; 4.6.1: the static `sqlcipher_deactivate` in
+/// src/sqlcipher.c, which also frees the provider mutex `sqlcipher_register_provider` takes). So the
+/// registration first opens a scratch in-memory connection keyed with a fixed, non-secret raw key (one
+/// activation, which creates the mutexes and installs SQLCipher's provider), then registers ours, and keeps
+/// that connection open for the life of the process: the activation count never returns to zero.
+///
+/// The provider struct's layout differs between SQLCipher lines, and a wrong layout is memory corruption,
+/// so registration happens only for runtime versions whose layout was checked against their sources.
+enum CryptoProviderRegistration {
+    /// True when the library's provider is registered for this process. The first read registers it
+    /// (thread-safe: Swift runs a static initializer once).
+    static let isActive: Bool = register()
+
+    /// The scratch keyed connection that holds SQLCipher's activation for the process. Written once, inside
+    /// `isActive`'s initializer (which Swift runs once, under its own lock), never read: it only keeps the
+    /// connection open and reachable (so leak checkers do not report it).
+    nonisolated(unsafe) private static var activation: Connection?
+
+    /// Call before keying a connection.
+    @inline(__always)
+    static func ensureRegistered() {
+        _ = isActive
+    }
+
+    /// The provider layout for a `PRAGMA cipher_version` answer, or nil when that version's layout was not
+    /// verified from source (SQLCipher's own provider then stays in place). Verified: 3.4.1 (Debian 12,
+    /// Ubuntu 22.04) and 4.6.1 (Debian 13, bookworm-backports).
+    static func layout(forCipherVersion version: String?) -> Int32? {
+        switch version {
+        case "3.4.1": Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1.rawValue)
+        case "4.6.1 community": Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1.rawValue)
+        default: nil
+        }
+    }
+
+    /// How many cipher and HMAC contexts the provider has created in this process (a test hook: with
+    /// context reuse it grows with connections, not with pages).
+    static var contextsCreated: UInt {
+        UInt(fmdb_crypto_contexts_created())
+    }
+
+    private static func register() -> Bool {
+        guard FMDatabase.cryptoProvider == .library,
+              let layout = layout(forCipherVersion: SQLCipherRuntime.version),
+              let connection = try? Connection.open(
+                  path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+        else { return false }
+        // Not a secret: an in-memory scratch database that never holds data (as `providerFacts`' key).
+        let scratchKey = SecureBytes(utf8: "x'" + String(repeating: "00", count: 32) + "'")
+        guard (try? connection.key(scratchKey, registeringCryptoProvider: false)) != nil,
+              fmdb_crypto_register(layout) == 0
+        else {
+            try? connection.close()
+            return false
+        }
+        // Held for the process on purpose: its activation keeps the registered provider in place.
+        activation = connection
+        return true
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import Synchronization
+
+/// Which crypto provider SQLCipher uses for the connections of this process.
+///
+/// ```swift
+/// FMDatabase.cryptoProvider = .sqlcipher   // before the first keyed connection
+/// ```
+///
+/// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#cipher_provider>
+/// - Note: FMDB compatibility: FMDB on Apple platforms has no such switch; SQLCipher there uses its
+///   CommonCrypto provider.
+public enum FMCryptoProvider: Sendable, Equatable {
+    /// FMDBCipher's provider (the default): the same algorithms and bytes as SQLCipher's OpenSSL provider,
+    /// with OpenSSL 3 algorithms fetched once per process and contexts reused across pages.
+    /// `PRAGMA cipher_provider` answers "fmdbcipher-openssl". Used only on SQLCipher versions whose
+    /// provider layout was verified (3.4.1, 4.6.1); on any other, SQLCipher's own provider stays.
+    case library
+    /// SQLCipher's own OpenSSL provider (`PRAGMA cipher_provider` answers "openssl").
+    case sqlcipher
+}
+
+/// The requested provider: the environment's choice until a program sets `FMDatabase.cryptoProvider`.
+private let requestedCryptoProvider = Mutex<FMCryptoProvider>(
+    ProcessInfo.processInfo.environment["FMDB_CRYPTO_PROVIDER"] == "sqlcipher" ? .sqlcipher : .library
+)
+
+extension FMDatabase {
+    /// The crypto provider SQLCipher uses for every keyed connection of the process: `.library` (the
+    /// default) or `.sqlcipher`, SQLCipher's own OpenSSL provider.
+    ///
+    /// The choice is read once, when the library keys its first connection, and holds for the process;
+    /// setting it later changes nothing (`db.cipherProvider` tells what a connection uses). The environment
+    /// variable `FMDB_CRYPTO_PROVIDER=sqlcipher` sets the default without code (and so works for the
+    /// `fmdb-cipher` tool). Files are byte-compatible either way: the choice changes speed, never format.
+    ///
+    /// ```swift
+    /// FMDatabase.cryptoProvider = .sqlcipher       // at start-up, before any keyed open
+    /// let db = FMDatabase(path: path)
+    /// db.open()
+    /// try db.setKey(using: provider)
+    /// print(db.cipherProvider ?? "")               // "openssl"
+    /// ```
+    ///
+    /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#cipher_provider>
+    /// - Note: FMDB compatibility: not in FMDB, whose SQLCipher on Apple platforms uses CommonCrypto.
+    public static var cryptoProvider: FMCryptoProvider {
+        get { requestedCryptoProvider.withLock { $0 } }
+        set { requestedCryptoProvider.withLock { $0 = newValue } }
+    }
+}
