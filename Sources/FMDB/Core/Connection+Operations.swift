@@ -37,6 +37,7 @@ extension Connection {
     ///
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#attach>
     func attachEncrypted(path: String, schema: String, key: SecureBytes) throws {
+        CryptoProviderRegistration.ensureRegistered()
         try runningLibraryStatements {
             let sql = "ATTACH DATABASE ?1 AS \(schema) KEY ?2"
             let statement = try prepare(sql)
