@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Which crypto provider SQLCipher uses for the connections of this process.
 ///
@@ -21,7 +20,7 @@ public enum FMCryptoProvider: Sendable, Equatable {
 }
 
 /// The requested provider: the environment's choice until a program sets `FMDatabase.cryptoProvider`.
-private let requestedCryptoProvider = Mutex<FMCryptoProvider>(
+private let requestedCryptoProvider = Protected<FMCryptoProvider>(
     ProcessInfo.processInfo.environment["FMDB_CRYPTO_PROVIDER"] == "sqlcipher" ? .sqlcipher : .library
 )
 
