@@ -36,6 +36,8 @@
 // `void *sqlcipher_malloc(int)`, 4.6.1 `void *sqlcipher_malloc(sqlite_uint64)`: a size passed as a 64-bit
 // integer reaches both correctly (the callee reads the low 32 bits of the same register for an int).
 extern void *sqlcipher_malloc(uint64_t size);
+// 3.4.1's own signature, to call it exactly as it is defined there.
+typedef void *(*sqlcipher_malloc_3_4_1)(int size);
 extern int sqlcipher_register_provider(void *provider);
 
 // `sqlcipher_provider` in SQLCipher 3.4.1 (src/sqlcipher.h): 20 members, in this order.
@@ -123,7 +125,16 @@ typedef struct {
     EVP_CIPHER *cipher_ctx_cipher; // the cipher cipher_ctx is set up for (NULL: set it up again)
     EVP_MAC_CTX *mac_ctx;       // reused for every page; created on first use
     int mac_algorithm;          // the digest mac_ctx is set to (-1: none yet)
+    int cipher_failed;          // the last cipher() failed: the next MAC on this context must not verify
 } provider_ctx;
+
+// Output that must never verify or decrypt to anything: SQLCipher 3.4.1 ignores the results of hmac(),
+// cipher() and kdf(), so a failure has to show in the bytes. Random (a zero MAC would match a tampered
+// page whose stored MAC is zeros); if even RAND_bytes fails, a fixed non-zero pattern.
+static void fill_unusable(unsigned char *out, size_t size) {
+    if (out == NULL || size == 0) return;
+    if (size > INT32_MAX || RAND_bytes(out, (int)size) != 1) memset(out, 0xA5, size);
+}
 
 static const char *provider_name(void *ctx) {
     (void)ctx; // 3.4.1 passes its cipher context here, not ours: never dereferenced
@@ -186,9 +197,12 @@ static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned 
     if (first + last != in_sz) goto error;
     return FMDB_SQLITE_OK;
 error:
-    // 3.4.1 ignores this result: leave no partial output behind, and set the context up afresh next time.
-    memset(out, 0, (size_t)in_sz);
+    // 3.4.1 ignores this result: leave no partial output behind, set the context up afresh next time, and
+    // make the MAC that follows on this context (3.4.1 MACs the ciphertext right after) fail, so a page
+    // that did not encrypt can never be read back as valid.
+    fill_unusable(out, (size_t)in_sz);
     p->cipher_ctx_cipher = NULL;
+    p->cipher_failed = 1;
     return FMDB_SQLITE_ERROR;
 }
 
@@ -204,11 +218,15 @@ static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, u
     if (p->mac_ctx == NULL) {
         p->mac_ctx = EVP_MAC_CTX_new(hmac_mac);
         if (p->mac_ctx == NULL) {
-            memset(out, 0, mac_size);
+            fill_unusable(out, mac_size);
             return FMDB_SQLITE_NOMEM;
         }
         atomic_fetch_add(&contexts_created, 1);
         p->mac_algorithm = -1;
+    }
+    if (p->cipher_failed) {
+        p->cipher_failed = 0;
+        goto error;
     }
     if (p->mac_algorithm != algorithm) {
         params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)digest_names[algorithm], 0);
@@ -224,8 +242,8 @@ static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, u
         goto error;
     return FMDB_SQLITE_OK;
 error:
-    // 3.4.1 ignores this result: a zeroed MAC fails the page's check instead of matching by accident.
-    memset(out, 0, mac_size);
+    // 3.4.1 ignores this result: a random MAC fails the page's check instead of matching by accident.
+    fill_unusable(out, mac_size);
     if (p != NULL) p->mac_algorithm = -1;
     return FMDB_SQLITE_ERROR;
 }
@@ -233,10 +251,14 @@ error:
 static int kdf(void *ctx, int algorithm, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
                int workfactor, int key_sz, unsigned char *key) {
     (void)ctx;
-    if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512 || pass_sz < 0 || salt_sz < 0 || key_sz < 0 || key == NULL)
+    if (key == NULL || key_sz < 0) return FMDB_SQLITE_ERROR;
+    // 3.4.1 ignores this result: a key that failed to derive must not be a known one (zeros, or the old
+    // key during a rekey), or pages would be written under it.
+    if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512 || pass_sz < 0 || salt_sz < 0
+        || !PKCS5_PBKDF2_HMAC((const char *)pass, pass_sz, salt, salt_sz, workfactor, digests[algorithm], key_sz, key)) {
+        fill_unusable(key, (size_t)key_sz);
         return FMDB_SQLITE_ERROR;
-    if (!PKCS5_PBKDF2_HMAC((const char *)pass, pass_sz, salt, salt_sz, workfactor, digests[algorithm], key_sz, key))
-        return FMDB_SQLITE_ERROR;
+    }
     return FMDB_SQLITE_OK;
 }
 
@@ -301,18 +323,28 @@ static int get_hmac_sz_3(void *ctx) { return get_hmac_sz(ctx, HMAC_SHA1); }
 // PRAGMA cipher = NAME. SQLCipher's provider takes whatever EVP_get_cipherbyname knows; this one resolves
 // the name (and its aliases) the same way, then fetches the implementation once, so an unknown name, or
 // one only OpenSSL's legacy provider implements, fails here with SQLITE_ERROR instead of at the first page.
+// Only what a SQLCipher page can hold: an unauthenticated block or stream mode (no AEAD, key wrap, SIV,
+// OCB, CCM or GCM: their tags have nowhere to go, so every page would fail to decrypt), a key of at most
+// 64 bytes and an IV of at most 16 (SQLCipher's key buffers and reserved IV space).
 static int set_cipher_3(void *ctx, const char *cipher_name) {
     provider_ctx *p = ctx;
     const EVP_CIPHER *legacy;
+    const char *name;
     EVP_CIPHER *found = NULL;
+    int mode;
     if (p == NULL || cipher_name == NULL) return FMDB_SQLITE_ERROR;
     legacy = EVP_get_cipherbyname(cipher_name);
-    if (legacy != NULL) {
-        const char *name = OBJ_nid2sn(EVP_CIPHER_get_nid(legacy));
-        if (name != NULL) found = EVP_CIPHER_fetch(NULL, name, NULL);
-    }
-    if (found == NULL) found = EVP_CIPHER_fetch(NULL, cipher_name, NULL);
+    if (legacy == NULL) return FMDB_SQLITE_ERROR;
+    name = OBJ_nid2sn(EVP_CIPHER_get_nid(legacy));
+    if (name != NULL) found = EVP_CIPHER_fetch(NULL, name, NULL);
     if (found == NULL) return FMDB_SQLITE_ERROR;
+    mode = EVP_CIPHER_get_mode(found);
+    if ((EVP_CIPHER_get_flags(found) & EVP_CIPH_FLAG_AEAD_CIPHER) != 0 || mode == EVP_CIPH_GCM_MODE
+        || mode == EVP_CIPH_CCM_MODE || mode == EVP_CIPH_OCB_MODE || mode == EVP_CIPH_SIV_MODE
+        || mode == EVP_CIPH_WRAP_MODE || EVP_CIPHER_get_key_length(found) > 64 || EVP_CIPHER_get_iv_length(found) > 16) {
+        EVP_CIPHER_free(found);
+        return FMDB_SQLITE_ERROR;
+    }
     EVP_CIPHER_free(p->cipher);
     p->cipher = found;
     p->cipher_ctx_cipher = NULL;
@@ -365,7 +397,7 @@ int fmdb_crypto_register(int layout) {
     if (!fetched) return -1;
     switch (layout) {
     case FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1: {
-        provider_3_4_1 *p = sqlcipher_malloc(sizeof(provider_3_4_1));
+        provider_3_4_1 *p = ((sqlcipher_malloc_3_4_1)sqlcipher_malloc)((int)sizeof(provider_3_4_1));
         if (p == NULL) return -1;
         FILL_COMMON_MEMBERS(p);
         p->hmac = hmac_3;

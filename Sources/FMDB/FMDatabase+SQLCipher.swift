@@ -82,7 +82,8 @@ extension FMDatabase {
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
         try recording {
-            _ = try requireConnection()
+            // After a failed try on a new file (see applyKey): a fresh connection.
+            if appliedKey == nil, try requireConnection().keyIsRequired { try reopenConnection(key: nil) }
             let (request, kind) = keyRequest()
             do {
                 try settings.validate(creatingFile: kind?.isNew ?? true)
@@ -178,6 +179,9 @@ extension FMDatabase {
 
     /// Hands key bytes to `sqlite3_key_v2`, enforcing the keying rules.
     func applyKey(_ key: SecureBytes) throws {
+        // After a failed setKey(using:) on a new file the refused statements may still have counted as
+        // page reads (SQLite 3.46): a fresh connection, on a file nothing was written to, keys cleanly.
+        if appliedKey == nil, connection?.keyIsRequired == true { try reopenConnection(key: nil) }
         let connection = try requireConnection()
         guard !key.isEmpty else {
             throw FMDatabaseError.misuse("An empty key was given: the database would not be encrypted.")

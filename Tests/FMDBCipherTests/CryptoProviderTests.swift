@@ -199,6 +199,11 @@ final class CryptoProviderTests: XCTestCase {
         try unknown.key(SecureBytes(utf8: "cipher test"))
         try? unknown.runningLibraryStatements { try unknown.execute("PRAGMA cipher = 'no-such-cipher'") }
         XCTAssertEqual(try unknown.runningLibraryStatements { try unknown.pragmaText("PRAGMA cipher") }, "AES-256-CBC")
+        // Modes whose tag a SQLCipher page has no room for are refused: every page would fail to decrypt.
+        for mode in ["aes-256-gcm", "aes-128-ccm", "aes-256-ocb", "id-aes256-wrap", "chacha20-poly1305"] {
+            try? unknown.runningLibraryStatements { try unknown.execute("PRAGMA cipher = '\(mode)'") }
+            XCTAssertEqual(try unknown.runningLibraryStatements { try unknown.pragmaText("PRAGMA cipher") }, "AES-256-CBC", mode)
+        }
         try unknown.close()
 
         let connection = try Connection.open(path: path, flags: flags, vfs: nil)

@@ -198,6 +198,9 @@ extension Connection {
         authorizerState.requiresKey = true
     }
 
+    /// Whether `requireKey()` is in force.
+    var keyIsRequired: Bool { authorizerState.requiresKey }
+
     /// The error of a failed `sqlite3_exec`: SQLITE_AUTH with the authorizer's reason when it refused a
     /// statement (SQLite reports a refused function as SQLITE_ERROR), SQLite's own error otherwise.
     func execError(message: String?, sql: String) -> FMDatabaseError {
