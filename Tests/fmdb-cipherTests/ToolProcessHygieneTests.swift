@@ -19,6 +19,7 @@ final class ToolProcessHygieneTests: ToolTestCase {
         XCTAssertEqual(chmod(fifo, 0o666), 0)
         let process = Process()
         if getuid() == 0 {
+            let tool = try copyOfTheToolThatNobodyCanRun()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", tool, "info", plain, "--key-file", fifo]
         } else {
@@ -49,6 +50,28 @@ final class ToolProcessHygieneTests: ToolTestCase {
         XCTAssertEqual(stat("/proc/\(pid)/environ", &status), 0)
         XCTAssertEqual(status.st_uid, 0, "a process that is not dumpable has /proc files owned by root (the tool runs as uid \(getuid() == 0 ? 65534 : getuid()))")
         XCTAssertNotEqual(getuid() == 0 ? 65534 : getuid(), 0)
+    }
+
+    /// `nobody` may not reach the build folder (a checkout inside a 0700 temporary directory, as a CI
+    /// clone can be), nor a private SQLCipher the tool was linked against there (the 4.x stage). So it runs
+    /// a copy in the test's own directory, with such a library copied beside it (`$ORIGIN` is in the tool's
+    /// runpath).
+    func copyOfTheToolThatNobodyCanRun() throws -> String {
+        let copy = path("fmdb-cipher")
+        try FileManager.default.copyItem(atPath: tool, toPath: copy)
+        XCTAssertEqual(chmod(copy, 0o755), 0)
+        let ldd = try runProcess("/usr/bin/ldd", [tool])
+        for line in ldd.stdout.split(separator: "\n") where line.contains("libsqlcipher") {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard parts.count >= 3, parts[1] == "=>" else { continue }
+            let library = String(parts[2])
+            if library.hasPrefix("/usr/lib/") || library.hasPrefix("/lib/") { continue }
+            let name = String(parts[0].trimmingCharacters(in: .whitespaces))
+            let beside = path(name)
+            try FileManager.default.copyItem(atPath: URL(fileURLWithPath: library).resolvingSymlinksInPath().path, toPath: beside)
+            XCTAssertEqual(chmod(beside, 0o644), 0)
+        }
+        return copy
     }
 
     func testMisplacedKeysAreNeverEchoed() throws {
