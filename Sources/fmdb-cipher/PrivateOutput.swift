@@ -82,6 +82,7 @@ final class PrivateOutput {
                                code: Exit.cannotCreate)
             }
         }
+        try Self.refuseJournalFiles(of: destination)
         // DEST-keyslots too, for every copy: a slot file left beside a new DEST would not be its own.
         if lstat(KeySlots.slotFilePath(forDatabaseAt: dest.path), &status) == 0 {
             let slots = KeySlots.slotFilePath(forDatabaseAt: destination)
@@ -142,6 +143,12 @@ final class PrivateOutput {
     /// Gives the new file its final mode and moves it (and its slot file) to DEST without replacing anything
     /// unless --force; see the type's comment for the order when a slot file is involved.
     func commit() throws {
+        do {
+            try Self.refuseJournalFiles(of: destination)
+        } catch {
+            discard()
+            throw error
+        }
         guard chmod(file, finalMode) == 0 else {
             let reason = String(cString: strerror(errno))
             discard()
@@ -277,6 +284,30 @@ final class PrivateOutput {
         guard link(from, target) == 0 else { return false }
         unlink(from)
         return true
+    }
+
+    /// A `DEST-wal` or `DEST-journal` that SQLite would replay belongs to the DEST that is there (open in
+    /// another program, or not closed cleanly), or to none: SQLite would apply it to whatever file is at DEST
+    /// next, so a new DEST beside one would be corrupted at its first open. Refused, even with --force (exit
+    /// 75 when DEST is there, 73 when it is not), before anything is written and again right before the
+    /// commit. Only a file that starts with its format's magic number counts (the WAL's 0x377f0682/3, the
+    /// journal's 0xd9d505f9; their headers are not encrypted): an empty or zeroed one, as journal_mode
+    /// TRUNCATE and PERSIST leave, is not replayed.
+    static func refuseJournalFiles(of destination: String) throws {
+        let magic: [String: [[UInt8]]] = ["-wal": [[0x37, 0x7F, 0x06, 0x82], [0x37, 0x7F, 0x06, 0x83]], "-journal": [[0xD9, 0xD5, 0x05, 0xF9]]]
+        for suffix in ["-wal", "-journal"] {
+            guard let handle = FileHandle(forReadingAtPath: destination + suffix) else { continue }
+            let head = [UInt8]((try? handle.read(upToCount: 4)) ?? Data())
+            try? handle.close()
+            guard magic[suffix]?.contains(head) == true else { continue }
+            if exists(destination) {
+                throw CLIError("\(destination)\(suffix): exists: DEST is open in another program or was not closed cleanly, "
+                    + "and SQLite would apply that file to the new database; close the program, or open DEST once "
+                    + "with its key so SQLite finishes it, then run again", code: Exit.busy)
+            }
+            throw CLIError("\(destination)\(suffix): exists without \(destination): SQLite would apply it to the new "
+                + "database; remove it if it is not needed, then run again", code: Exit.cannotCreate)
+        }
     }
 
     private static func exists(_ path: String) -> Bool {

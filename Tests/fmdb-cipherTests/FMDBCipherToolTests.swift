@@ -316,6 +316,38 @@ final class FMDBCipherToolTests: XCTestCase {
         XCTAssertEqual(result.status, 64, "SRC and DEST must differ")
     }
 
+    /// A `-wal` or `-journal` beside DEST would be applied by SQLite to the new file at its first open:
+    /// refused even with --force, and nothing is written. A zeroed one (journal_mode PERSIST) is not.
+    func testAJournalOrWALBesideDestIsRefusedEvenWithForce() throws {
+        let plain = try makePlaintext()
+        let zeroed = path("zeroed.db")
+        try Data(repeating: 0, count: 512).write(to: URL(fileURLWithPath: zeroed + "-journal"))
+        XCTAssertEqual(try run(["encrypt", plain, zeroed, "--key-env", "K"], env: ["K": "k"]).status, 0, "a zeroed journal is not replayed")
+        let headers: [String: [UInt8]] = ["-wal": [0x37, 0x7F, 0x06, 0x82, 0, 0x2D, 0xE2, 0x18], "-journal": [0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7]]
+        for suffix in ["-wal", "-journal"] {
+            let dest = path("dest\(suffix).db")
+            try Data("precious".utf8).write(to: URL(fileURLWithPath: dest))
+            try Data((headers[suffix] ?? []) + Array("old frames".utf8)).write(to: URL(fileURLWithPath: dest + suffix))
+            var result = try run(["encrypt", plain, dest, "--key-env", "K", "--force"], env: ["K": "k"])
+            XCTAssertEqual(result.status, 75, result.stderr)
+            XCTAssertTrue(result.stderr.contains("\(suffix): exists"), result.stderr)
+            XCTAssertEqual(try String(contentsOfFile: dest, encoding: .utf8), "precious")
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: dest + suffix)).suffix(10), Data("old frames".utf8))
+            // Without DEST: 73, and no DEST appears.
+            try FileManager.default.removeItem(atPath: dest)
+            result = try run(["encrypt", plain, dest, "--key-env", "K"], env: ["K": "k"])
+            XCTAssertEqual(result.status, 73, result.stderr)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: dest))
+            // Once it is gone, the copy goes through.
+            try FileManager.default.removeItem(atPath: dest + suffix)
+            result = try run(["encrypt", plain, dest, "--key-env", "K"], env: ["K": "k"])
+            XCTAssertEqual(result.status, 0, result.stderr)
+            XCTAssertEqual(rowCount(dest, key: "k"), 50)
+        }
+        XCTAssertTrue(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).allSatisfy { !$0.contains("fmdb-cipher-") },
+                      "no private directory left behind")
+    }
+
     func testNonDatabaseAndTruncatedFiles() throws {
         try Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: URL(fileURLWithPath: path("random.bin")))
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path("short.bin")))
