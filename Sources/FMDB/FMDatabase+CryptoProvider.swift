@@ -20,8 +20,10 @@ public enum FMCryptoProvider: Sendable, Equatable {
 }
 
 /// The requested provider: the environment's choice until a program sets `FMDatabase.cryptoProvider`.
+/// (`getenv` reads the one variable; `ProcessInfo.environment` would build a dictionary of all of them,
+/// ~2.5 million instructions at the first keyed open.)
 private let requestedCryptoProvider = Protected<FMCryptoProvider>(
-    ProcessInfo.processInfo.environment["FMDB_CRYPTO_PROVIDER"] == "sqlcipher" ? .sqlcipher : .library
+    getenv("FMDB_CRYPTO_PROVIDER").map { String(cString: $0) } == "sqlcipher" ? .sqlcipher : .library
 )
 
 extension FMDatabase {
