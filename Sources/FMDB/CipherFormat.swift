@@ -91,6 +91,22 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
         }
     }
 
+    /// The error for the right key to a SQLCipher 4 file on a SQLCipher 3.x library, which cannot read the
+    /// format: `SQLITE_FORMAT` (24) with a message saying so (`action`: "open", "attach"), so it is not taken
+    /// for a wrong key. Nil on SQLCipher 4.x, when `settings` name a format (the caller asked for that one),
+    /// and when page 1 of the file at `path` does not authenticate as SQLCipher 4 under the key `provider`
+    /// gives for `.v4` (a wrong key, a file of another format). A passphrase costs SQLCipher 4's KDF: call it
+    /// on a failure path only, after no format the linked library reads has matched.
+    static func unreadableSQLCipher4Error(atPath path: String, salt: Data, provider: any KeyProvider,
+                                          settings: CipherSettings, action: String) -> FMDatabaseError? {
+        guard settings.format == nil, !CipherFormat.v4.isSupportedByLinkedSQLCipher,
+              SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: salt, key: {
+                  try provider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
+              })
+        else { return nil }
+        return FMDatabaseError(code: SQLITE_FORMAT, message: sqlcipher4Unavailable(action: action))
+    }
+
     /// The message for a SQLCipher 4 file on a SQLCipher 3 system.
     static func sqlcipher4Unavailable(action: String) -> String {
         "This is a SQLCipher 4 database (the key is right), and the linked SQLCipher \(SQLCipherRuntime.version ?? "3") "

@@ -73,11 +73,9 @@ extension FMDatabase {
             }
         }
         if isFileBacked { try? reopenConnection(key: nil) }
-        if settings.format == nil, SQLCipherRuntime.majorVersion < 4, let salt, let path = request.databasePath,
-           SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: salt, key: {
-               try provider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
-           }) {
-            throw FMDatabaseError(code: SQLITE_FORMAT, message: CipherFormat.sqlcipher4Unavailable(action: "open"))
+        if let salt, let path = request.databasePath, let error = CipherFormat.unreadableSQLCipher4Error(
+            atPath: path, salt: salt, provider: provider, settings: settings, action: "open") {
+            throw error
         }
         throw failure ?? FMDatabaseError(code: SQLITE_NOTADB)
     }
