@@ -60,6 +60,10 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
     /// The HMAC digest of this format's passphrase KDF.
     public var kdfDigest: PBKDF2KeyProvider.Digest { self == .v4 ? .sha512 : .sha1 }
 
+    /// This format's default cipher page size in bytes (`PRAGMA cipher_page_size`): 4096 for `.v4`, 1024
+    /// for the older ones.
+    var pageSize: Int { self == .v4 ? 4096 : 1024 }
+
     /// The formats to try, in order, for an existing file whose format is not known: the one `hint`
     /// names (what matched last time for this file), then the linked default, then the older ones.
     static func candidates(hint: CipherFormat?) -> [CipherFormat] {
@@ -85,9 +89,9 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
         case .v3:
             return []
         case .v2:
-            return [pragma + "kdf_iter = 4000"]
+            return [pragma + "kdf_iter = \(kdfIterations)"]
         case .v1:
-            return [pragma + "kdf_iter = 4000", pragma + "cipher_use_hmac = OFF"]
+            return [pragma + "kdf_iter = \(kdfIterations)", pragma + "cipher_use_hmac = OFF"]
         }
     }
 

@@ -20,7 +20,7 @@ extension FMDatabase {
             return .v4
         }
         if pragma("cipher_use_hmac") == "0" { return .v1 }
-        if pragma("kdf_iter") == "4000" { return .v2 }
+        if pragma("kdf_iter") == String(CipherFormat.v2.kdfIterations) { return .v2 }
         return .v3
     }
 

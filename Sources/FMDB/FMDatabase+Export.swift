@@ -84,8 +84,7 @@ extension FMDatabase {
                                 keyProvider: any KeyProvider, settings: CipherSettings) throws {
         let connection = try requireConnection()
         let linked = CipherFormat.linkedDefault
-        let defaultPageSize = linked == .v4 ? 4096 : 1024
-        let inDefaults = (settings.format ?? linked) == linked && (settings.pageSize ?? defaultPageSize) == defaultPageSize
+        let inDefaults = (settings.format ?? linked) == linked && (settings.pageSize ?? linked.pageSize) == linked.pageSize
             && (settings.kdfIterations ?? linked.kdfIterations) == linked.kdfIterations
         var failure: FMDatabaseError?
         if inDefaults {
