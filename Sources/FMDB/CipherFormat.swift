@@ -154,9 +154,7 @@ extension SQLCipherRuntime {
     /// turns the log off once per process with `PRAGMA cipher_log_source = NONE`. A program that wants the
     /// log sets `PRAGMA cipher_log_source = ANY` and `PRAGMA cipher_log_level = ...` after its first keyed open.
     private static func quietenLogging() {
-        guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil) else {
-            return
-        }
+        guard let connection = Connection.openScratch() else { return }
         defer { try? connection.close() }
         let level = (try? connection.pragmaText("PRAGMA cipher_log_level")) ?? nil
         let source = (try? connection.pragmaText("PRAGMA cipher_log_source")) ?? nil
