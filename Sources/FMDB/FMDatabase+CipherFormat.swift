@@ -46,7 +46,6 @@ extension FMDatabase {
         var failure: FMDatabaseError?
         for (index, format) in candidates.enumerated() {
             if index > 0 { try reopenConnection(key: nil) }
-            let connection = try requireConnection()
             let key = try provider.key(
                 for: KeyRequest(databasePath: request.databasePath, salt: request.salt, format: format)
             ).validated()
@@ -54,6 +53,8 @@ extension FMDatabase {
             // Keying again with the same key is a no-op on a used connection: its settings stay as they are.
             let alreadyKeyed = appliedKey.map { $0.isEqual(to: keyBytes) } ?? false
             try applyKey(keyBytes)
+            // Asked for after applyKey, which keys a fresh connection after a failed try on a new file.
+            let connection = try requireConnection()
             var applied = settings
             applied.format = format
             if !alreadyKeyed {
