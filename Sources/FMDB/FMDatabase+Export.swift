@@ -84,7 +84,8 @@ extension FMDatabase {
                                 keyProvider: any KeyProvider, settings: CipherSettings) throws {
         let connection = try requireConnection()
         let linked = CipherFormat.linkedDefault
-        let inDefaults = (settings.format ?? linked) == linked && (settings.pageSize ?? linked.pageSize) == linked.pageSize
+        let inDefaults = (settings.format ?? linked) == linked
+            && (settings.pageSize ?? linked.pageSize) == linked.pageSize
             && (settings.kdfIterations ?? linked.kdfIterations) == linked.kdfIterations
         var failure: FMDatabaseError?
         if inDefaults {

@@ -194,7 +194,8 @@ final class CipherFormatTests: XCTestCase {
         let path = try makeSQLCipher4File("v4.db")
         let fileSalt = try salt(path)
         let right = PassphraseKeyProvider("app passphrase")
-        func check(_ provider: any KeyProvider, _ path: String, settings: CipherSettings = CipherSettings()) throws -> FMDatabaseError? {
+        func check(_ provider: any KeyProvider, _ path: String,
+                   settings: CipherSettings = CipherSettings()) throws -> FMDatabaseError? {
             CipherFormat.unreadableSQLCipher4Error(atPath: path, salt: try salt(path), provider: provider,
                                                    settings: settings, action: "attach")
         }
@@ -220,14 +221,15 @@ final class CipherFormatTests: XCTestCase {
         db.logsErrors = false
         XCTAssertTrue(db.open())
         defer { db.close() }
-        XCTAssertThrowsError(try db.attachDatabase(atPath: path, schema: "app", keyProvider: PassphraseKeyProvider("not the key"))) {
+        let wrong = PassphraseKeyProvider("not the key"), right = PassphraseKeyProvider("app passphrase")
+        XCTAssertThrowsError(try db.attachDatabase(atPath: path, schema: "app", keyProvider: wrong)) {
             XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB))
         }
         if CipherFormat.v4.isSupportedByLinkedSQLCipher {
-            try db.attachDatabase(atPath: path, schema: "app", keyProvider: PassphraseKeyProvider("app passphrase"))
+            try db.attachDatabase(atPath: path, schema: "app", keyProvider: right)
             XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM app.notes"), 2)
         } else {
-            XCTAssertThrowsError(try db.attachDatabase(atPath: path, schema: "app", keyProvider: PassphraseKeyProvider("app passphrase"))) {
+            XCTAssertThrowsError(try db.attachDatabase(atPath: path, schema: "app", keyProvider: right)) {
                 XCTAssertEqual(nsError($0).code, Int(SQLITE_FORMAT))
                 XCTAssertTrue(nsError($0).localizedDescription.contains("cannot attach SQLCipher 4 files"))
             }

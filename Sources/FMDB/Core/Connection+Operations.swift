@@ -33,7 +33,8 @@ extension Connection {
     /// A scratch in-memory connection keyed with a fixed raw key, `x'00…'` (32 zero bytes: no KDF): SQLCipher
     /// answers some facts only on a keyed connection, and the provider registration holds one for its
     /// activation. Not a secret: the database never holds data. Nil when it cannot be opened or keyed.
-    /// `registeringCryptoProvider: false` only for the registration itself (see `key(_:schema:registeringCryptoProvider:)`).
+    /// `registeringCryptoProvider: false` only for the registration itself (see
+    /// `key(_:schema:registeringCryptoProvider:)`).
     static func openScratchKeyed(registeringCryptoProvider: Bool = true) -> Connection? {
         guard let connection = openScratch() else { return nil }
         let scratchKey = SecureBytes(utf8: "x'" + String(repeating: "00", count: 32) + "'")
