@@ -60,6 +60,10 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
     /// The HMAC digest of this format's passphrase KDF.
     public var kdfDigest: PBKDF2KeyProvider.Digest { self == .v4 ? .sha512 : .sha1 }
 
+    /// This format's default cipher page size in bytes (`PRAGMA cipher_page_size`): 4096 for `.v4`, 1024
+    /// for the older ones.
+    var pageSize: Int { self == .v4 ? 4096 : 1024 }
+
     /// The formats to try, in order, for an existing file whose format is not known: the one `hint`
     /// names (what matched last time for this file), then the linked default, then the older ones.
     static func candidates(hint: CipherFormat?) -> [CipherFormat] {
@@ -85,10 +89,26 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
         case .v3:
             return []
         case .v2:
-            return [pragma + "kdf_iter = 4000"]
+            return [pragma + "kdf_iter = \(kdfIterations)"]
         case .v1:
-            return [pragma + "kdf_iter = 4000", pragma + "cipher_use_hmac = OFF"]
+            return [pragma + "kdf_iter = \(kdfIterations)", pragma + "cipher_use_hmac = OFF"]
         }
+    }
+
+    /// The error for the right key to a SQLCipher 4 file on a SQLCipher 3.x library, which cannot read the
+    /// format: `SQLITE_FORMAT` (24) with a message saying so (`action`: "open", "attach"), so it is not taken
+    /// for a wrong key. Nil on SQLCipher 4.x, when `settings` name a format (the caller asked for that one),
+    /// and when page 1 of the file at `path` does not authenticate as SQLCipher 4 under the key `provider`
+    /// gives for `.v4` (a wrong key, a file of another format). A passphrase costs SQLCipher 4's KDF: call it
+    /// on a failure path only, after no format the linked library reads has matched.
+    static func unreadableSQLCipher4Error(atPath path: String, salt: Data, provider: any KeyProvider,
+                                          settings: CipherSettings, action: String) -> FMDatabaseError? {
+        guard settings.format == nil, !CipherFormat.v4.isSupportedByLinkedSQLCipher,
+              SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: salt, key: {
+                  try provider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
+              })
+        else { return nil }
+        return FMDatabaseError(code: SQLITE_FORMAT, message: sqlcipher4Unavailable(action: action))
     }
 
     /// The message for a SQLCipher 4 file on a SQLCipher 3 system.
@@ -134,9 +154,7 @@ extension SQLCipherRuntime {
     /// turns the log off once per process with `PRAGMA cipher_log_source = NONE`. A program that wants the
     /// log sets `PRAGMA cipher_log_source = ANY` and `PRAGMA cipher_log_level = ...` after its first keyed open.
     private static func quietenLogging() {
-        guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil) else {
-            return
-        }
+        guard let connection = Connection.openScratch() else { return }
         defer { try? connection.close() }
         let level = (try? connection.pragmaText("PRAGMA cipher_log_level")) ?? nil
         let source = (try? connection.pragmaText("PRAGMA cipher_log_source")) ?? nil

@@ -21,7 +21,7 @@ import Foundation
 /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/>
 public struct CipherSettings: Sendable, Equatable {
     /// The fewest PBKDF2 iterations a new file gets without the `unsafe` spelling: SQLCipher 3's own default.
-    public static let minimumKDFIterations = 64_000
+    public static let minimumKDFIterations = CipherFormat.v3.kdfIterations
 
     /// `PRAGMA cipher_page_size`: 512 to 65,536, a power of two. The `sqlcipher` shell then needs the same
     /// `PRAGMA cipher_page_size` after `PRAGMA key`.

@@ -20,7 +20,7 @@ extension FMDatabase {
             return .v4
         }
         if pragma("cipher_use_hmac") == "0" { return .v1 }
-        if pragma("kdf_iter") == "4000" { return .v2 }
+        if pragma("kdf_iter") == String(CipherFormat.v2.kdfIterations) { return .v2 }
         return .v3
     }
 
@@ -46,7 +46,6 @@ extension FMDatabase {
         var failure: FMDatabaseError?
         for (index, format) in candidates.enumerated() {
             if index > 0 { try reopenConnection(key: nil) }
-            let connection = try requireConnection()
             let key = try provider.key(
                 for: KeyRequest(databasePath: request.databasePath, salt: request.salt, format: format)
             ).validated()
@@ -54,6 +53,8 @@ extension FMDatabase {
             // Keying again with the same key is a no-op on a used connection: its settings stay as they are.
             let alreadyKeyed = appliedKey.map { $0.isEqual(to: keyBytes) } ?? false
             try applyKey(keyBytes)
+            // Asked for after applyKey, which keys a fresh connection after a failed try on a new file.
+            let connection = try requireConnection()
             var applied = settings
             applied.format = format
             if !alreadyKeyed {
@@ -73,11 +74,9 @@ extension FMDatabase {
             }
         }
         if isFileBacked { try? reopenConnection(key: nil) }
-        if settings.format == nil, SQLCipherRuntime.majorVersion < 4, let salt, let path = request.databasePath,
-           SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: salt, key: {
-               try provider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
-           }) {
-            throw FMDatabaseError(code: SQLITE_FORMAT, message: CipherFormat.sqlcipher4Unavailable(action: "open"))
+        if let salt, let path = request.databasePath, let error = CipherFormat.unreadableSQLCipher4Error(
+            atPath: path, salt: salt, provider: provider, settings: settings, action: "open") {
+            throw error
         }
         throw failure ?? FMDatabaseError(code: SQLITE_NOTADB)
     }

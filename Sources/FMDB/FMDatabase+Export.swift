@@ -84,8 +84,8 @@ extension FMDatabase {
                                 keyProvider: any KeyProvider, settings: CipherSettings) throws {
         let connection = try requireConnection()
         let linked = CipherFormat.linkedDefault
-        let defaultPageSize = linked == .v4 ? 4096 : 1024
-        let inDefaults = (settings.format ?? linked) == linked && (settings.pageSize ?? defaultPageSize) == defaultPageSize
+        let inDefaults = (settings.format ?? linked) == linked
+            && (settings.pageSize ?? linked.pageSize) == linked.pageSize
             && (settings.kdfIterations ?? linked.kdfIterations) == linked.kdfIterations
         var failure: FMDatabaseError?
         if inDefaults {
@@ -113,11 +113,9 @@ extension FMDatabase {
                 continue
             }
         }
-        if settings.format == nil, SQLCipherRuntime.majorVersion < 4,
-           SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: salt, key: {
-               try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
-           }) {
-            throw FMDatabaseError(code: SQLITE_FORMAT, message: CipherFormat.sqlcipher4Unavailable(action: "attach"))
+        if let error = CipherFormat.unreadableSQLCipher4Error(
+            atPath: path, salt: salt, provider: keyProvider, settings: settings, action: "attach") {
+            throw error
         }
         throw failure ?? FMDatabaseError(code: SQLITE_NOTADB)
     }

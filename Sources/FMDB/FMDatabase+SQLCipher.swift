@@ -82,8 +82,9 @@ extension FMDatabase {
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
         try recording {
-            // After a failed try on a new file (see applyKey): a fresh connection.
-            if appliedKey == nil, try requireConnection().keyIsRequired { try reopenConnection(key: nil) }
+            // A closed database fails here, before the provider is asked for a key. (After a failed try on
+            // a new file, applyKey keys a fresh connection.)
+            _ = try requireConnection()
             let (request, kind) = keyRequest()
             do {
                 try settings.validate(creatingFile: kind?.isNew ?? true)

@@ -187,6 +187,60 @@ final class CipherFormatTests: XCTestCase {
         }
     }
 
+    /// The one check behind code 24 from setKey(using:) and attachDatabase: on 3.x, SQLITE_FORMAT for the
+    /// right key to a SQLCipher 4 file; nil for a wrong key, an explicit format, and a file 3.x reads; on
+    /// 4.x nil (the file opens there).
+    func testUnreadableSQLCipher4ErrorIsCode24ForTheRightKeyOnSQLCipher3Only() throws {
+        let path = try makeSQLCipher4File("v4.db")
+        let fileSalt = try salt(path)
+        let right = PassphraseKeyProvider("app passphrase")
+        func check(_ provider: any KeyProvider, _ path: String,
+                   settings: CipherSettings = CipherSettings()) throws -> FMDatabaseError? {
+            CipherFormat.unreadableSQLCipher4Error(atPath: path, salt: try salt(path), provider: provider,
+                                                   settings: settings, action: "attach")
+        }
+        if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            XCTAssertNil(try check(right, path))
+        } else {
+            let error = try XCTUnwrap(try check(right, path))
+            XCTAssertEqual(error.resultCode, SQLITE_FORMAT)
+            XCTAssertEqual(error.message, CipherFormat.sqlcipher4Unavailable(action: "attach"))
+        }
+        XCTAssertNil(try check(PassphraseKeyProvider("not the key"), path))
+        XCTAssertNil(try check(right, path, settings: CipherSettings(format: .v3)))
+        let older = try makeDatabase("older.db", provider: right, settings: CipherSettings(format: olderFormat))
+        XCTAssertNotEqual(try salt(older), fileSalt)
+        XCTAssertNil(try check(right, older))
+    }
+
+    /// attachDatabase makes the same decision as setKey(using:): on 3.x the right key to a SQLCipher 4 file is
+    /// code 24 saying it cannot attach one, a wrong key code 26; on 4.x the file attaches.
+    func testSQLCipher4FileAttachesOnSQLCipher4OrIsCode24OnSQLCipher3() throws {
+        let path = try makeSQLCipher4File("attached.db")
+        let db = FMDatabase(path: directory.path("main.db"))
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        let wrong = PassphraseKeyProvider("not the key"), right = PassphraseKeyProvider("app passphrase")
+        XCTAssertThrowsError(try db.attachDatabase(atPath: path, schema: "app", keyProvider: wrong)) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB))
+        }
+        if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            try db.attachDatabase(atPath: path, schema: "app", keyProvider: right)
+            XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM app.notes"), 2)
+        } else {
+            XCTAssertThrowsError(try db.attachDatabase(atPath: path, schema: "app", keyProvider: right)) {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_FORMAT))
+                XCTAssertTrue(nsError($0).localizedDescription.contains("cannot attach SQLCipher 4 files"))
+            }
+            var schemas: [String] = []
+            if let rs = db.executeQuery("PRAGMA database_list") {
+                while rs.next() { schemas.append(rs.string(forColumn: "name") ?? "") }
+            }
+            XCTAssertEqual(schemas, ["main"], "nothing stays attached")
+        }
+    }
+
     func testSQLCipher4RawKeyFileAndBadInputOnEitherLine() throws {
         let key = Data((0..<32).map { UInt8(truncatingIfNeeded: $0 &* 9 &+ 1) })
         let hex = key.map { String(format: "%02x", $0) }.joined()

@@ -32,7 +32,7 @@ public final class PBKDF2KeyProvider: KeyProvider {
     }
 
     /// The lowest iteration count the safe initializers accept: SQLCipher 3's own default.
-    public static let minimumIterations = 64_000
+    public static let minimumIterations = CipherFormat.v3.kdfIterations
 
     /// The HMAC digest of the derivation.
     public let digest: Digest

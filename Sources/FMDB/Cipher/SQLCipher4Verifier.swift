@@ -17,7 +17,7 @@ import Foundation
 /// Runs only when no format the linked SQLCipher knows matched (the failure path): its PBKDF2 costs what
 /// SQLCipher 4's own does.
 enum SQLCipher4Verifier {
-    static let pageSize = 4096
+    static let pageSize = CipherFormat.v4.pageSize
     static let reserve = 80
     static let ivSize = 16
     static let hmacSize = 64
@@ -49,7 +49,9 @@ enum SQLCipher4Verifier {
         case .raw(let raw, _):
             return raw
         case .passphrase(let passphrase):
-            return try PBKDF2KeyProvider.derive(passphrase: passphrase, salt: salt, digest: .sha512, iterations: 256_000)
+            let format = CipherFormat.v4
+            return try PBKDF2KeyProvider.derive(passphrase: passphrase, salt: salt, digest: format.kdfDigest,
+                                                iterations: format.kdfIterations)
         }
     }
 

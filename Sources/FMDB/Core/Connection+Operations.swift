@@ -24,6 +24,27 @@ extension Connection {
         try check(rc)
     }
 
+    /// A scratch in-memory connection, for facts of the linked library (`SQLCipherRuntime`); it never holds
+    /// data. Nil when SQLite cannot open one.
+    static func openScratch() -> Connection? {
+        try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A scratch in-memory connection keyed with a fixed raw key, `x'00…'` (32 zero bytes: no KDF): SQLCipher
+    /// answers some facts only on a keyed connection, and the provider registration holds one for its
+    /// activation. Not a secret: the database never holds data. Nil when it cannot be opened or keyed.
+    /// `registeringCryptoProvider: false` only for the registration itself (see
+    /// `key(_:schema:registeringCryptoProvider:)`).
+    static func openScratchKeyed(registeringCryptoProvider: Bool = true) -> Connection? {
+        guard let connection = openScratch() else { return nil }
+        let scratchKey = SecureBytes(utf8: "x'" + String(repeating: "00", count: 32) + "'")
+        guard (try? connection.key(scratchKey, registeringCryptoProvider: registeringCryptoProvider)) != nil else {
+            try? connection.close()
+            return nil
+        }
+        return connection
+    }
+
     /// Attaches the existing encrypted file at `path` as `schema`, keyed with `key`, in SQLCipher's
     /// default cipher settings (the only ones a codec has while SQLite reads an attached file's schema).
     ///

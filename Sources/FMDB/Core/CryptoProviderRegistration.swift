@@ -51,14 +51,9 @@ enum CryptoProviderRegistration {
     private static func register() -> Bool {
         guard FMDatabase.cryptoProvider == .library,
               let layout = layout(forCipherVersion: SQLCipherRuntime.version),
-              let connection = try? Connection.open(
-                  path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+              let connection = Connection.openScratchKeyed(registeringCryptoProvider: false)
         else { return false }
-        // Not a secret: an in-memory scratch database that never holds data (as `providerFacts`' key).
-        let scratchKey = SecureBytes(utf8: "x'" + String(repeating: "00", count: 32) + "'")
-        guard (try? connection.key(scratchKey, registeringCryptoProvider: false)) != nil,
-              fmdb_crypto_register(layout) == 0
-        else {
+        guard fmdb_crypto_register(layout) == 0 else {
             try? connection.close()
             return false
         }

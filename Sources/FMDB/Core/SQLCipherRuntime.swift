@@ -9,9 +9,7 @@ enum SQLCipherRuntime {
         // that every thread would otherwise contend for (pools). Too late when the program already
         // used SQLite through the C API, which is harmless (SQLITE_MISUSE, ignored).
         _ = fmdb_config_memstatus(0)
-        guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil) else {
-            return nil
-        }
+        guard let connection = Connection.openScratch() else { return nil }
         defer { try? connection.close() }
         return (try? connection.pragmaText("PRAGMA cipher_version")) ?? nil
     }()
@@ -21,14 +19,17 @@ extension SQLCipherRuntime {
     /// SQLCipher answers `cipher_provider`, `cipher_provider_version` and `cipher_fips_status` only on
     /// a keyed connection. These facts are the same for every connection of the process, so they are
     /// read once from a scratch in-memory connection keyed with a fixed, non-secret raw key (no KDF).
+    ///
+    /// Not from the scratch connection the provider registration holds: SQLCipher copies the registered
+    /// provider into a connection's codec when it is keyed, and that one was keyed before the library's
+    /// provider was registered, so it answers with SQLCipher's own ("openssl" and the OpenSSL version
+    /// SQLCipher was built against). This one is keyed after registration (or without it, with
+    /// `FMDB_CRYPTO_PROVIDER=sqlcipher` or on an unverified version): it answers for the provider every
+    /// other keyed connection uses.
     static let providerFacts: [String: String] = {
         CryptoProviderRegistration.ensureRegistered()  // the facts of the provider keyed connections use
-        guard let connection = try? Connection.open(path: ":memory:", flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil) else {
-            return [:]
-        }
+        guard let connection = Connection.openScratchKeyed() else { return [:] }
         defer { try? connection.close() }
-        let scratchKey = SecureBytes(utf8: "x'" + String(repeating: "00", count: 32) + "'")
-        guard (try? connection.key(scratchKey)) != nil else { return [:] }
         var facts: [String: String] = [:]
         for name in ["cipher_provider", "cipher_provider_version", "cipher_fips_status"] {
             if let value = (try? connection.pragmaText("PRAGMA \(name)")) ?? nil { facts[name] = value }
