@@ -151,15 +151,21 @@ extension SQLCipherRuntime {
     /// cannot authenticate, even with its log level at its default (NONE): every wrong key, and every format
     /// tried before the one that matches. The library reports these as errors (code 26) instead, so, unless
     /// the program configured SQLCipher's logging itself (level or source changed from their defaults), it
-    /// turns the log off once per process with `PRAGMA cipher_log_source = NONE`. A program that wants the
-    /// log sets `PRAGMA cipher_log_source = ANY` and `PRAGMA cipher_log_level = ...` after its first keyed open.
+    /// turns the log off once per process, at the first `open()`, with `PRAGMA cipher_log_source = NONE`.
+    /// SQL text may not change `cipher_log*` (the keyed-connection authorizer refuses it on every connection);
+    /// a program that wants SQLCipher's log sets its level or source through SQLite's C API before its first
+    /// `open()`, and the library then leaves it alone.
     private static func quietenLogging() {
         guard let connection = Connection.openScratch() else { return }
         defer { try? connection.close() }
         let level = (try? connection.pragmaText("PRAGMA cipher_log_level")) ?? nil
         let source = (try? connection.pragmaText("PRAGMA cipher_log_source")) ?? nil
         if level == "NONE", source == "ANY" {
-            try? connection.execute("PRAGMA cipher_log_source = NONE")
+            // The library's own statement: the authorizer refuses `cipher_log*` in SQL text on every
+            // connection, this one included, and silently did so here (SQLCipherLogTests).
+            connection.runningLibraryStatements {
+                _ = try? connection.execute("PRAGMA cipher_log_source = NONE")
+            }
         }
     }
 }

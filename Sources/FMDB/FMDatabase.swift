@@ -197,6 +197,9 @@ public final class FMDatabase {
                     + " Link libsqlcipher only, never a system libsqlite3 beside it."
             )
         }
+        // Once per process, before any connection can be keyed (setKey(using:), FMDB's setKey(_:) or SQL
+        // `PRAGMA key`): on SQLCipher 4 this turns off its per-page error log (SQLCipherRuntime.majorVersion).
+        _ = SQLCipherRuntime.majorVersion
         if isFileBacked, let path = databasePath {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {

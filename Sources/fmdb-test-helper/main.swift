@@ -207,6 +207,23 @@ case "hold":
     db.rollback()
     db.close()
     say("released")
+case "wrong-key":
+    // wrong-key PATH KEY fmdb|sql: the first keyed open of the process, with FMDB's setKey(_:) or SQL
+    // `PRAGMA key`, then a query; prints the query's error code (SQLCipher's log goes to standard error).
+    let values = Array(arguments.dropFirst())
+    guard values.count == 3 else { exit(64) }
+    let db = FMDatabase(path: values[0])
+    db.logsErrors = false
+    guard db.open() else { exit(3) }
+    if values[2] == "sql" {
+        _ = db.executeStatements("PRAGMA key = '\(values[1])'")
+    } else {
+        _ = db.setKey(values[1])
+    }
+    let rs = db.executeQuery("SELECT count(*) FROM sqlite_master")
+    rs?.close()
+    say("code \(db.lastErrorCode())")
+    db.close()
 default:
     FileHandle.standardError.write(Data("unknown scenario \(scenario)\n".utf8))
     exit(64)
