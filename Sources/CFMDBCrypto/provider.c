@@ -163,6 +163,24 @@ static void forget_key(unsigned char *slot, int *slot_sz) {
     *slot_sz = 0;
 }
 
+// 1 when setting a new IV restarts `cipher` completely, so a kept key schedule gives the same bytes as a
+// fresh set-up: the block modes whose only state between pages is the IV (OpenSSL's generic init resets
+// the IV and the buffered bytes). Other modes, stream ciphers with no IV (RC4) among them, keep state a new
+// IV does not reset, so their key is set up at every call.
+static int iv_restarts_cipher(const EVP_CIPHER *cipher) {
+    switch (EVP_CIPHER_get_mode(cipher)) {
+    case EVP_CIPH_ECB_MODE:
+        return 1;
+    case EVP_CIPH_CBC_MODE:
+    case EVP_CIPH_CFB_MODE:
+    case EVP_CIPH_OFB_MODE:
+    case EVP_CIPH_CTR_MODE:
+        return EVP_CIPHER_get_iv_length(cipher) > 0;
+    default:
+        return 0;
+    }
+}
+
 // After the context's cipher changed: each direction sets its cipher and key up again at its next call.
 static void reset_directions(provider_ctx *p) {
     for (int mode = 0; mode < 2; mode++) {
@@ -227,13 +245,21 @@ static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned 
     provider_ctx *p = ctx;
     direction_ctx *d;
     int first = 0, last = 0, cipher_key_sz;
+    int rc = FMDB_SQLITE_ERROR;
     (void)key_sz; // as SQLCipher's provider: the cipher reads its own key length from `key`
-    if (p == NULL || p->cipher == NULL || key == NULL || in == NULL || out == NULL || in_sz < 0) return FMDB_SQLITE_ERROR;
+    if (p == NULL) {
+        if (out != NULL && in_sz > 0) fill_unusable(out, (size_t)in_sz);
+        return FMDB_SQLITE_ERROR;
+    }
+    if (p->cipher == NULL || key == NULL || in == NULL || out == NULL || in_sz < 0) goto error;
     if (mode != 0 && mode != 1) goto error; // SQLCipher's CIPHER_DECRYPT and CIPHER_ENCRYPT
     d = &p->direction[mode];
     if (d->ctx == NULL) {
         d->ctx = EVP_CIPHER_CTX_new();
-        if (d->ctx == NULL) return FMDB_SQLITE_NOMEM;
+        if (d->ctx == NULL) {
+            rc = FMDB_SQLITE_NOMEM;
+            goto error;
+        }
         atomic_fetch_add(&contexts_created, 1);
     }
     if (d->cipher != p->cipher) {
@@ -243,7 +269,7 @@ static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned 
         d->cipher = p->cipher;
     }
     cipher_key_sz = EVP_CIPHER_get_key_length(p->cipher);
-    if (same_key(d->key, d->key_sz, key, cipher_key_sz)) {
+    if (iv_restarts_cipher(p->cipher) && same_key(d->key, d->key_sz, key, cipher_key_sz)) {
         // The same cipher, direction and key: only the IV changes; the key schedule is kept.
         if (!EVP_CipherInit_ex2(d->ctx, NULL, NULL, iv, mode, NULL)) goto error;
     } else {
@@ -255,16 +281,16 @@ static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned 
     if (first + last != in_sz) goto error;
     return FMDB_SQLITE_OK;
 error:
-    // 3.4.1 ignores this result: leave no partial output behind, set the context up afresh next time, and
-    // make the MAC that follows on this context (3.4.1 MACs the ciphertext right after) fail, so a page
-    // that did not encrypt can never be read back as valid.
-    fill_unusable(out, (size_t)in_sz);
+    // 3.4.1 ignores this result: leave no partial output behind (or the plaintext a shared buffer held),
+    // set the context up afresh next time, and make the MAC that follows on this context (3.4.1 MACs the
+    // output right after) fail, so a page that did not encrypt can never be read back as valid.
+    if (out != NULL && in_sz > 0) fill_unusable(out, (size_t)in_sz);
     if (mode == 0 || mode == 1) {
         p->direction[mode].cipher = NULL;
         forget_key(p->direction[mode].key, &p->direction[mode].key_sz);
     }
     p->cipher_failed = 1;
-    return FMDB_SQLITE_ERROR;
+    return rc;
 }
 
 static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
@@ -426,6 +452,9 @@ static int set_cipher_3(void *ctx, const char *cipher_name) {
 
 // A deep copy: the target keeps its own cipher and HMAC contexts and takes a reference to the source's
 // cipher choice; nothing is shared but the (immutable, reference-counted) algorithm.
+// SQLCipher copies a context when its key changes (3.4.1: sqlcipher_codec_key_copy at a rekey's commit), so
+// the target also drops every key it held: its key schedules (EVP_CIPHER_CTX_reset clears them), its HMAC
+// context and its remembered keys. Nothing of an old key stays until the next page.
 static int ctx_copy_3(void *target_ctx, void *source_ctx) {
     provider_ctx *target = target_ctx, *source = source_ctx;
     if (target == NULL || source == NULL || source->cipher == NULL) return FMDB_SQLITE_ERROR;
@@ -433,8 +462,15 @@ static int ctx_copy_3(void *target_ctx, void *source_ctx) {
         if (!EVP_CIPHER_up_ref(source->cipher)) return FMDB_SQLITE_ERROR;
         EVP_CIPHER_free(target->cipher);
         target->cipher = source->cipher;
-        reset_directions(target);
     }
+    for (int mode = 0; mode < 2; mode++) {
+        if (target->direction[mode].ctx != NULL) EVP_CIPHER_CTX_reset(target->direction[mode].ctx);
+    }
+    reset_directions(target);
+    EVP_MAC_CTX_free(target->mac_ctx);
+    target->mac_ctx = NULL;
+    target->mac_algorithm = -1;
+    forget_key(target->mac_key, &target->mac_key_sz);
     return FMDB_SQLITE_OK;
 }
 
@@ -496,3 +532,91 @@ int fmdb_crypto_register(int layout) {
 }
 
 unsigned long fmdb_crypto_contexts_created(void) { return atomic_load(&contexts_created); }
+
+// MARK: - Known-answer self-test (test hook)
+
+// One-shot references, with fresh OpenSSL contexts: what SQLCipher's own provider computes.
+static int reference_cipher(int mode, const unsigned char *key, const unsigned char *iv, const unsigned char *in,
+                            int in_sz, unsigned char *out) {
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int first = 0, last = 0, ok;
+    if (c == NULL) return 0;
+    ok = EVP_CipherInit_ex2(c, aes_256_cbc, key, iv, mode, NULL) && EVP_CIPHER_CTX_set_padding(c, 0)
+        && EVP_CipherUpdate(c, out, &first, in, in_sz) && EVP_CipherFinal_ex(c, out + first, &last)
+        && first + last == in_sz;
+    EVP_CIPHER_CTX_free(c);
+    return ok;
+}
+
+static int reference_hmac(int algorithm, const unsigned char *key, int key_sz, const unsigned char *in, int in_sz,
+                          const unsigned char *in2, int in2_sz, unsigned char *out) {
+    EVP_MAC_CTX *m = EVP_MAC_CTX_new(hmac_mac);
+    OSSL_PARAM params[2];
+    size_t written = 0;
+    int ok;
+    if (m == NULL) return 0;
+    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)digest_names[algorithm], 0);
+    params[1] = OSSL_PARAM_construct_end();
+    ok = EVP_MAC_init(m, key, (size_t)key_sz, params) && EVP_MAC_update(m, in, (size_t)in_sz)
+        && EVP_MAC_update(m, in2, (size_t)in2_sz) && EVP_MAC_final(m, out, &written, 64);
+    EVP_MAC_CTX_free(m);
+    return ok;
+}
+
+int fmdb_crypto_selftest(void) {
+    // Keys change in place in one buffer, as SQLCipher changes them (a rekey derives into the same
+    // buffer): A, B, A again, in both directions and for the HMAC, with digest switches and failed calls.
+    static const unsigned char pattern_a = 0x5A, pattern_b = 0xA5;
+    unsigned char key[32], iv[16], page[1024], pgno[4] = {1, 0, 0, 0};
+    unsigned char got[1024], want[1024], mac_got[64], mac_want[64];
+    const unsigned char patterns[4] = {pattern_a, pattern_b, pattern_a, pattern_a};
+    const int algorithms[4] = {HMAC_SHA1, HMAC_SHA512, HMAC_SHA512, HMAC_SHA1};
+    void *ctx = NULL;
+    int step = 0, failed = 0;
+    pthread_once(&fetch_once, fetch_algorithms);
+    if (!fetched || ctx_init(&ctx) != FMDB_SQLITE_OK) return -1;
+    for (size_t i = 0; i < sizeof page; i++) page[i] = (unsigned char)(i * 7);
+    // Each round uses each direction and the HMAC twice: the first call after a key change sets the key up,
+    // the second (another IV, another page number) takes the kept key schedule or HMAC pads.
+    for (int round = 0; round < 4 && !failed; round++) {
+        memset(key, patterns[round], sizeof key);
+        key[31] = (unsigned char)round; // round 3's key differs from round 2's (round 0's) in one byte only
+        if (round == 2) key[31] = 0;    // round 2: exactly round 0's key again, after B
+        for (int mode = 1; mode >= 0 && !failed; mode--) {
+            for (int repeat = 0; repeat < 2 && !failed; repeat++) {
+                memset(iv, round * 16 + mode * 4 + repeat, sizeof iv);
+                step++;
+                if (cipher(ctx, mode, key, 32, iv, page, (int)sizeof page, got) != FMDB_SQLITE_OK
+                    || !reference_cipher(mode, key, iv, page, (int)sizeof page, want)
+                    || memcmp(got, want, sizeof got) != 0)
+                    failed = step;
+            }
+        }
+        for (int repeat = 0; repeat < 2 && !failed; repeat++) {
+            pgno[0] = (unsigned char)(round * 2 + repeat + 1);
+            step++;
+            if (hmac(ctx, algorithms[round], key, 32, page, (int)sizeof page, pgno, 4, mac_got) != FMDB_SQLITE_OK
+                || !reference_hmac(algorithms[round], key, 32, page, (int)sizeof page, pgno, 4, mac_want)
+                || memcmp(mac_got, mac_want, (size_t)get_hmac_sz(ctx, algorithms[round])) != 0)
+                failed = step;
+        }
+    }
+    // A failed encryption spoils the MAC right after it; the MAC after that is right again.
+    step++;
+    if (!failed) {
+        memset(key, pattern_b, sizeof key);
+        if (cipher(ctx, 7, key, 32, iv, page, (int)sizeof page, got) == FMDB_SQLITE_OK) failed = step;
+    }
+    step++;
+    if (!failed && (hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got) == FMDB_SQLITE_OK
+                    || !reference_hmac(HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_want)
+                    || memcmp(mac_got, mac_want, 20) == 0))
+        failed = step;
+    step++;
+    if (!failed && (hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got) != FMDB_SQLITE_OK
+                    || memcmp(mac_got, mac_want, 20) != 0))
+        failed = step;
+    ctx_free(&ctx);
+    OPENSSL_cleanse(key, sizeof key);
+    return failed;
+}

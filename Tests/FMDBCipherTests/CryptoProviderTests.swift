@@ -186,6 +186,14 @@ final class CryptoProviderTests: XCTestCase {
         XCTAssertLessThan(created, 16, "contexts created while reading \(pages)+ pages three times")
     }
 
+    /// One provider context keeps the last key it set up per cipher direction and for the HMAC; a key that
+    /// changes in place in the same buffer (as a rekey derives it), a digest switch or a failed call must
+    /// never leave a stale key or state behind. Compared, step by step, with one-shot OpenSSL contexts (what
+    /// SQLCipher's own provider computes). Fails, for example, when the kept key is compared by length only.
+    func testOneContextMatchesOneShotOpenSSLThroughKeyChangesAndFailures() {
+        XCTAssertEqual(CryptoProviderRegistration.selfTest(), 0, "the first step whose bytes differed")
+    }
+
     /// SQLCipher 3's `PRAGMA cipher` (refused in SQL text on keyed connections; reachable through the C API):
     /// the provider fetches the named cipher, copies the choice to the other cipher context, writes a file
     /// SQLCipher's own provider reads with the same setting, and refuses an unknown name without changing

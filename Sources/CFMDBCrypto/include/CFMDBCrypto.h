@@ -28,4 +28,12 @@ int fmdb_crypto_register(int layout);
 /// reuse they grow with the number of SQLCipher contexts, never with the number of pages.
 unsigned long fmdb_crypto_contexts_created(void);
 
+/// Test hook: a known-answer test of one provider context. It changes the key in place in one buffer (key
+/// A, key B, A again), encrypts and decrypts a page in both directions and MACs it with the digests
+/// switching, then checks that a failed encryption spoils the next MAC and the one after is right again.
+/// Every output is compared with a one-shot OpenSSL computation (fresh contexts, as SQLCipher's provider
+/// does). Returns 0 when everything matched, the number of the first step that did not, or -1 when OpenSSL
+/// could not be set up.
+int fmdb_crypto_selftest(void);
+
 #endif

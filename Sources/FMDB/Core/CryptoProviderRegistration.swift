@@ -48,6 +48,13 @@ enum CryptoProviderRegistration {
         UInt(fmdb_crypto_contexts_created())
     }
 
+    /// The provider's known-answer self-test (a test hook, `fmdb_crypto_selftest`): 0 when one provider
+    /// context, through key changes in place, digest switches and a failed call, computed exactly what
+    /// one-shot OpenSSL contexts compute; otherwise the number of the first step that did not.
+    static func selfTest() -> Int32 {
+        fmdb_crypto_selftest()
+    }
+
     private static func register() -> Bool {
         guard FMDatabase.cryptoProvider == .library,
               let layout = layout(forCipherVersion: SQLCipherRuntime.version),
