@@ -131,6 +131,7 @@ static void fetch_algorithms(void) {
 typedef struct {
     EVP_CIPHER_CTX *ctx;          // reused for every page; created on first use
     EVP_CIPHER *cipher;           // the cipher ctx is set up for (NULL: set it up again)
+    int keeps_key;                // iv_restarts_cipher(cipher): a kept key schedule may serve the next page
     unsigned char key[KEY_CACHE_MAX]; // the key ctx's schedule was made from (key_sz 0: none)
     int key_sz;
 } direction_ctx;
@@ -267,9 +268,10 @@ static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned 
         if (!EVP_CipherInit_ex2(d->ctx, p->cipher, NULL, NULL, mode, NULL)) goto error;
         if (!EVP_CIPHER_CTX_set_padding(d->ctx, 0)) goto error; // SQLCipher pages are whole blocks
         d->cipher = p->cipher;
+        d->keeps_key = iv_restarts_cipher(p->cipher);
     }
     cipher_key_sz = EVP_CIPHER_get_key_length(p->cipher);
-    if (iv_restarts_cipher(p->cipher) && same_key(d->key, d->key_sz, key, cipher_key_sz)) {
+    if (d->keeps_key && same_key(d->key, d->key_sz, key, cipher_key_sz)) {
         // The same cipher, direction and key: only the IV changes; the key schedule is kept.
         if (!EVP_CipherInit_ex2(d->ctx, NULL, NULL, iv, mode, NULL)) goto error;
     } else {
