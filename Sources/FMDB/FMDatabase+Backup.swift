@@ -32,7 +32,7 @@ extension FMDatabase {
             default:
                 break
             }
-            try source.backup(to: destinationConnection, maxBusyWaits: max(1, Int(maxBusyRetryTimeInterval * 100)))
+            try source.backup(to: destinationConnection, maxBusyWaits: max(1, Int(maxBusyRetryTimeInterval.steps(of: 0.01))))
         }
     }
 }

@@ -80,7 +80,8 @@ public final class FMDatabase {
     }
 
     /// How long to retry when the database is busy (SQLite's busy timeout). Default 2 seconds, as
-    /// FMDB; 0 fails at once with `SQLITE_BUSY`.
+    /// FMDB; 0 (and NaN or a negative) fails at once with `SQLITE_BUSY`. SQLite counts it in whole
+    /// milliseconds up to `Int32.max` (about 24.8 days), which is what infinity means here.
     public var maxBusyRetryTimeInterval: TimeInterval = 2 {
         didSet { applyBusyTimeout() }
     }

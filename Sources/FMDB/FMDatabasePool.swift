@@ -181,7 +181,8 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     /// How long a transaction waits for its turn behind this file's earlier pool transactions in this
-    /// process; nil (the default) waits as long as it takes. When it runs out, the transaction does not
+    /// process; nil (the default), infinity and anything from 10^9 s up wait as long as it takes; 0, NaN
+    /// and negatives do not wait. When it runs out, the transaction does not
     /// start: the throwing forms throw `SQLITE_BUSY`, the FMDB forms skip the block and set `lastError`.
     ///
     /// ```swift
@@ -408,11 +409,16 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// ```swift
     /// let outcome = try pool.rekey(using: newProvider)
     /// ```
+    /// - Parameters:
+    ///   - provider: the new key.
+    ///   - busyTimeout: seconds to wait for other processes' locks, for the rekey and for the checkpoint
+    ///     each. nil (the default): the connection's `maxBusyRetryTimeInterval` or 5 seconds, whichever is
+    ///     longer. NaN, zero and negatives do not wait.
     /// - Returns: `.done`, or `.checkpointPending` (the key did change).
     /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
     ///   keeps using it.
     @discardableResult
-    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
+    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval? = nil) throws -> FMRekeyOutcome {
         let me = pthread_self()
         condition.lock()
         if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
@@ -440,7 +446,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
         let outcome: FMRekeyOutcome
         do {
-            outcome = try db.rekeySafely(using: provider, busyTimeout: max(db.maxBusyRetryTimeInterval, 5))
+            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? max(db.maxBusyRetryTimeInterval, 5))
         } catch {
             db.close()
             throw record(error)

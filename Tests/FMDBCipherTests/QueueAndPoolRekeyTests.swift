@@ -138,9 +138,14 @@ final class QueueAndPoolRekeyTests: XCTestCase {
         queue.close()
         let pool = try FMDatabasePool(path: path, keyProvider: oldProvider)
         XCTAssertTrue(other.beginExclusiveTransaction())
-        XCTAssertThrowsError(try pool.rekey(using: newProvider)) { error in
+        // The queue above waited the default (at least 5 s); the pool waits what it is given.
+        let poolStarted = Date()
+        XCTAssertThrowsError(try pool.rekey(using: newProvider, busyTimeout: 0.5)) { error in
             XCTAssertEqual(nsError(error).code, Int(SQLITE_BUSY))
         }
+        let waited = Date().timeIntervalSince(poolStarted)
+        XCTAssertGreaterThan(waited, 0.4, "the pool's rekey waited its busy timeout")
+        XCTAssertLessThan(waited, 4, "and no longer: an explicit busy timeout replaces the 5 s floor")
         XCTAssertTrue(other.commit())
         other.close()
         pool.inDatabase { db in XCTAssertTrue(db.executeUpdate("insert into t values (3)")) }

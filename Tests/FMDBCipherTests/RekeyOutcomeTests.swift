@@ -221,7 +221,7 @@ final class RekeyOutcomeTests: XCTestCase {
         let poolHolder = try Holder(helper: helper, path: poolPath, mode: "read")
 
         let queue = try FMDatabaseQueue(path: queuePath, keyProvider: oldProvider)
-        guard case .checkpointPending = try queue.rekey(using: newProvider) else { return XCTFail("queue: expected a pending checkpoint") }
+        guard case .checkpointPending = try queue.rekey(using: newProvider, busyTimeout: 0.5) else { return XCTFail("queue: expected a pending checkpoint") }
         queue.close()
         let queueCount: Int32? = queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }
         XCTAssertEqual(queueCount, 200, "the queue reopens its own file: it switched to the new provider")
@@ -229,7 +229,7 @@ final class RekeyOutcomeTests: XCTestCase {
         queue.close()
 
         let pool = try FMDatabasePool(path: poolPath, keyProvider: oldProvider)
-        guard case .checkpointPending = try pool.rekey(using: newProvider) else { return XCTFail("pool: expected a pending checkpoint") }
+        guard case .checkpointPending = try pool.rekey(using: newProvider, busyTimeout: 0.5) else { return XCTFail("pool: expected a pending checkpoint") }
         pool.releaseAllDatabases()
         let poolCount: Int32? = pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }
         XCTAssertEqual(poolCount, 200, "the pool's new connections use the new provider")
@@ -248,9 +248,10 @@ final class RekeyOutcomeTests: XCTestCase {
             let path = try makeDatabase("keep-\(mode).db", journalMode: mode)
             let holder = try Holder(helper: helper, path: path, mode: "write")
             let queue = try FMDatabaseQueue(path: path, keyProvider: oldProvider)
-            XCTAssertThrowsError(try queue.rekey(using: newProvider)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
+            // A short busy timeout: the default (5 s or more) is tested in QueueAndPoolRekeyTests.
+            XCTAssertThrowsError(try queue.rekey(using: newProvider, busyTimeout: 0.5)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
             let pool = try FMDatabasePool(path: path, keyProvider: oldProvider)
-            XCTAssertThrowsError(try pool.rekey(using: newProvider)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
+            XCTAssertThrowsError(try pool.rekey(using: newProvider, busyTimeout: 0.5)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
             holder.release()
             queue.close()
             let queueCount: Int32? = queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }

@@ -169,3 +169,91 @@ final class ErrorBridgingTests: XCTestCase {
         XCTAssertFalse(last.description.contains("1, "), "bound values are not described")
     }
 }
+
+/// Every time interval a caller can set (busy timeouts, the backup's busy waits, the pool's transaction
+/// queue timeout) takes any Double: infinity, NaN, huge, negative and zero must neither trap nor wedge.
+/// Infinity and huge values mean "wait as long as SQLite allows"; NaN, negatives and zero mean "do not wait".
+final class TimeIntervalInputTests: XCTestCase {
+    static let hostile: [TimeInterval] = [.infinity, -.infinity, .nan, 1e300, -1e300, Double(Int.max), -1, 0, 1e-9]
+
+    func testBusyTimeoutTakesAnyDouble() throws {
+        let directory = try TemporaryDirectory("fmdb-intervals")
+        let db = FMDatabase(path: directory.path("busy.db"))
+        XCTAssertTrue(db.open())
+        XCTAssertTrue(db.executeUpdate("create table t (a)"))
+        for seconds in Self.hostile {
+            db.maxBusyRetryTimeInterval = seconds
+            XCTAssertTrue(db.executeUpdate("insert into t values (?)", seconds), "\(seconds)")
+        }
+        db.close()
+        db.maxBusyRetryTimeInterval = .infinity
+        XCTAssertTrue(db.open(), "a reopen applies the stored timeout")
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), Int32(Self.hostile.count))
+        db.close()
+    }
+
+    func testBackupTakesAnyBusyTimeout() throws {
+        let directory = try TemporaryDirectory("fmdb-intervals")
+        let source = FMDatabase(path: directory.path("source.db"))
+        XCTAssertTrue(source.open())
+        XCTAssertTrue(source.executeUpdate("create table t (a)"))
+        XCTAssertTrue(source.executeUpdate("insert into t values (42)"))
+        for (n, seconds) in Self.hostile.enumerated() {
+            let copy = FMDatabase(path: directory.path("copy-\(n).db"))
+            XCTAssertTrue(copy.open())
+            source.maxBusyRetryTimeInterval = seconds
+            XCTAssertNoThrow(try source.backup(to: copy), "\(seconds)")
+            XCTAssertEqual(copy.int(forQuery: "select a from t"), 42, "\(seconds)")
+            copy.close()
+        }
+        source.close()
+    }
+
+    func testPoolTransactionQueueTimeoutTakesAnyDouble() throws {
+        let directory = try TemporaryDirectory("fmdb-intervals")
+        let pool = FMDatabasePool(path: directory.path("pool.db"))
+        XCTAssertTrue(try pool.inDatabase { db in db.executeUpdate("create table t (a)") })
+        for seconds in Self.hostile {
+            pool.transactionQueueTimeout = seconds
+            // A second transaction on another thread waits behind the first: for 0, NaN and negatives it
+            // gives up at once with SQLITE_BUSY; for the rest it waits until the first one ends.
+            let first = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                pool.inTransaction { db, _ in
+                    db.executeUpdate("insert into t values (1)")
+                    first.signal()
+                    release.wait()
+                }
+                done.signal()
+            }
+            first.wait()
+            let waitsForever = seconds.isNaN ? false : seconds > 1
+            let second = DispatchSemaphore(value: 0)
+            let outcome = Locked<Error?>(nil)
+            DispatchQueue.global().async {
+                do {
+                    try pool.inTransaction(.deferred) { db in try db.executeUpdate("insert into t values (2)", values: nil) }
+                } catch {
+                    outcome.withLock { $0 = error }
+                }
+                second.signal()
+            }
+            if waitsForever {
+                XCTAssertEqual(second.wait(timeout: .now() + 0.3), .timedOut, "\(seconds): it waits its turn")
+                release.signal()
+                XCTAssertEqual(second.wait(timeout: .now() + 30), .success, "\(seconds)")
+                XCTAssertNil(outcome.withLock { $0 }, "\(seconds)")
+            } else {
+                XCTAssertEqual(second.wait(timeout: .now() + 30), .success, "\(seconds): it gives up")
+                release.signal()
+                let error = outcome.withLock { $0 }
+                // 1e-9 s may have got in before its deadline passed; the others must give up.
+                if !(seconds > 0) || error != nil {
+                    XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_BUSY, "\(seconds): \(String(describing: error))")
+                }
+            }
+            XCTAssertEqual(done.wait(timeout: .now() + 30), .success, "\(seconds)")
+        }
+        pool.releaseAllDatabases()
+    }
+}

@@ -148,8 +148,7 @@ extension Connection {
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/busy_timeout.html>
     func setBusyTimeout(_ seconds: TimeInterval) {
         guard let db = handle else { return }
-        let milliseconds = seconds > 0 ? Int32(clamping: Int((seconds * 1000).rounded())) : 0
-        sqlite3_busy_timeout(db, milliseconds)
+        sqlite3_busy_timeout(db, seconds.steps(of: 0.001))
     }
 
     /// Interrupts the statement running on this connection (callable from another thread).
@@ -274,4 +273,16 @@ enum SQLiteLibrary {
 
     /// SQLite's version, e.g. "3.15.2".
     static var version: String { String(cString: sqlite3_libversion()) }
+}
+
+extension TimeInterval {
+    /// These seconds as a whole number of `unit`-second steps, for the C APIs that count in integers
+    /// (SQLite's busy timeout in milliseconds, the backup's 10 ms busy waits). Any Double a caller set is
+    /// taken without trapping: NaN, zero and negatives are 0 steps (do not wait); infinity and anything
+    /// past `Int32.max` steps are `Int32.max` (about 24.8 days of milliseconds).
+    func steps(of unit: TimeInterval) -> Int32 {
+        let steps = (self / unit).rounded()
+        guard steps > 0 else { return 0 }  // also NaN
+        return steps < Double(Int32.max) ? Int32(steps) : .max
+    }
 }

@@ -44,6 +44,14 @@ final class WriteGate: @unchecked Sendable {
         return try body()
     }
 
+    /// The deadline of a wait of `seconds`, for any Double a caller set: now for NaN, zero and negatives
+    /// (do not wait); nil, no deadline, for infinity and for anything past 10^9 s (about 31 years), which
+    /// `NSCondition.wait(until:)` could not take anyway (it traps on a deadline past `Int.max` ns).
+    static func deadline(after seconds: TimeInterval) -> Date? {
+        guard seconds > 0 else { return Date() }  // also NaN
+        return seconds < 1e9 ? Date().addingTimeInterval(seconds) : nil
+    }
+
     private func enter(timeout: TimeInterval?) throws {
         let me = pthread_self()
         lock.lock()
@@ -58,7 +66,7 @@ final class WriteGate: @unchecked Sendable {
             let waiter = Waiter(thread: me)
             queue.append(waiter)
             lock.unlock()
-            let deadline = timeout.map { Date().addingTimeInterval($0) }
+            let deadline = timeout.flatMap(Self.deadline(after:))
             waiter.condition.lock()
             while !waiter.ready {
                 guard let deadline else {
