@@ -315,7 +315,7 @@ final class RekeyOutcomeTests: XCTestCase {
         db.close()
         let holder = try Holder(helper: helper, path: path, mode: "read", passphrase: true)
         let result = try runProcess("/bin/bash", [script, path], input: "",
-                                    environment: ["OLD_DB_KEY": Self.oldHex, "NEW_DB_KEY": Self.newHex, "FMDB_CIPHER": tool,
+                                    environment: ["OLD_DB_KEY": Self.oldHex, "NEW_DB_KEY": Self.newHex, "FMDB_CIPHER": tool, "BUSY_TIMEOUT": "0.5",
                                                   "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
         holder.release()
         XCTAssertEqual(result.status, 0, result.stderr)
