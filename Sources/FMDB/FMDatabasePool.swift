@@ -409,16 +409,34 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// ```swift
     /// let outcome = try pool.rekey(using: newProvider)
     /// ```
-    /// - Parameters:
-    ///   - provider: the new key.
-    ///   - busyTimeout: seconds to wait for other processes' locks, for the rekey and for the checkpoint
-    ///     each. nil (the default): the connection's `maxBusyRetryTimeInterval` or 5 seconds, whichever is
-    ///     longer. NaN, zero and negatives do not wait.
+    /// The busy timeout is at least 5 seconds (or the connections' `maxBusyRetryTimeInterval` when
+    /// longer); ``rekey(using:busyTimeout:)`` sets it.
     /// - Returns: `.done`, or `.checkpointPending` (the key did change).
     /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
     ///   keeps using it.
     @discardableResult
-    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval? = nil) throws -> FMRekeyOutcome {
+    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
+        try rekey(using: provider, busyTimeout: nil)
+    }
+
+    /// ``rekey(using:)`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
+    /// wait for other connections' locks (other processes', and connections outside this pool). NaN,
+    /// zero and negatives do not wait; infinity is SQLite's longest, about 24.8 days, for which the pool's
+    /// checkouts wait too. The check of which key opens the file afterwards still waits at least 1 second
+    /// per attempt.
+    ///
+    /// ```swift
+    /// let outcome = try pool.rekey(using: newProvider, busyTimeout: 30)
+    /// ```
+    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
+    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
+    ///   keeps using it.
+    @discardableResult
+    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval) throws -> FMRekeyOutcome {
+        try rekey(using: provider, busyTimeout: Optional(busyTimeout))
+    }
+
+    private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         let me = pthread_self()
         condition.lock()
         if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
@@ -446,7 +464,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
         let outcome: FMRekeyOutcome
         do {
-            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? max(db.maxBusyRetryTimeInterval, 5))
+            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? max(5, db.maxBusyRetryTimeInterval))
         } catch {
             db.close()
             throw record(error)

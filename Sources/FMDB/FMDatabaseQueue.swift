@@ -259,29 +259,45 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     }
 
     /// Changes the key with SQLCipher's rekey, safely (`FMDatabase.rekeySafely`): on the queue (so outside
-    /// any block and any transaction), with a busy timeout; which key opens the file afterwards is checked
-    /// on a fresh connection, and the WAL is checkpointed (TRUNCATE) so no page under the old key stays
-    /// behind. The queue reopens with the new provider from the moment the key changed, even when only the
-    /// checkpoint is pending.
+    /// any block and any transaction), with a busy timeout of at least 5 seconds (or the connection's
+    /// `maxBusyRetryTimeInterval` when longer; ``rekey(using:busyTimeout:)`` sets it); which key opens the
+    /// file afterwards is checked on a fresh connection, and the WAL is checkpointed (TRUNCATE) so no page
+    /// under the old key stays behind. The queue reopens with the new provider from the moment the key
+    /// changed, even when only the checkpoint is pending.
     ///
     /// ```swift
     /// if case .checkpointPending(let error) = try queue.rekey(using: newProvider) {
     ///     print("rekeyed; the WAL checkpoint is pending: \(error.message)")
     /// }
     /// ```
-    /// - Parameters:
-    ///   - provider: the new key.
-    ///   - busyTimeout: seconds to wait for other connections' locks, for the rekey and for the
-    ///     checkpoint each. nil (the default): the connection's `maxBusyRetryTimeInterval` or 5 seconds,
-    ///     whichever is longer. NaN, zero and negatives do not wait.
     /// - Returns: `.done`, or `.checkpointPending` (the key did change).
     /// - Throws: when the rekey did not take; the database then still opens with the old key, and the
     ///   queue keeps the old provider.
     @discardableResult
-    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval? = nil) throws -> FMRekeyOutcome {
+    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
+        try rekey(using: provider, busyTimeout: nil)
+    }
+
+    /// ``rekey(using:)`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
+    /// wait for other connections' locks (this process's included). NaN, zero and negatives do not wait;
+    /// infinity is SQLite's longest, about 24.8 days. The check of which key opens the file afterwards
+    /// still waits at least 1 second per attempt.
+    ///
+    /// ```swift
+    /// let outcome = try queue.rekey(using: newProvider, busyTimeout: 30)
+    /// ```
+    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
+    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the
+    ///   queue keeps the old provider.
+    @discardableResult
+    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval) throws -> FMRekeyOutcome {
+        try rekey(using: provider, busyTimeout: Optional(busyTimeout))
+    }
+
+    private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
             let db = try openDatabase()
-            let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? max(db.maxBusyRetryTimeInterval, 5))
+            let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? max(5, db.maxBusyRetryTimeInterval))
             keyProvider = provider
             if !db.isOpen {
                 // The rekey took but the connection could not be reopened: the next call reopens it.

@@ -248,10 +248,15 @@ final class RekeyOutcomeTests: XCTestCase {
             let path = try makeDatabase("keep-\(mode).db", journalMode: mode)
             let holder = try Holder(helper: helper, path: path, mode: "write")
             let queue = try FMDatabaseQueue(path: path, keyProvider: oldProvider)
-            // A short busy timeout: the default (5 s or more) is tested in QueueAndPoolRekeyTests.
+            // A short busy timeout, which each call must honour: the default (5 s or more) would take
+            // longer than 4.8 s, and is tested in QueueAndPoolRekeyTests.
+            var started = Date()
             XCTAssertThrowsError(try queue.rekey(using: newProvider, busyTimeout: 0.5)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
+            XCTAssertLessThan(Date().timeIntervalSince(started), 4.8, "\(mode): the queue's rekey waits its busyTimeout")
             let pool = try FMDatabasePool(path: path, keyProvider: oldProvider)
+            started = Date()
             XCTAssertThrowsError(try pool.rekey(using: newProvider, busyTimeout: 0.5)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
+            XCTAssertLessThan(Date().timeIntervalSince(started), 4.8, "\(mode): the pool's rekey waits its busyTimeout")
             holder.release()
             queue.close()
             let queueCount: Int32? = queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }

@@ -184,7 +184,13 @@ final class TimeIntervalInputTests: XCTestCase {
         for seconds in Self.hostile {
             db.maxBusyRetryTimeInterval = seconds
             XCTAssertTrue(db.executeUpdate("insert into t values (?)", seconds), "\(seconds)")
+            // SQLite's own view, in milliseconds: the longest it takes for infinity and huge values,
+            // none for NaN, negatives, zero and what rounds to 0 ms.
+            let expected: Int32 = seconds > 1e-3 ? .max : 0
+            XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), expected, "\(seconds)")
         }
+        db.maxBusyRetryTimeInterval = 2.5
+        XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), 2500)
         db.close()
         db.maxBusyRetryTimeInterval = .infinity
         XCTAssertTrue(db.open(), "a reopen applies the stored timeout")
@@ -226,7 +232,8 @@ final class TimeIntervalInputTests: XCTestCase {
                 }
                 done.signal()
             }
-            first.wait()
+            defer { release.signal() }  // never leave the first transaction holding the gate
+            XCTAssertEqual(first.wait(timeout: .now() + 30), .success, "\(seconds): the first transaction started")
             let waitsForever = seconds.isNaN ? false : seconds > 1
             let second = DispatchSemaphore(value: 0)
             let outcome = Locked<Error?>(nil)
@@ -254,6 +261,7 @@ final class TimeIntervalInputTests: XCTestCase {
             }
             XCTAssertEqual(done.wait(timeout: .now() + 30), .success, "\(seconds)")
         }
+        XCTAssertGreaterThan(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
         pool.releaseAllDatabases()
     }
 }

@@ -52,6 +52,12 @@ final class WriteGate: @unchecked Sendable {
         return seconds < 1e9 ? Date().addingTimeInterval(seconds) : nil
     }
 
+    /// How long a timed-out wait waited, for its message: "0 s" for NaN and negatives.
+    static func waited(_ timeout: TimeInterval?) -> String {
+        guard let timeout, timeout > 0 else { return "0 s" }
+        return "\(timeout) s"
+    }
+
     private func enter(timeout: TimeInterval?) throws {
         let me = pthread_self()
         lock.lock()
@@ -83,7 +89,7 @@ final class WriteGate: @unchecked Sendable {
                     lock.unlock()
                     throw FMDatabaseError(
                         code: SQLITE_BUSY,
-                        message: "The transaction did not start: it waited \(timeout ?? 0) s (the pool's transactionQueueTimeout) "
+                        message: "The transaction did not start: it waited \(Self.waited(timeout)) (the pool's transactionQueueTimeout) "
                             + "behind this file's earlier transactions in this process."
                     )
                 }
