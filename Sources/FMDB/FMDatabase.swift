@@ -80,10 +80,16 @@ public final class FMDatabase {
     }
 
     /// How long to retry when the database is busy (SQLite's busy timeout). Default 2 seconds, as
-    /// FMDB; 0 (and NaN or a negative) fails at once with `SQLITE_BUSY`. SQLite counts it in whole
-    /// milliseconds up to `Int32.max` (about 24.8 days), which is what infinity means here.
+    /// FMDB; 0 (and NaN, which reads back as 0, or a negative) fails at once with `SQLITE_BUSY`. SQLite
+    /// counts it in whole milliseconds up to `Int32.max` (about 24.8 days), which is what infinity means
+    /// here.
     public var maxBusyRetryTimeInterval: TimeInterval = 2 {
-        didSet { applyBusyTimeout() }
+        didSet {
+            // NaN is stored as 0, what it means, so code reading the property (max(5, ...) and the like)
+            // never meets it.
+            if maxBusyRetryTimeInterval.isNaN { maxBusyRetryTimeInterval = 0 }
+            applyBusyTimeout()
+        }
     }
 
     var connection: Connection?

@@ -188,6 +188,7 @@ final class TimeIntervalInputTests: XCTestCase {
             // none for NaN, negatives, zero and what rounds to 0 ms.
             let expected: Int32 = seconds > 1e-3 ? .max : 0
             XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), expected, "\(seconds)")
+            XCTAssertFalse(db.maxBusyRetryTimeInterval.isNaN, "NaN reads back as 0, what it means")
         }
         db.maxBusyRetryTimeInterval = 2.5
         XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), 2500)
