@@ -25,11 +25,15 @@ final class PreparedStatementTests: XCTestCase {
         XCTAssertEqual(select.data(at: 3), Data([1, 2, 3]))
         XCTAssertTrue(select.isNull(at: 4))
         XCTAssertNil(select.data(at: 4))
+        select.withUnsafeBytes(at: 4) { XCTAssertNil($0, "NULL has no bytes") }
+        select.withUnsafeBytes(at: 0) { XCTAssertEqual($0.map { Array($0) }, Array("9223372036854775807".utf8), "an integer's text") }
         XCTAssertTrue(try select.step())
         XCTAssertEqual(UInt64(bitPattern: select.int64(at: 0)), UInt64.max)
         XCTAssertEqual(select.string(at: 2), "")
         XCTAssertFalse(select.isNull(at: 3), "an empty blob stays a blob")
         XCTAssertEqual(select.data(at: 3), Data())
+        select.withUnsafeBytes(at: 3) { XCTAssertEqual($0?.count, 0, "an empty blob: empty bytes, not nil") }
+        select.withUnsafeBytes(at: 2) { XCTAssertEqual($0?.count, 0, "empty text: empty bytes, not nil") }
         XCTAssertTrue(try select.step())
         XCTAssertEqual(select.int(at: 0), 1)
         XCTAssertEqual(select.string(at: 2), "opt")

@@ -214,20 +214,23 @@ final class Statement {
         return ColumnAccess.data(stmt, index)
     }
 
-    /// Bytes of a column without a copy: valid until the next step, reset or close.
+    /// Bytes of a column without a copy: valid until the next step, reset or close. nil for NULL and for
+    /// a zero-length BLOB, for which `sqlite3_column_blob` answers NULL: no separate type check.
     func dataNoCopy(at index: Int32) -> Data? {
-        guard let stmt = handle, sqlite3_column_type(stmt, index) != SQLITE_NULL,
-              let bytes = sqlite3_column_blob(stmt, index) else { return nil }
+        guard let stmt = handle, let bytes = sqlite3_column_blob(stmt, index) else { return nil }
         let count = Int(sqlite3_column_bytes(stmt, index))
         return Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: bytes), count: count, deallocator: .none)
     }
 
-    /// Calls `body` with the column's bytes in place (no copy); nil for NULL.
+    /// Calls `body` with the column's bytes in place (no copy); nil for NULL. `sqlite3_column_blob` first:
+    /// it answers NULL only for NULL, an empty value or an out-of-memory conversion, so the type is read
+    /// only then (about 64 instructions a call saved on every other value; callgrind, W2 fast).
     func withUnsafeBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        guard let stmt = handle, sqlite3_column_type(stmt, index) != SQLITE_NULL else { return try body(nil) }
-        let bytes = sqlite3_column_blob(stmt, index)
-        let count = Int(sqlite3_column_bytes(stmt, index))
-        return try body(UnsafeRawBufferPointer(start: bytes, count: bytes == nil ? 0 : count))
+        guard let stmt = handle else { return try body(nil) }
+        if let bytes = sqlite3_column_blob(stmt, index) {
+            return try body(UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(stmt, index))))
+        }
+        return try body(sqlite3_column_type(stmt, index) == SQLITE_NULL ? nil : UnsafeRawBufferPointer(start: nil, count: 0))
     }
 }
 
