@@ -188,7 +188,7 @@ final class TimeIntervalInputTests: XCTestCase {
             // none for NaN, negatives, zero and what rounds to 0 ms.
             let expected: Int32 = seconds > 1e-3 ? .max : 0
             XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), expected, "\(seconds)")
-            XCTAssertFalse(db.maxBusyRetryTimeInterval.isNaN, "NaN reads back as 0, what it means")
+            XCTAssertEqual(db.maxBusyRetryTimeInterval, seconds.isNaN ? 0 : seconds, "NaN reads back as 0, what it means")
         }
         db.maxBusyRetryTimeInterval = 2.5
         XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), 2500)
@@ -196,6 +196,25 @@ final class TimeIntervalInputTests: XCTestCase {
         db.maxBusyRetryTimeInterval = .infinity
         XCTAssertTrue(db.open(), "a reopen applies the stored timeout")
         XCTAssertEqual(db.int(forQuery: "select count(*) from t"), Int32(Self.hostile.count))
+        db.close()
+    }
+
+    /// rekeySafely sets the busy timeout it is given for its own work and puts the connection's back
+    /// after, NaN included.
+    func testRekeySafelyTakesAnyBusyTimeoutAndRestoresTheConnections() throws {
+        let directory = try TemporaryDirectory("fmdb-intervals")
+        let db = FMDatabase(path: directory.path("rekey.db"))
+        XCTAssertTrue(db.open())
+        try db.setKey(using: RawKeyProvider(key: Data(repeating: 1, count: 32)))
+        XCTAssertTrue(db.executeUpdate("create table t (a)"))
+        for (n, seconds) in [TimeInterval.nan, .infinity, -1, 0].enumerated() {
+            db.maxBusyRetryTimeInterval = 2.5
+            XCTAssertEqual(try db.rekeySafely(using: RawKeyProvider(key: Data(repeating: UInt8(n + 2), count: 32)), busyTimeout: seconds),
+                           .done, "\(seconds)")
+            XCTAssertEqual(db.maxBusyRetryTimeInterval, 2.5, "\(seconds)")
+            XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), 2500, "\(seconds)")
+        }
+        XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
         db.close()
     }
 

@@ -215,7 +215,7 @@ final class Statement {
     }
 
     /// Bytes of a column without a copy: valid until the next step, reset or close. nil for NULL and for
-    /// a zero-length BLOB, for which `sqlite3_column_blob` answers NULL: no separate type check.
+    /// a zero-length BLOB or TEXT, for which `sqlite3_column_blob` answers NULL: no separate type check.
     func dataNoCopy(at index: Int32) -> Data? {
         guard let stmt = handle, let bytes = sqlite3_column_blob(stmt, index) else { return nil }
         let count = Int(sqlite3_column_bytes(stmt, index))
@@ -224,7 +224,8 @@ final class Statement {
 
     /// Calls `body` with the column's bytes in place (no copy); nil for NULL. `sqlite3_column_blob` first:
     /// it answers NULL only for NULL, an empty value or an out-of-memory conversion, so the type is read
-    /// only then (about 64 instructions a call saved on every other value; callgrind, W2 fast).
+    /// only then (about 64 instructions a call saved on every other value; callgrind, W2 fast). An
+    /// out-of-memory conversion reads as nil: SQLite resets the value to NULL when it fails.
     func withUnsafeBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         guard let stmt = handle else { return try body(nil) }
         if let bytes = sqlite3_column_blob(stmt, index) {
