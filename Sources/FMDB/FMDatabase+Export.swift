@@ -100,11 +100,10 @@ extension FMDatabase {
         let candidates = settings.format.map { [$0] } ?? CipherFormat.candidates(hint: CipherFormatHints.format(forSalt: salt))
         for format in candidates where !(inDefaults && format == linked) {
             let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: format)).validated()
-            // At least 1 s: max(1, NaN) is 1, where max(NaN, 1) would be NaN.
             let probe = Connection.probeKey(
                 key.sqlcipherKeyBytes(), path: path, flags: SQLITE_OPEN_READONLY, vfs: openVFS,
                 formatStatements: try format.selectionStatements(), pageSize: settings.pageSize,
-                kdfIterations: settings.kdfIterations, busyTimeout: max(1, maxBusyRetryTimeInterval))
+                kdfIterations: settings.kdfIterations, busyTimeout: keyProbeBusyTimeout)
             switch probe {
             case .opens:
                 throw FMDatabaseError(code: SQLITE_FORMAT, message: Self.attachNeedsOtherSettings(format: format, settings: settings))

@@ -28,6 +28,13 @@ public enum FMRekeyOutcome: Equatable, Sendable {
 }
 
 extension FMDatabase {
+    /// The busy timeout of a queue's or pool's rekey when the call gives none: 5 seconds, or the
+    /// connection's `maxBusyRetryTimeInterval` when longer.
+    var sharedRekeyBusyTimeout: TimeInterval { max(5, maxBusyRetryTimeInterval) }
+
+    /// How long a probe of which key opens the file waits for other connections' locks: at least 1 second.
+    var keyProbeBusyTimeout: TimeInterval { max(1, maxBusyRetryTimeInterval) }
+
     /// Changes the key safely, the way the queue, the pool and `fmdb-cipher rekey` do: outside any
     /// transaction, waiting up to `busyTimeout` seconds for other connections' locks; which key opens the
     /// file afterwards is checked on a fresh connection (SQLCipher 3.4.1's own answer cannot be trusted);

@@ -300,7 +300,7 @@ extension FMDatabase {
         // took); when that does not say "new key", again after closing it, since it may hold a lock or
         // leave a hot journal that the probing connection must roll back.
         let settings = keySettings
-        let timeout = max(1, maxBusyRetryTimeInterval)  // at least 1 s; max(1, NaN) is 1, max(NaN, 1) would be NaN
+        let timeout = keyProbeBusyTimeout
         let formatStatements = (try? settings.formatStatements()) ?? []
         func probe(_ key: SecureBytes) -> Connection.KeyProbe {
             Connection.probeKey(key, path: path, flags: openFlags, vfs: openVFS, formatStatements: formatStatements,

@@ -464,7 +464,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
         let outcome: FMRekeyOutcome
         do {
-            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? max(5, db.maxBusyRetryTimeInterval))
+            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
         } catch {
             db.close()
             throw record(error)

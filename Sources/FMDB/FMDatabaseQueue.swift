@@ -297,7 +297,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
             let db = try openDatabase()
-            let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? max(5, db.maxBusyRetryTimeInterval))
+            let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
             keyProvider = provider
             if !db.isOpen {
                 // The rekey took but the connection could not be reopened: the next call reopens it.
