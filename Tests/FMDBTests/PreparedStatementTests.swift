@@ -45,6 +45,20 @@ final class PreparedStatementTests: XCTestCase {
         select.reset()
     }
 
+    func testColumnNamesAndByteCountsReadTheColumnAsked() throws {
+        let db = FMDatabase()
+        XCTAssertTrue(db.open())
+        let select = try db.prepareStatement(
+            "select x'010203' as first, 'four' as second, NULL as third, x'' as fourth, 12345 as fifth, 'héllo' as sixth")
+        XCTAssertEqual((0..<select.columnCount).map { select.columnName(at: $0) },
+                       ["first", "second", "third", "fourth", "fifth", "sixth"])
+        XCTAssertNil(select.columnName(at: 6), "past the last column")
+        XCTAssertNil(select.columnName(at: -1))
+        XCTAssertTrue(try select.step())
+        // Each column's own length, in bytes (UTF-8 for text, the text form of a number).
+        XCTAssertEqual((0..<select.columnCount).map { select.byteCount(at: $0) }, [3, 4, 0, 0, 5, 6])
+    }
+
     func testBindErrorsAreCleanErrors() throws {
         let db = FMDatabase()
         XCTAssertTrue(db.open())

@@ -82,6 +82,7 @@ final class Connection {
 
     func prepare(_ sql: String) throws -> Statement {
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        try settlePendingSQLKey()
         var stmt: OpaquePointer?
         let rc = sql.withCString { cSQL in
             sqlite3_prepare_v2(db, cSQL, -1, &stmt, nil)
@@ -100,13 +101,18 @@ final class Connection {
     /// Runs SQL with no arguments and no rows to read, through `sqlite3_exec`.
     func execute(_ sql: String) throws {
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        try settlePendingSQLKey()
         var errmsg: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(db, sql, nil, nil, &errmsg)
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) }
             sqlite3_free(errmsg)
-            throw execError(message: message, sql: sql)
+            let error = execError(message: message, sql: sql)
+            try settlePendingSQLKey()
+            throw error
         }
+        // A key PRAGMA among the statements: keyed or not, as SQLCipher says.
+        try settlePendingSQLKey()
     }
 
     /// The first column of the first row of `sql` as text, or nil.
@@ -163,6 +169,12 @@ extension Connection {
             return
         }
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        try settlePendingSQLKey()
+        defer {
+            // A key PRAGMA among the statements: keyed or not, as SQLCipher says. When it cannot say, the
+            // flag stays set (the keyed rules hold) and the next statement asks again.
+            _ = try? settlePendingSQLKey()
+        }
         try withoutActuallyEscaping(rowHandler) { handler in
             let box = RowHandlerBox(handler)
             var errmsg: UnsafeMutablePointer<CChar>?
@@ -204,6 +216,7 @@ extension Connection {
     /// nil when only white space and comments are left.
     func prepare(_ bytes: [UInt8], from offset: Int) throws -> (Statement, Int)? {
         guard let db = handle else { throw FMDatabaseError.closed() }
+        try settlePendingSQLKey()
         var stmt: OpaquePointer?
         var consumed = 0
         let rc = bytes.withUnsafeBufferPointer { buffer -> Int32 in

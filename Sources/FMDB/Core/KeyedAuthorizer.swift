@@ -20,13 +20,24 @@ import Foundation
 ///   key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`), `cipher_migrate` (which acts
 ///   without a value), and every cipher PRAGMA, `kdf_iter`, `fast_kdf_iter`, `page_size`, `temp_store` and
 ///   `temp_store_directory` when it **sets** a value, are refused with SQLITE_AUTH; reading one (no value)
-///   stays allowed. `ATTACH` of a file and `sqlcipher_export` from SQL text are refused (`ATTACH ''`, an
+///   stays allowed, and so does `temp_store = MEMORY`, which a keyed connection has already. `ATTACH` of a file and `sqlcipher_export` from SQL text are refused (`ATTACH ''`, an
 ///   in-memory temporary database that VACUUM uses, is not): use
 ///   `attachDatabase(atPath:schema:keyProvider:settings:)` and `exportContents(to:)`, which say in code
 ///   whether the other file is encrypted.
-/// - a connection keyed by SQL text (`PRAGMA key = '…'` or another key PRAGMA with a value, let through on
-///   an unkeyed connection) is keyed from then on: the rules above apply to the statements after it, so
-///   cipher settings go through `CipherSettings`, not SQL.
+/// - a key PRAGMA in SQL text (`PRAGMA key = '…'` or another key PRAGMA with a value) is let through on an
+///   unkeyed connection only with a key SQLCipher would use: an empty value, or a `hexkey`/`hexrekey` value
+///   that is not whole bytes of hexadecimal digits, is refused (SQLCipher 3.4.1 would attach no codec and
+///   go on in plaintext), and so is one while other statements are prepared on the connection (they were
+///   checked as for an unencrypted one). From that statement on the connection is held to the keyed rules, but it
+///   *counts* as keyed only once SQLCipher says a codec is attached (`PRAGMA cipher_provider` answers
+///   only then), checked before the next statement the library prepares or runs
+///   (`Connection.settlePendingSQLKey`): then it gets what a connection keyed through the API gets
+///   (`temp_store = MEMORY`), and a failed-key lockout (below) ends; if no codec is attached, a lockout
+///   stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
+///   statement in the same way.
+/// - when a connection becomes keyed, every statement prepared on it before is expired
+///   (`sqlite3_set_authorizer` again), so SQLite compiles it again, through the keyed rules, before it
+///   next runs: an `ATTACH` of a plaintext file prepared before the key cannot run after it.
 /// - on **every** connection: setting a process-wide SQLCipher default (`cipher_default_*`, `cipher_log*`,
 ///   `cipher_profile`, `cipher_memory_security`) is refused, because it changes how every later keyed
 ///   connection of the process writes its files (a `cipher_default_kdf_iter = 1` would bypass the KDF
@@ -59,8 +70,9 @@ enum KeyedAuthorizerPolicy {
     ]
 
     /// Why SQL text may not run `PRAGMA name [= value]` on this connection, or nil when it may.
-    static func refusal(pragma rawName: String, hasValue: Bool, keyed: Bool) -> String? {
+    static func refusal(pragma rawName: String, value: UnsafePointer<CChar>?, keyed: Bool) -> String? {
         let name = rawName.lowercased()
+        let hasValue = value != nil
         if hasValue, name.hasPrefix("cipher_default_") || processWidePragmas.contains(name) {
             return "PRAGMA \(name) is refused: it changes a process-wide SQLCipher setting, which would weaken or expose every "
                 + "later encrypted connection of this process. Use CipherSettings (or fmdb-cipher's options) for one database."
@@ -74,7 +86,9 @@ enum KeyedAuthorizerPolicy {
             return "PRAGMA \(name) is refused on an encrypted database: it rewrites the file's encryption. "
                 + "Use fmdb-cipher export to convert a database."
         }
-        guard hasValue else { return nil }
+        guard let value else { return nil }
+        // Keeping temporary data in memory is what a keyed connection has already: asking for it is allowed.
+        if name == "temp_store", strcasecmp(value, "memory") == 0 || strcmp(value, "2") == 0 { return nil }
         if name == "temp_store" || name == "temp_store_directory" {
             return "PRAGMA \(name) is refused on an encrypted database: temporary tables and sort files must stay in memory "
                 + "(temp_store = MEMORY), never on disk in plaintext."
@@ -98,6 +112,32 @@ enum KeyedAuthorizerPolicy {
     static let keyRequiredRefusal = "No statement runs on this connection: setKey(using:) failed on a new database, and "
         + "anything written now would be written without encryption. Key it again (setKey(using:)), or close it."
 
+    static let emptyKeyRefusal = "PRAGMA key with an empty value is refused: SQLCipher would not encrypt the database. "
+        + "Give a key of one or more characters, or use setKey(using:)."
+
+    static let keyAfterStatementsRefusal = "PRAGMA key is refused: other statements are prepared on this connection, and "
+        + "they were checked as for an unencrypted database (an ATTACH of a plaintext file would run under the key). "
+        + "Key the connection right after open(), before any other statement, or use setKey(using:)."
+
+    static let badHexKeyRefusal = "PRAGMA hexkey is refused: its value must be whole bytes of hexadecimal digits "
+        + "(SQLCipher would not encrypt the database with anything else). Use setKey(using:) with a RawKeyProvider."
+
+    /// Why SQL text may not key with `value` through the key PRAGMA `name` (lower case), or nil when it may.
+    /// Only what makes SQLCipher attach no codec is refused here; whether one was attached is asked of
+    /// SQLCipher afterwards (`Connection.settlePendingSQLKey`).
+    static func keyValueRefusal(pragma name: String, value: UnsafePointer<CChar>) -> String? {
+        if value.pointee == 0 { return emptyKeyRefusal }
+        guard name == "hexkey" || name == "hexrekey" else { return nil }
+        var length = 0
+        var cursor = value
+        while cursor.pointee != 0 {
+            guard isxdigit(Int32(UInt8(bitPattern: cursor.pointee))) != 0 else { return badHexKeyRefusal }
+            length += 1
+            cursor += 1
+        }
+        return length % 2 == 0 ? nil : badHexKeyRefusal
+    }
+
     static let exportRefusal = "sqlcipher_export is refused in SQL text on an encrypted database: it can write a plaintext copy. "
         + "Use exportContents(to:) after attachDatabase(atPath:schema:keyProvider:), or fmdb-cipher export / decrypt."
 }
@@ -107,12 +147,18 @@ enum KeyedAuthorizerPolicy {
 ///
 /// Not Sendable: touched by the connection's thread only (the authorizer runs inside `sqlite3_prepare*`).
 final class AuthorizerState {
-    /// Set when the connection (or an attached schema) is keyed through this library.
+    /// Set when the connection (or an attached schema) is keyed through this library, or SQLCipher said a
+    /// codec is attached after a key PRAGMA in SQL text.
     var isKeyed = false
+    /// Set when SQL text ran a key PRAGMA with a value on an unkeyed connection: held to the keyed rules,
+    /// but keyed only once SQLCipher says so (`Connection.settlePendingSQLKey`).
+    var sqlKeyPending = false
     /// Set when `setKey(using:)` failed on a new (missing or empty) file: until the connection is keyed,
     /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
     /// the database in plaintext.
     var requiresKey = false
+    /// The connection's handle, for the list of its prepared statements (read only).
+    fileprivate var handle: OpaquePointer?
     /// Nesting depth of `Connection.runningLibraryStatements`.
     fileprivate var libraryDepth = 0
     private var refusal: String?
@@ -124,14 +170,32 @@ final class AuthorizerState {
         return refusal
     }
 
+    /// Why SQL text may not key the connection with the key PRAGMA `name` (lower case) and `value` now, or nil.
+    /// Besides the value (`keyValueRefusal`): no other statement may be prepared on the connection, since
+    /// those were checked as for an unencrypted one (the statement being compiled is on the list too).
+    private func sqlKeyRefusal(pragma name: String, value: UnsafePointer<CChar>) -> String? {
+        if let refusal = KeyedAuthorizerPolicy.keyValueRefusal(pragma: name, value: value) { return refusal }
+        if let db = handle, let first = sqlite3_next_stmt(db, nil), sqlite3_next_stmt(db, first) != nil {
+            return KeyedAuthorizerPolicy.keyAfterStatementsRefusal
+        }
+        return nil
+    }
+
     /// The authorizer's verdict for one action (SQLITE_OK or SQLITE_DENY). `first`/`second` are the
     /// action's two text arguments (https://www.sqlite.org/c3ref/c_alter_table.html).
     fileprivate func decide(action: Int32, first: UnsafePointer<CChar>?, second: UnsafePointer<CChar>?) -> Int32 {
+        // Held to the keyed rules from the key PRAGMA on, before SQLCipher was asked whether it keyed.
+        let keyedRules = isKeyed || sqlKeyPending
         if requiresKey, libraryDepth == 0 {
-            if action == SQLITE_PRAGMA, second != nil, let first,
-               KeyedAuthorizerPolicy.keyPragmas.contains(String(cString: first).lowercased()) {
-                isKeyed = true
-                requiresKey = false
+            // Until the connection is keyed, SQL text may run one thing: a key PRAGMA with a usable value. It
+            // ends the lockout only when SQLCipher then says it keyed (settlePendingSQLKey), never here.
+            if action == SQLITE_PRAGMA, !sqlKeyPending, let second, let first,
+               case let name = String(cString: first).lowercased(), KeyedAuthorizerPolicy.keyPragmas.contains(name) {
+                if let refusal = sqlKeyRefusal(pragma: name, value: second) {
+                    refuse(refusal)
+                    return SQLITE_DENY
+                }
+                sqlKeyPending = true
                 return SQLITE_OK
             }
             refuse(KeyedAuthorizerPolicy.keyRequiredRefusal)
@@ -142,21 +206,26 @@ final class AuthorizerState {
         case SQLITE_PRAGMA:
             guard let first else { return SQLITE_OK }
             let name = String(cString: first)
-            message = KeyedAuthorizerPolicy.refusal(pragma: name, hasValue: second != nil, keyed: isKeyed)
+            var refusal = KeyedAuthorizerPolicy.refusal(pragma: name, value: second, keyed: keyedRules)
             // SQL text that keys the connection itself (`PRAGMA key = '…'`, as FMDB code ported from Apple
-            // platforms may do) makes it a keyed connection from here on: the cipher may then no longer be
+            // platforms may do) holds it to the keyed rules from here on: the cipher may then no longer be
             // weakened by the statements that follow (`PRAGMA kdf_iter = 1`, `cipher_use_hmac = OFF`).
-            if message == nil, !isKeyed, second != nil, KeyedAuthorizerPolicy.keyPragmas.contains(name.lowercased()) {
-                isKeyed = true
-                requiresKey = false
+            // Whether it keyed is asked of SQLCipher before the library's next statement.
+            if refusal == nil, !keyedRules, let second, case let lowered = name.lowercased(),
+               KeyedAuthorizerPolicy.keyPragmas.contains(lowered) {
+                if libraryDepth == 0 {
+                    refusal = sqlKeyRefusal(pragma: lowered, value: second)
+                    if refusal == nil { sqlKeyPending = true }
+                }
             }
+            message = refusal
         case SQLITE_ATTACH:
             // `ATTACH ''` is a temporary database, held in memory under temp_store = MEMORY: VACUUM attaches
             // one itself. Every named file is refused.
             if let first, first.pointee == 0 { return SQLITE_OK }
-            message = isKeyed ? KeyedAuthorizerPolicy.attachRefusal : nil
+            message = keyedRules ? KeyedAuthorizerPolicy.attachRefusal : nil
         case SQLITE_FUNCTION:
-            guard isKeyed, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
+            guard keyedRules, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.exportRefusal
         default:
             return SQLITE_OK
@@ -174,6 +243,7 @@ extension Connection {
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/set_authorizer.html>
     func installAuthorizer() {
         guard let db = handle else { return }
+        authorizerState.handle = db
         let state = Unmanaged.passUnretained(authorizerState).toOpaque()
         sqlite3_set_authorizer(db, { context, action, first, second, _, _ in
             guard let context else { return SQLITE_OK }
@@ -186,10 +256,44 @@ extension Connection {
     }
 
     /// Marks the connection keyed: from now on SQL text may not change its key or cipher (see
-    /// `KeyedAuthorizerPolicy`).
+    /// `KeyedAuthorizerPolicy`). Statements prepared before are expired, so each is compiled again, through
+    /// the keyed rules, before it next runs (`sqlite3_set_authorizer` expires every prepared statement).
     func markKeyed() {
+        let wasKeyed = authorizerState.isKeyed
         authorizerState.isKeyed = true
         authorizerState.requiresKey = false
+        authorizerState.sqlKeyPending = false
+        if !wasKeyed { installAuthorizer() }
+    }
+
+    /// After a key PRAGMA in SQL text: asks SQLCipher whether the main schema now has a codec (only then
+    /// does `PRAGMA cipher_provider` answer) and, when it has, keys the connection as `setKey(_:)` does
+    /// (`markKeyed`, `temp_store = MEMORY`). When it has not, the connection stays unkeyed, and a failed-key
+    /// lockout stays in force. Called before every statement the library prepares or runs, and after
+    /// `sqlite3_exec`; it costs one flag test when no key PRAGMA ran.
+    ///
+    /// Not earlier than that: SQLCipher keys while it compiles the PRAGMA, and expiring the PRAGMA's own
+    /// statement before it ran would compile it again under the keyed rules, which refuse it.
+    @inline(__always)
+    func settlePendingSQLKey() throws {
+        guard authorizerState.sqlKeyPending else { return }
+        try settleSQLKey()
+    }
+
+    private func settleSQLKey() throws {
+        // Cleared while asking (the question is a statement of its own); set again when SQLCipher could not
+        // answer, so the keyed rules keep holding.
+        authorizerState.sqlKeyPending = false
+        let provider: String?
+        do {
+            provider = try runningLibraryStatements { try pragmaText("PRAGMA main.cipher_provider") }
+        } catch {
+            authorizerState.sqlKeyPending = true
+            throw error
+        }
+        guard provider != nil else { return }
+        markKeyed()
+        try runningLibraryStatements { try execute("PRAGMA temp_store = MEMORY") }
     }
 
     /// After a failed `setKey(using:)` on a new file: SQL text runs nothing but a key PRAGMA until the
