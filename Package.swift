@@ -68,7 +68,7 @@ let package = Package(
         // (TestSupport's builtProduct looks there and nowhere else).
         .testTarget(
             name: "fmdb-cipherTests",
-            dependencies: ["FMDB", "TestSupport", "fmdb-cipher"],
+            dependencies: ["FMDB", "TestSupport", "fmdb-cipher", "fmdb-test-helper"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .testTarget(

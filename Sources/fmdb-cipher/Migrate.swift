@@ -10,7 +10,8 @@ struct Migrate: ParsableCommand {
             the contents are copied with sqlcipher_export into a temporary file beside the target in SQLCipher \
             4's format under the same key (a passphrase gets SQLCipher 4's KDF), verified (integrity check, \
             same tables and row counts) and renamed into place: SRC is intact on any failure. In place, SRC is \
-            replaced only when no other process holds it open (a -wal or -journal beside it: exit 75). \
+            replaced only when no other process has it open (exit 75, naming the process), and SRC's write lock \
+            is held from before the copy until it is replaced, so no write can land in between. \
             The journal mode is not copied: set PRAGMA journal_mode = WAL again if the application used it.
 
             A slotted SRC (keys) is opened through a slot (--kdf slot, slot-raw or slot-recovery; other keys \
@@ -31,6 +32,24 @@ struct Migrate: ParsableCommand {
     @OptionGroup var key: KeyOptions
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).") var force = false
     @Flag(help: "No progress output.") var quiet = false
+
+    /// Refuses (exit 75) when another process has SRC open: after the rename it would go on writing to the
+    /// replaced file, and every write it acknowledged from then on would be lost. Other users' processes,
+    /// whose descriptors cannot be read without privilege, matter only when SRC is writable by others:
+    /// then "could not check" refuses too.
+    func refuseIfOpenElsewhere() throws {
+        var status = stat()
+        guard let open = OpenElsewhere.check(source), stat(source, &status) == 0,
+              open.unreadable == 0 || (status.st_mode & 0o022) == 0 else {
+            throw CLIError("cannot check whether another process has \(source) open: not replaced; migrate into a new "
+                           + "file (fmdb-cipher migrate SRC DEST) instead", code: Exit.busy)
+        }
+        if !open.holders.isEmpty {
+            let pids = open.holders.prefix(5).map(String.init).joined(separator: ", ")
+            throw CLIError("\(source) is open in another process (pid \(pids)): not replaced; stop it and try again, "
+                           + "or migrate into a new file (fmdb-cipher migrate SRC DEST)", code: Exit.busy)
+        }
+    }
 
     func run() throws {
         try runReportingErrors {
@@ -57,15 +76,24 @@ struct Migrate: ParsableCommand {
                 )
             }
             let provider = try key.kdf.provider(KeyReader().read(key.source, what: "key for \(source)"))
-            let current: CipherFormat? = try {
-                let db = try DatabaseFiles.open(source, provider: provider, settings: key.settings, readOnly: true)
-                defer { db.close() }
-                return db.cipherFormat
-            }()
+            // In place, this connection holds SRC's write lock from before the copy until after the rename, so
+            // no other connection commits a write the copy would not hold.
+            let holder = try DatabaseFiles.open(source, provider: provider, settings: key.settings, readOnly: destination != nil)
+            defer { holder.close() }
+            let current = holder.cipherFormat
             if current == .v4, destination == nil {
                 if !quiet { FileHandle.standardError.write(Data("\(source) is already in SQLCipher 4's format: nothing to do\n".utf8)) }
                 return
             }
+            if destination == nil {
+                try refuseIfOpenElsewhere()
+                do {
+                    try holder.executeUpdate("BEGIN IMMEDIATE", values: nil)
+                } catch {
+                    throw CLIError.from(error, context: source)
+                }
+            }
+            defer { if destination == nil, holder.isInTransaction { holder.rollback() } }
             let target = destination ?? source
             // In place, the copy goes to a staging file first: DatabaseCopy never writes over its SRC.
             let staged = destination == nil
@@ -94,8 +122,10 @@ struct Migrate: ParsableCommand {
                     if slotted, FileManager.default.contents(atPath: slotPath) != slotsBefore {
                         throw CLIError("the key slots of \(source) changed during the migration: not replaced; try again", code: Exit.busy)
                     }
-                    // SRC's connection is closed: a side file left now belongs to another process, whose writes
-                    // the upgraded copy would not hold.
+                    // The copy's own connection to SRC is closed and this one holds the write lock: a side file
+                    // with content belongs to another process, whose writes the upgraded copy would not hold. A
+                    // process that has SRC open would go on writing to the replaced file: refused too.
+                    try refuseIfOpenElsewhere()
                     for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {
                         throw CLIError("\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
                                        code: Exit.busy)
@@ -109,6 +139,8 @@ struct Migrate: ParsableCommand {
                 }
             }
             committed = true
+            // The lock is released on the replaced file's inode; the connection closes with it.
+            if holder.isInTransaction { holder.rollback() }
             if !quiet {
                 let from = current?.description ?? "SQLCipher"
                 FileHandle.standardError.write(Data("migrated \(source) (\(from)) → \(target) (SQLCipher 4)\n".utf8))

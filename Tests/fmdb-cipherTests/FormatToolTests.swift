@@ -56,6 +56,57 @@ final class FormatToolTests: XCTestCase {
         XCTAssertTrue(text.stdout.contains("format: SQLCipher 2"), text.stdout)
     }
 
+    /// In place, SRC is replaced only when no other process has it open: that process would go on writing
+    /// to the replaced file, and a write it acknowledged after the copy would be lost. Rollback-journal
+    /// mode, where an idle connection leaves no side file.
+    func testMigrateInPlaceRefusesWhileAnotherProcessHasTheDatabaseOpen() throws {
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
+        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"), "build the fmdb-test-helper product first")
+        let hex = String(repeating: "5c", count: 32)
+        let file = path("busy.db")
+        let db = FMDatabase(path: file)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: RawKeyProvider(key: Data(repeating: 0x5C, count: 32)), settings: CipherSettings(format: .v3))
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE acks (n INTEGER PRIMARY KEY, payload BLOB, note TEXT)"))
+        db.close()
+
+        // A writer that commits and acknowledges transactions, with the database open throughout.
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: helper)
+        writer.arguments = ["writer", file, "delete", hex]
+        let acks = Pipe()
+        writer.standardOutput = acks
+        try writer.run()
+        defer { if writer.isRunning { writer.terminate() } }
+        var acknowledged = ""
+        while !acknowledged.contains("\n3\n") {
+            let data = acks.fileHandleForReading.availableData
+            guard !data.isEmpty else { return XCTFail("the writer ended: \(writer.terminationStatus)") }
+            acknowledged += String(decoding: data, as: UTF8.self)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["K"] = hex
+        let refused = try runProcess(tool, ["migrate", file, "--kdf", "raw", "--key-env", "K", "--quiet"], input: "",
+                                     environment: environment)
+        XCTAssertEqual(refused.status, 75, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("open in another process (pid \(writer.processIdentifier)"), refused.stderr)
+        writer.terminate()
+        writer.waitUntilExit()
+        acknowledged += String(decoding: acks.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let last = try XCTUnwrap(acknowledged.split(separator: "\n").compactMap { Int($0) }.max())
+
+        // Nobody has it open now: migrated, and every acknowledged transaction is in the new file.
+        let migrated = try runProcess(tool, ["migrate", file, "--kdf", "raw", "--key-env", "K", "--quiet"], input: "",
+                                      environment: environment)
+        XCTAssertEqual(migrated.status, 0, migrated.stderr)
+        let reader = FMDatabase(path: file)
+        XCTAssertTrue(reader.open())
+        defer { reader.close() }
+        try reader.setKey(using: RawKeyProvider(key: Data(repeating: 0x5C, count: 32)))
+        XCTAssertEqual(reader.cipherFormat, .v4)
+        XCTAssertGreaterThanOrEqual(Int(reader.int(forQuery: "SELECT max(n) FROM acks")), last)
+    }
+
     func testMigrateUpgradesInPlaceAndIntoDestOrRefusesClearly() throws {
         let old = try makeDatabase("old.db", format: .v3)
         guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
