@@ -6,7 +6,8 @@ import XCTest
 /// Which data key a slotted database is under is asked of the file, and only a positive answer drives a
 /// write, an escrow or a key handed out: a lock, a hot journal or an I/O error is "could not check", never
 /// "does not open". Also: every rekey path keeps rekeySafely's three outcomes, a plain rekey of a slotted
-/// database is refused, revocation is checked on the file as written, and slot costs are bounded.
+/// database is refused, revocation is checked on the file as written, and a recovery key's symbols are
+/// wiped.
 final class KeySlotProbeTests: XCTestCase {
     var directory: TemporaryDirectory!
     let cheap = KeySlotKDF.unsafePBKDF2SHA512(iterations: 1_000)
@@ -257,5 +258,28 @@ final class KeySlotProbeTests: XCTestCase {
                                                   kdf: .scrypt(n: 1 << 14, r: 8, p: 1024)))
         XCTAssertThrowsError(try KeySlots.addSlot(to: scryptPath, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"),
                                                   kdf: .pbkdf2SHA512(iterations: 10_000_001)))
+    }
+
+    func testRecoveryKeySymbolsLiveInWipedStorage() throws {
+        let wiped = Locked([String]())
+        SecureBytes.setWipeObserver { buffer in
+            wiped.withLock { $0.append(buffer.allSatisfy { $0 == 0 } ? "zero:\(buffer.count)" : "DIRTY:\(buffer.count)") }
+        }
+        defer { SecureBytes.setWipeObserver(nil) }
+        var text = ""
+        do {
+            let generated = try RecoveryKeyCode.generate()
+            text = generated.text.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        let afterFormat = wiped.withLock { $0 }
+        XCTAssertTrue(afterFormat.contains("zero:36"), "the symbols of a generated key were wiped: \(afterFormat)")
+        wiped.withLock { $0.removeAll() }
+        do {
+            let secret = try KeySlotSecret.recoveryKey(text.lowercased())
+            XCTAssertEqual(secret.bytes.count, 20)
+        }
+        let afterParse = wiped.withLock { $0 }
+        XCTAssertTrue(afterParse.contains("zero:36"), "the decoded symbols were wiped: \(afterParse)")
+        XCTAssertFalse(afterParse.contains { $0.hasPrefix("DIRTY") })
     }
 }
