@@ -521,7 +521,19 @@ public enum KeySlots {
     /// so a hot journal left by an interrupted commit is rolled back first, as any opener would; waiting up
     /// to `busyTimeout` for other connections' locks. Only SQLITE_NOTADB from reading the schema of a file
     /// that was opened, locked and read is "does not open"; every other error is "could not check".
+    /// A copy made with other cipher settings (`export` with a page size) needs them to open: SQLITE_NOTADB
+    /// is "does not open" only once every page size SQLCipher allows was tried (raw keys: no KDF, so each
+    /// try is one page read).
     static func probe(_ path: String, key: SecureBytes, busyTimeout: TimeInterval = probeBusyTimeout) -> Connection.KeyProbe {
+        var answer = Connection.KeyProbe.couldNotCheck(FMDatabaseError(code: SQLITE_ERROR))
+        for pageSize in [nil, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536] as [Int?] {
+            answer = probe(path, key: key, pageSize: pageSize, busyTimeout: busyTimeout)
+            guard case .doesNotOpen = answer else { return answer }
+        }
+        return answer
+    }
+
+    private static func probe(_ path: String, key: SecureBytes, pageSize: Int?, busyTimeout: TimeInterval) -> Connection.KeyProbe {
         let db = FMDatabase(path: path)
         db.logsErrors = false
         db.maxBusyRetryTimeInterval = busyTimeout
@@ -530,7 +542,7 @@ public enum KeySlots {
         }
         defer { db.close() }
         do {
-            try db.setKey(using: RawKeyProvider(key: .raw(secure: key, salt: nil)))
+            try db.setKey(using: RawKeyProvider(key: .raw(secure: key, salt: nil)), settings: CipherSettings(pageSize: pageSize))
             return .opens
         } catch let error as FMDatabaseError {
             return Connection.classify(error)
