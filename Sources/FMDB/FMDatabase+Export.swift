@@ -109,7 +109,8 @@ extension FMDatabase {
                 throw FMDatabaseError(code: SQLITE_FORMAT, message: Self.attachNeedsOtherSettings(format: format, settings: settings))
             case .locked:
                 throw FMDatabaseError(code: SQLITE_BUSY, message: "\(path) stayed locked by another connection.")
-            case .doesNotOpen:
+            case .doesNotOpen, .couldNotCheck:
+                // Another format is tried; the error below says what the linked format met.
                 continue
             }
         }

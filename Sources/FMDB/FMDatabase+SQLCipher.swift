@@ -116,6 +116,7 @@ extension FMDatabase {
     ///   neither key opens it. Returning means the new key is in force.
     public func rekey(using provider: any KeyProvider) throws {
         try recording {
+            try refuseRekeyBesideSlotFile()
             let key = try provider.key(for: keyRequest().request).validated()
             try rekeyConnection(to: key.sqlcipherKeyBytes())
         }
@@ -250,6 +251,7 @@ extension FMDatabase {
     /// `sqlite3_rekey_v2` with the checks SQLCipher 3.4.1 does not make itself.
     func rekeyConnection(to newKey: SecureBytes) throws {
         let connection = try requireConnection()
+        try refuseRekeyBesideSlotFile()
         guard !newKey.isEmpty else {
             throw FMDatabaseError.misuse("An empty key was given: the database would not be encrypted.")
         }
@@ -317,14 +319,14 @@ extension FMDatabase {
         switch newKeyOpens {
         case .opens:
             verdict = .done
-        case .locked:
+        case .locked, .couldNotCheck:
             // Nobody could read the file: fall back to the counter, and say so.
-            logger.warning("After the rekey the database stayed locked; judged by SQLite's written-pages counter.")
+            logger.warning("After the rekey the database could not be read; judged by SQLite's written-pages counter.")
             verdict = tookByCounter ? .done : .notDone
         case .doesNotOpen:
             switch probe(oldKey) {
             case .opens: verdict = .notDone
-            case .locked: verdict = tookByCounter ? .done : .notDone
+            case .locked, .couldNotCheck: verdict = tookByCounter ? .done : .notDone
             case .doesNotOpen(let error): verdict = .neitherKeyOpens(error)
             }
         }
@@ -351,6 +353,18 @@ extension FMDatabase {
                     + "restore it from a backup."
             )
         }
+    }
+
+    /// A database with a slot file beside it is under a data key the slots wrap: a plain rekey would
+    /// leave every slot opening nothing. Only `KeySlots.rotateDataKey` changes its key.
+    func refuseRekeyBesideSlotFile() throws {
+        guard !isKeySlotRotation, isFileBacked, let path = databasePath else { return }
+        var info = stat()
+        guard lstat(KeySlotFile.path(forDatabaseAt: path), &info) == 0 else { return }
+        throw FMDatabaseError.misuse(
+            "\(path) has key slots (\(KeySlotFile.path(forDatabaseAt: path))): a plain rekey would make every slot stop opening it. "
+                + "Change a slot with KeySlots.changeSlot, or the data key itself with KeySlots.rotateDataKey."
+        )
     }
 
     private enum RekeyVerdict {

@@ -107,6 +107,9 @@ public final class FMDatabase {
     var appliedKey: SecureBytes?
     /// The cipher settings `setKey(using:settings:)` applied with that key (re-applied on reopen).
     var keySettings = CipherSettings()
+    /// Set only by `KeySlots.rotateDataKey`: this connection's rekey is a data key rotation, which
+    /// re-wraps the slots beside the file; every other rekey of a slotted database is refused.
+    var isKeySlotRotation = false
 
     /// A database at `path`. nil: in-memory; "": a temporary file, deleted on close.
     public init(path: String?) {

@@ -1,5 +1,6 @@
 import CSQLCipher
 import Foundation
+import Logging
 
 /// Key slots ("envelope keys"): a database encrypted with a random 256-bit data key that is never
 /// shown or stored in clear, and any number of ways to unlock it — passphrases, raw keys, a recovery
@@ -134,7 +135,9 @@ public enum KeySlots {
     /// try KeySlots.addSlot(to: path, unlockingWith: .passphrase("admin"), newSecret: .passphrase("service"))
     /// ```
     /// - Returns: the new slot.
-    /// - Throws: `FMDatabaseError` (SQLITE_NOTADB when no slot accepts `secret`; see `KeySlotKeyProvider`).
+    /// - Throws: `FMDatabaseError` (SQLITE_NOTADB when no slot accepts `secret`; SQLITE_MISUSE when
+    ///   `newSecret` already opens a slot: a second slot for one secret could not be revoked on its own;
+    ///   see `KeySlotKeyProvider`).
     @discardableResult
     public static func addSlot(
         to path: String, unlockingWith secret: KeySlotSecret, newSecret: KeySlotSecret, kdf: KeySlotKDF = .default
@@ -144,6 +147,7 @@ public enum KeySlots {
             throw FMDatabaseError.misuse("Recovery keys are generated, not given: use addRecoverySlot.")
         }
         return try modify(path, unlockingWith: secret) { file, keys, _ in
+            try refuseSecretThatOpensASlot(newSecret, in: file)
             let slot = try file.makeSlot(id: nextID(file), secret: newSecret, kdf: kdf, dataKeys: keys)
             file.body.slots.append(slot)
             return info(slot)
@@ -172,14 +176,32 @@ public enum KeySlots {
     /// ```swift
     /// try KeySlots.removeSlot(2, from: path, unlockingWith: .passphrase("admin"))
     /// ```
-    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE: no such slot, or the last one).
+    ///
+    /// When `secret` is the removed slot's own secret, the removal is a revocation, checked on the slot file
+    /// as written: `secret` must open no slot afterwards. A secret that also opens another slot (two slots
+    /// made for one secret before `addSlot` refused that) is refused: `changeSlot` merges its slots into one.
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE: no such slot, the last one, or `secret` opens the removed
+    ///   slot and another).
     public static func removeSlot(_ id: Int, from path: String, unlockingWith secret: KeySlotSecret) throws {
-        try modify(path, unlockingWith: secret) { file, _, _ in
+        let secret = try secret.validated()
+        var revoking = false
+        try modify(path, unlockingWith: secret, revoking: { revoking ? secret : nil }) { file, _, _ in
             guard file.body.slots.contains(where: { $0.id == id }) else {
                 throw FMDatabaseError.misuse("There is no key slot \(id).")
             }
             guard file.body.slots.count > 1 else {
                 throw FMDatabaseError.misuse("Slot \(id) is the last key slot: removing it would make the database unreadable.")
+            }
+            let opened = try file.slotIDs(openedBy: secret)
+            if opened.contains(id) {
+                let others = opened.filter { $0 != id }
+                guard others.isEmpty else {
+                    throw FMDatabaseError.misuse(
+                        "The secret of key slot \(id) also opens slot(s) \(others.map(String.init).joined(separator: ", ")): removing "
+                            + "slot \(id) would not revoke it. Change that secret (its slots are merged into one), then remove that slot."
+                    )
+                }
+                revoking = true
             }
             file.body.slots.removeAll { $0.id == id }
         }
@@ -191,6 +213,11 @@ public enum KeySlots {
     /// ```swift
     /// try KeySlots.changeSlot(of: path, from: .passphrase("old"), to: .passphrase("new"))
     /// ```
+    ///
+    /// The revocation is checked on the slot file as written: `old` opens no slot afterwards. When `old`
+    /// opens several slots (made for one secret before `addSlot` refused that), the first is changed and
+    /// the others are removed.
+    /// - Throws: `FMDatabaseError`: SQLITE_MISUSE when `new` already opens a slot; see `KeySlotKeyProvider`.
     /// - Note: someone who kept a copy of the old slot file and knows the old secret can still unwrap
     ///   the data key from that copy. Use `rotateDataKey` when that matters.
     @discardableResult
@@ -199,12 +226,17 @@ public enum KeySlots {
         guard new.kind != .recoveryKey else {
             throw FMDatabaseError.misuse("Recovery keys are generated, not given: use addRecoverySlot, then removeSlot.")
         }
-        return try modify(path, unlockingWith: old) { file, keys, unlockedID in
+        let old = try old.validated()
+        return try modify(path, unlockingWith: old, revoking: { old }) { file, keys, unlockedID in
+            try refuseSecretThatOpensASlot(new, in: file)
             guard let index = file.body.slots.firstIndex(where: { $0.id == unlockedID }) else {
                 throw FMDatabaseError.misuse("Internal: the unlocked slot vanished.")
             }
+            // Every other slot `old` opens goes: `old` must open nothing afterwards.
+            let duplicates = Set(try file.slotIDs(openedBy: old)).subtracting([unlockedID])
             let slot = try file.makeSlot(id: unlockedID, secret: new, kdf: kdf, dataKeys: keys)
             file.body.slots[index] = slot
+            file.body.slots.removeAll { duplicates.contains($0.id) }
             return info(slot)
         }
     }
@@ -225,7 +257,8 @@ public enum KeySlots {
         let slotPath = slotFilePath(forDatabaseAt: path)
         let salt = try databaseSalt(path)
         let opened = try unlock(KeySlotStorage.read(slotPath), secret: secret.validated(), slotID: nil, databaseSalt: salt, slotPath: slotPath)
-        let key = try opened.currentDataKey(databasePath: path)
+        // Only a key the database positively opens with is handed out for escrow.
+        let key = try opened.currentDataKey(databasePath: path, verifying: true)
         return try key.lowercaseHex().withUnsafeBytes(body)
     }
 
@@ -244,16 +277,36 @@ public enum KeySlots {
     /// ```swift
     /// try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("admin"), .passphrase("ops")])
     /// ```
-    /// - Throws: `FMDatabaseError`; SQLITE_BUSY when another connection holds the database (the old key
-    ///   and slot file then stay in force).
-    public static func rotateDataKey(of path: String, secrets: [KeySlotSecret], droppingUnmatchedSlots: Bool = false) throws {
+    /// Its outcome is the one every rekey has (`FMRekeyOutcome`, as `FMDatabase.rekeySafely`), decided by
+    /// which key opens the file:
+    /// - it **throws**: not done, the old data key still opens the database (SQLITE_BUSY when another
+    ///   connection held it; the old slot file is put back). When after a failure neither key could be
+    ///   checked, the pending slot file (which wraps both keys) is left in place: it opens the database
+    ///   whichever key it is under, and the next slot change settles it. SQLITE_CORRUPT: neither key opens it;
+    /// - `.done`: only the new data key opens the database. Should the last slot file write (3) fail, the
+    ///   rotation is still done: the file stays pending, opens through every kept slot, and is finished
+    ///   by the next slot change (a warning is logged);
+    /// - `.checkpointPending(error)`: only the new key opens the database, but the WAL checkpoint could not
+    ///   run (another connection was reading): until a later checkpoint the main file still holds pages
+    ///   under the old data key.
+    @discardableResult
+    public static func rotateDataKey(of path: String, secrets: [KeySlotSecret], droppingUnmatchedSlots: Bool = false) throws -> FMRekeyOutcome {
+        try rotateDataKey(of: path, secrets: secrets, droppingUnmatchedSlots: droppingUnmatchedSlots, finishing: true)
+    }
+
+    /// `rotateDataKey`; without `finishing` it stops before the last slot file write (3), as a crash there
+    /// would (tests).
+    static func rotateDataKey(
+        of path: String, secrets: [KeySlotSecret], droppingUnmatchedSlots: Bool, finishing: Bool,
+        busyTimeout: TimeInterval = probeBusyTimeout
+    ) throws -> FMRekeyOutcome {
         guard let first = secrets.first else { throw FMDatabaseError.misuse("Rotating the data key needs at least one secret.") }
         let slotPath = slotFilePath(forDatabaseAt: path)
-        try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {
+        return try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {
             let salt = try databaseSalt(path)
             let original = try KeySlotStorage.read(slotPath)
             var opened = try unlock(original, secret: first.validated(), slotID: nil, databaseSalt: salt, slotPath: slotPath)
-            let oldKey = try opened.settle(databasePath: path)
+            let oldKey = try opened.settle(databasePath: path, busyTimeout: busyTimeout)
             var file = opened.file
             let oldGeneration = file.body.generation
             var keks: [Int: SecureBytes] = [:]
@@ -282,27 +335,43 @@ public enum KeySlots {
             }
             try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath)
             // (2) The rekey.
+            var outcome: FMRekeyOutcome
             do {
                 let db = FMDatabase(path: path)
                 db.logsErrors = false
-                let flags = SQLITE_OPEN_READWRITE
-                guard db.open(withFlags: flags) else { throw db.lastError() }
+                db.isKeySlotRotation = true
+                guard db.open(withFlags: SQLITE_OPEN_READWRITE) else { throw db.lastError() }
                 defer { db.close() }
                 try db.setKey(using: RawKeyProvider(key: .raw(secure: oldKey, salt: nil)))
-                // .checkpointPending is still a changed key: the WAL is finished by the last connection to close.
-                _ = try db.rekeySafely(using: RawKeyProvider(key: .raw(secure: newKey, salt: nil)))
+                outcome = try db.rekeySafely(using: RawKeyProvider(key: .raw(secure: newKey, salt: nil)))
             } catch {
-                // The database is still under the old key: put the old slot file back.
-                if !probe(path, key: newKey) { try? KeySlotStorage.writeAtomically(original, to: slotPath) }
-                throw error
+                // Which key opens the file decides, as for every rekey. The old slot file goes back only when
+                // the old key positively opens the database; when neither could be checked the pending file
+                // stays: it wraps both keys, so it opens the database whichever it is under.
+                if case .opens = probe(path, key: newKey, busyTimeout: busyTimeout) {
+                    outcome = .done
+                } else {
+                    if case .opens = probe(path, key: oldKey, busyTimeout: busyTimeout) {
+                        try? KeySlotStorage.writeAtomically(original, to: slotPath)
+                    }
+                    throw error
+                }
             }
+            guard finishing else { return outcome }
             // (3) Only the new key.
             file.body.generation = newGeneration
             file.body.pendingGeneration = nil
             for index in file.body.slots.indices {
                 file.body.slots[index].wraps.removeAll { $0.generation != newGeneration }
             }
-            try KeySlotStorage.writeAtomically(file.serialized(dataKeys: [newGeneration: newKey]), to: slotPath)
+            do {
+                try KeySlotStorage.writeAtomically(file.serialized(dataKeys: [newGeneration: newKey]), to: slotPath)
+            } catch {
+                // The database is under the new key: the rotation is done. The pending file opens it through
+                // every kept slot, and the next slot change finishes it.
+                Logger(label: "fmdb").warning("The data key was rotated, but the key slot file stays pending (both keys wrapped): \(error)")
+            }
+            return outcome
         }
     }
 
@@ -314,18 +383,48 @@ public enum KeySlots {
         let slotID: Int
         let dataKeys: [Int: SecureBytes]
 
-        /// The key the database is under: the current generation's, or during a pending rotation
-        /// whichever of the two opens the database.
-        func currentDataKey(databasePath: String) throws -> SecureBytes {
+        /// The key the database is under, asked of the file itself: during a pending rotation the one of
+        /// the two that positively opens the database (never a guess: a lock held past the busy timeout, a
+        /// hot journal that cannot be rolled back or an I/O error throws, with the cause); otherwise the
+        /// current generation's, checked against the file when `verifying` (escrow, printing).
+        /// - Throws: SQLITE_BUSY (or the real cause) when the file could not be checked; SQLITE_NOTADB when
+        ///   no data key of the slot file opens it.
+        func currentDataKey(databasePath: String, verifying: Bool = false,
+                            busyTimeout: TimeInterval = KeySlots.probeBusyTimeout) throws -> SecureBytes {
             guard let current = dataKeys[file.body.generation] else { throw KeySlotFile.corrupt("a generation is missing") }
-            guard let pending = file.body.pendingGeneration, let next = dataKeys[pending] else { return current }
-            return KeySlots.probe(databasePath, key: next) ? next : current
+            guard let pending = file.body.pendingGeneration, let next = dataKeys[pending] else {
+                guard verifying else { return current }
+                let probe = KeySlots.probe(databasePath, key: current, busyTimeout: busyTimeout)
+                switch probe {
+                case .opens: return current
+                case .doesNotOpen:
+                    throw FMDatabaseError(code: SQLITE_NOTADB, message: "The data key in the key slot file does not open \(databasePath).")
+                case .locked, .couldNotCheck:
+                    throw KeySlots.uncheckedError(databasePath, probe)
+                }
+            }
+            let nextProbe = KeySlots.probe(databasePath, key: next, busyTimeout: busyTimeout)
+            if case .opens = nextProbe { return next }
+            // Still locked after the whole busy timeout: the other key would only wait as long again.
+            if case .locked = nextProbe { throw KeySlots.uncheckedError(databasePath, nextProbe) }
+            let currentProbe = KeySlots.probe(databasePath, key: current, busyTimeout: busyTimeout)
+            if case .opens = currentProbe { return current }
+            if case .doesNotOpen = nextProbe, case .doesNotOpen = currentProbe {
+                throw FMDatabaseError(
+                    code: SQLITE_NOTADB,
+                    message: "Neither data key of the pending rotation in the key slot file opens \(databasePath)."
+                )
+            }
+            // One of the two could not be checked: which key the database is under is not known, so no
+            // generation is chosen, dropped or handed out.
+            if case .doesNotOpen = currentProbe { throw KeySlots.uncheckedError(databasePath, nextProbe) }
+            throw KeySlots.uncheckedError(databasePath, currentProbe)
         }
 
-        /// Finishes a pending rotation in the file (in memory): keeps only the generation the database
-        /// is under. Returns its data key.
-        mutating func settle(databasePath: String) throws -> SecureBytes {
-            let key = try currentDataKey(databasePath: databasePath)
+        /// Finishes a pending rotation in the file (in memory): keeps only the generation whose key
+        /// positively opens the database (see `currentDataKey`). Returns its data key.
+        mutating func settle(databasePath: String, busyTimeout: TimeInterval = KeySlots.probeBusyTimeout) throws -> SecureBytes {
+            let key = try currentDataKey(databasePath: databasePath, busyTimeout: busyTimeout)
             guard let pending = file.body.pendingGeneration, let next = dataKeys[pending] else { return key }
             let kept = next.isEqual(to: key) ? pending : file.body.generation
             file.body.generation = kept
@@ -364,10 +463,11 @@ public enum KeySlots {
     }
 
     /// Read-modify-write of the slot file under the lock: unlock with `secret`, settle a pending
-    /// rotation, let `change` edit the file, write it atomically.
+    /// rotation, let `change` edit the file, write it atomically. When `revoking` (asked after `change`)
+    /// names a secret, the file as written is read back and must give it no slot.
     @discardableResult
     private static func modify<T>(
-        _ path: String, unlockingWith secret: KeySlotSecret,
+        _ path: String, unlockingWith secret: KeySlotSecret, revoking: () -> KeySlotSecret? = { nil },
         _ change: (inout KeySlotFile, [Int: SecureBytes], Int) throws -> T
     ) throws -> T {
         let slotPath = slotFilePath(forDatabaseAt: path)
@@ -380,7 +480,25 @@ public enum KeySlots {
             let result = try change(&file, keys, opened.slotID)
             try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath)
             KeySlotStorage.removeStaleTemporaries(of: slotPath)
+            if let revoked = revoking() {
+                let written = try KeySlotFile.parse(KeySlotStorage.read(slotPath)).file
+                let still = try written.slotIDs(openedBy: revoked)
+                guard still.isEmpty else {
+                    throw FMDatabaseError(
+                        code: SQLITE_ERROR,
+                        message: "The revoked secret still opens key slot(s) \(still.map(String.init).joined(separator: ", ")) of the file as written."
+                    )
+                }
+            }
             return result
+        }
+    }
+
+    /// Refuses `secret` as a new slot's when it already opens a slot: two slots for one secret could not
+    /// be revoked one at a time.
+    private static func refuseSecretThatOpensASlot(_ secret: KeySlotSecret, in file: KeySlotFile) throws {
+        if let id = try file.slotIDs(openedBy: secret).first {
+            throw FMDatabaseError.misuse("This secret already opens key slot \(id): a second slot for it is refused.")
         }
     }
 
@@ -396,13 +514,51 @@ public enum KeySlots {
         }
     }
 
-    /// Whether `key` opens the database at `path` (read-only connection).
-    static func probe(_ path: String, key: SecureBytes) -> Bool {
+    /// How long a check of which data key opens the database waits for other connections' locks.
+    static let probeBusyTimeout: TimeInterval = 5
+
+    /// What `key` finds in the database at `path`, asked of the file on a separate connection: read-write,
+    /// so a hot journal left by an interrupted commit is rolled back first, as any opener would; waiting up
+    /// to `busyTimeout` for other connections' locks. Only SQLITE_NOTADB from reading the schema of a file
+    /// that was opened, locked and read is "does not open"; every other error is "could not check".
+    /// A copy made with other cipher settings (`export` with a page size) needs them to open: SQLITE_NOTADB
+    /// is "does not open" only once every page size SQLCipher allows was tried (raw keys: no KDF, so each
+    /// try is one page read).
+    static func probe(_ path: String, key: SecureBytes, busyTimeout: TimeInterval = probeBusyTimeout) -> Connection.KeyProbe {
+        var answer = Connection.KeyProbe.couldNotCheck(FMDatabaseError(code: SQLITE_ERROR))
+        for pageSize in [nil, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536] as [Int?] {
+            answer = probe(path, key: key, pageSize: pageSize, busyTimeout: busyTimeout)
+            guard case .doesNotOpen = answer else { return answer }
+        }
+        return answer
+    }
+
+    private static func probe(_ path: String, key: SecureBytes, pageSize: Int?, busyTimeout: TimeInterval) -> Connection.KeyProbe {
         let db = FMDatabase(path: path)
         db.logsErrors = false
-        guard db.open(withFlags: SQLITE_OPEN_READONLY) else { return false }
+        db.maxBusyRetryTimeInterval = busyTimeout
+        guard db.open(withFlags: SQLITE_OPEN_READWRITE) else {
+            return .couldNotCheck((db.lastError() as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_CANTOPEN))
+        }
         defer { db.close() }
-        return (try? db.setKey(using: RawKeyProvider(key: .raw(secure: key, salt: nil)))) != nil
+        do {
+            try db.setKey(using: RawKeyProvider(key: .raw(secure: key, salt: nil)), settings: CipherSettings(pageSize: pageSize))
+            return .opens
+        } catch let error as FMDatabaseError {
+            return Connection.classify(error)
+        } catch {
+            return .couldNotCheck(FMDatabaseError(code: SQLITE_ERROR, message: "\(error)"))
+        }
+    }
+
+    /// The error for a database whose key could not be checked: its cause (SQLITE_BUSY for a lock).
+    static func uncheckedError(_ path: String, _ probe: Connection.KeyProbe) -> FMDatabaseError {
+        let cause = probe.verdict.error ?? FMDatabaseError(code: SQLITE_ERROR)
+        return FMDatabaseError(
+            code: cause.extendedCode,
+            message: "Could not check which data key \(path) is under (\(cause.message)); nothing was changed or handed out: "
+                + "try again when the database is not locked and can be read."
+        )
     }
 
     private static func nextID(_ file: KeySlotFile) -> Int {

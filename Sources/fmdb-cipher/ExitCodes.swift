@@ -41,6 +41,10 @@ struct CLIError: Error, CustomStringConvertible {
         case SQLITE_NOTADB:
             // Said by the code, not by SQLite's text: one message whichever layer reported it.
             return CLIError("\(context): wrong key, or not an encrypted database (SQLITE_NOTADB)", code: Exit.wrongKey)
+        case SQLITE_CORRUPT where ns.localizedDescription.contains(KeySlotFileDamage.marker):
+            // The slot file's structure or tag is bad: damage, not a wrong key (no slot accepting the
+            // secret is SQLITE_NOTADB).
+            return CLIError(message, code: Exit.integrity)
         case SQLITE_CORRUPT:
             return CLIError(message + " (wrong key, or not an encrypted database)", code: Exit.wrongKey)
         case SQLITE_FORMAT:
@@ -55,6 +59,11 @@ struct CLIError: Error, CustomStringConvertible {
             return CLIError(message, code: Exit.failure)
         }
     }
+}
+
+/// How the library words a damaged key slot file (`SQLITE_CORRUPT`): "The key slot file is damaged...".
+enum KeySlotFileDamage {
+    static let marker = "key slot file is damaged"
 }
 
 /// Runs a subcommand body, turning every error into a message on standard error and an exit code.

@@ -40,7 +40,7 @@ extension CLIError {
     static func fromOpened(_ error: Error, context: String, keyed: Bool, db: FMDatabase? = nil) -> CLIError {
         if let cli = error as? CLIError { return cli }
         let ns = error as NSError
-        guard ns.domain == "FMDatabase",
+        guard ns.domain == "FMDatabase", !ns.localizedDescription.contains(KeySlotFileDamage.marker),
               ns.code == Int(SQLITE_CORRUPT) || (keyed && ns.code == Int(SQLITE_NOTADB)) else {
             return from(error, context: context)
         }

@@ -79,6 +79,18 @@ private func newSlotSecret(_ options: NewKeyOptions, reader: KeyReader, database
     }
 }
 
+extension CLIError {
+    /// A slot change's error: a refused change (SQLITE_MISUSE: a secret that already opens a slot, no
+    /// such slot, the last slot...) is a usage error; the rest as every command maps them.
+    static func fromSlotChange(_ error: Error, context: String) -> CLIError {
+        let ns = error as NSError
+        if ns.domain == "FMDatabase", ns.code == Int(SQLITE_MISUSE) {
+            return CLIError("\(context): \(ns.localizedDescription)", code: Exit.usage)
+        }
+        return from(error, context: context)
+    }
+}
+
 private func describe(_ slot: KeySlotInfo) -> String {
     "slot \(slot.id) (\(slot.kind.rawValue), \(slot.kdf))"
 }
@@ -155,7 +167,7 @@ struct KeysAdd: ParsableCommand {
                 let slot = try KeySlots.addSlot(to: slotted.database, unlockingWith: secret, newSecret: newSecret, kdf: slotKDF.kdf)
                 Output.message("added \(describe(slot))")
             } catch {
-                throw CLIError.from(error, context: "keys add \(slotted.database)")
+                throw CLIError.fromSlotChange(error, context: "keys add \(slotted.database)")
             }
         }
     }
@@ -198,7 +210,7 @@ struct KeysRemove: ParsableCommand {
                 try KeySlots.removeSlot(slot, from: slotted.database, unlockingWith: secret)
                 Output.message("removed slot \(slot)")
             } catch {
-                throw CLIError.from(error, context: "keys remove \(slotted.database)")
+                throw CLIError.fromSlotChange(error, context: "keys remove \(slotted.database)")
             }
         }
     }
@@ -259,7 +271,7 @@ struct KeysChange: ParsableCommand {
                 let slot = try KeySlots.changeSlot(of: slotted.database, from: secret, to: newSecret, kdf: slotKDF.kdf)
                 Output.message("changed \(describe(slot))")
             } catch {
-                throw CLIError.from(error, context: "keys change \(slotted.database)")
+                throw CLIError.fromSlotChange(error, context: "keys change \(slotted.database)")
             }
         }
     }
@@ -325,13 +337,28 @@ enum DataKeyRotation {
         }
         let progress = ProgressReporter(quiet: quiet)
         progress.start("rekey --data-key") { nil }
+        // The library's three outcomes, as plain rekey's: a throw is "not done" (the old data key still
+        // opens the database; code 11 when neither does), .checkpointPending is done with the WAL
+        // checkpoint to come (exit 3).
+        let outcome: FMRekeyOutcome
         do {
-            try KeySlots.rotateDataKey(of: database, secrets: secrets, droppingUnmatchedSlots: dropOtherSlots)
+            outcome = try KeySlots.rotateDataKey(of: database, secrets: secrets, droppingUnmatchedSlots: dropOtherSlots)
         } catch {
-            progress.finish("rekey --data-key: failed; the database and its slots still use the old data key")
+            let neitherKey = (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
+                && !(error as NSError).localizedDescription.contains(KeySlotFileDamage.marker)
+            progress.finish(neitherKey ? "rekey --data-key: failed; neither data key opens the database"
+                                       : "rekey --data-key: failed; the database and its slots still use the old data key")
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }
         progress.finish("rekey --data-key: done")
+        if case .checkpointPending(let error) = outcome {
+            throw CLIError(
+                "rotated the data key of \(database): only the new data key opens it now, but the WAL checkpoint is pending "
+                    + "(\(error.message)); pages under the old data key stay in the file until SQLite checkpoints it, when the "
+                    + "last connection closes. Do not retry with a copy of the old data key: it no longer opens the database.",
+                code: Exit.checkpointPending
+            )
+        }
         if !quiet { Output.message("rotated the data key of \(database); slots: \(try KeySlots.list(database).map { String($0.id) }.joined(separator: ", "))") }
     }
 }

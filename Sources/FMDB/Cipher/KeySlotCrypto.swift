@@ -147,74 +147,96 @@ enum RecoveryKeyCode {
         let total = digits.count + digits.count / 4 - 1
         return SecureBytes(count: total) { out in
             alphabet.withUTF8Buffer { letters in
-                var position = 0
-                for (index, digit) in digits.enumerated() {
-                    if index > 0, index % 4 == 0 {
-                        out[position] = UInt8(ascii: "-")
+                digits.withUnsafeBytes { symbols in
+                    var position = 0
+                    for (index, digit) in symbols.enumerated() {
+                        if index > 0, index % 4 == 0 {
+                            out[position] = UInt8(ascii: "-")
+                            position += 1
+                        }
+                        out[position] = letters[Int(digit)]
                         position += 1
                     }
-                    out[position] = letters[Int(digit)]
-                    position += 1
                 }
             }
         }
     }
 
     /// The 20 key bytes of typed text; throws when the text is malformed or the check group differs.
+    /// The decoded symbols are the key, five bits each: they live only in wiped storage.
     static func parse(_ text: SecureBytes) throws -> SecureBytes {
-        var values = [UInt8]()
-        values.reserveCapacity(36)
-        defer { wipe(&values) }
+        let symbolCount = 36
+        var count = 0
         try text.withUnsafeBytes { typed in
-            for character in typed {
-                if character == UInt8(ascii: "-") || character == UInt8(ascii: " ") { continue }
-                guard let value = value(of: character) else {
+            for character in typed where character != UInt8(ascii: "-") && character != UInt8(ascii: " ") {
+                guard value(of: character) != nil else {
                     throw FMDatabaseError.misuse("A recovery key holds only letters, digits and hyphens.")
                 }
-                values.append(value)
+                count += 1
             }
         }
-        guard values.count == 36 else {
-            throw FMDatabaseError.misuse("A recovery key has 36 characters in nine groups of four (got \(values.count)).")
+        guard count == symbolCount else {
+            throw FMDatabaseError.misuse("A recovery key has 36 characters in nine groups of four (got \(count)).")
         }
-        let bytes = SecureBytes(count: byteCount) { out in
-            var accumulator: UInt32 = 0
-            var bits = 0
-            var position = 0
-            for value in values[0..<32] {
-                accumulator = (accumulator << 5) | UInt32(value)
-                bits += 5
-                if bits >= 8 {
-                    bits -= 8
-                    out[position] = UInt8((accumulator >> UInt32(bits)) & 0xFF)
+        let values = SecureBytes(count: symbolCount) { out in
+            text.withUnsafeBytes { typed in
+                var position = 0
+                for character in typed {
+                    guard let value = value(of: character) else { continue }
+                    out[position] = value
                     position += 1
                 }
             }
-            accumulator = 0
+        }
+        let bytes = SecureBytes(count: byteCount) { out in
+            values.withUnsafeBytes { symbols in
+                var accumulator: UInt32 = 0
+                var bits = 0
+                var position = 0
+                for value in symbols[0..<32] {
+                    accumulator = (accumulator << 5) | UInt32(value)
+                    bits += 5
+                    if bits >= 8 {
+                        bits -= 8
+                        out[position] = UInt8((accumulator >> UInt32(bits)) & 0xFF)
+                        position += 1
+                    }
+                }
+                accumulator = 0
+            }
         }
         let expected = checkSymbols(of: bytes)
-        guard Array(values[32..<36]) == expected else {
+        let checks = values.withUnsafeBytes { symbols in (0..<4).allSatisfy { symbols[32 + $0] == expected[$0] } }
+        guard checks else {
             throw FMDatabaseError.misuse("The recovery key does not check out: a character was mistyped.")
         }
         return bytes
     }
 
-    private static func symbols(of bytes: SecureBytes) -> [UInt8] {
-        var digits = [UInt8]()
-        bytes.withUnsafeBytes { raw in
-            var accumulator: UInt32 = 0
-            var bits = 0
-            for byte in raw {
-                accumulator = (accumulator << 8) | UInt32(byte)
-                bits += 8
-                while bits >= 5 {
-                    bits -= 5
-                    digits.append(UInt8((accumulator >> UInt32(bits)) & 0x1F))
+    /// The 36 base32 symbols (32 of key, 4 of check), in wiped storage.
+    private static func symbols(of bytes: SecureBytes) -> SecureBytes {
+        let check = checkSymbols(of: bytes)
+        return SecureBytes(count: 36) { out in
+            bytes.withUnsafeBytes { raw in
+                var accumulator: UInt32 = 0
+                var bits = 0
+                var position = 0
+                for byte in raw {
+                    accumulator = (accumulator << 8) | UInt32(byte)
+                    bits += 8
+                    while bits >= 5 {
+                        bits -= 5
+                        out[position] = UInt8((accumulator >> UInt32(bits)) & 0x1F)
+                        position += 1
+                    }
+                    accumulator &= (1 << UInt32(bits)) - 1
                 }
-                accumulator &= (1 << UInt32(bits)) - 1
+                for symbol in check {
+                    out[position] = symbol
+                    position += 1
+                }
             }
         }
-        return digits + checkSymbols(of: bytes)
     }
 
     /// Four base32 symbols: the first 20 bits of SHA-256 of the key bytes.
@@ -234,12 +256,6 @@ enum RecoveryKeyCode {
         }
         return alphabet.withUTF8Buffer { letters in
             letters.firstIndex(of: c).map { UInt8($0) }
-        }
-    }
-
-    private static func wipe(_ values: inout [UInt8]) {
-        values.withUnsafeMutableBytes { buffer in
-            if let base = buffer.baseAddress { OPENSSL_cleanse(base, buffer.count) }
         }
     }
 }

@@ -261,6 +261,13 @@ struct KeySlotFile: Equatable {
         return nil
     }
 
+    /// The ids of every slot `secret` opens (one key derivation per slot of its kind).
+    func slotIDs(openedBy secret: KeySlotSecret) throws -> [Int] {
+        try body.slots.filter { $0.kind == secret.kind.rawValue }.compactMap { slot in
+            try unlock(with: secret, slotID: slot.id) == nil ? nil : slot.id
+        }
+    }
+
     /// The key-encryption key of `secret` under a slot's parameters.
     static func keyEncryptionKey(for secret: KeySlotSecret, parameters: KDFParameters) throws -> SecureBytes {
         guard let salt = Data(hex: parameters.salt), salt.count == 32 else { throw corrupt("a slot has a malformed salt") }
@@ -295,8 +302,12 @@ enum KeySlotKDFBounds {
     static let scryptRTimesPLimit: UInt64 = 1 << 30
     /// scrypt memory, 128·r·(N + p + 2) bytes: at most 4 GiB + 16 MiB (N = 2^22, r = 8 needs 4 GiB).
     static let scryptMemoryLimit: UInt64 = (1 << 32) + (1 << 24)
-    /// PBKDF2-HMAC-SHA512 iterations: from 1,000 (the lowest even `unsafePBKDF2SHA512` makes) to 10^8.
-    static let pbkdf2Iterations: ClosedRange<Int> = 1_000...100_000_000
+    /// scrypt work, N·r·p: at most 2^25, the work of N = 2^22, r = 8, p = 1 (seconds, not hours: a slot
+    /// file may hold 64 slots, each tried in turn, and whoever can write it chooses their parameters).
+    static let scryptWorkLimit: UInt64 = 1 << 25
+    /// PBKDF2-HMAC-SHA512 iterations: from 1,000 (the lowest even `unsafePBKDF2SHA512` makes) to 10^7
+    /// (seconds per slot, for the same reason).
+    static let pbkdf2Iterations: ClosedRange<Int> = 1_000...10_000_000
 
     /// What is wrong with scrypt `n`, `r`, `p`; nil when they are within bounds.
     static func scryptProblem(n: UInt64, r: UInt64, p: UInt64) -> String? {
@@ -304,6 +315,8 @@ enum KeySlotKDFBounds {
         guard scryptRP.contains(r), scryptRP.contains(p) else { return "scrypt r and p must be 1 to 65535" }
         let rp = r.multipliedReportingOverflow(by: p)
         guard !rp.overflow, rp.partialValue < scryptRTimesPLimit else { return "scrypt r times p must be below 2^30" }
+        let work = n.multipliedReportingOverflow(by: rp.partialValue)
+        guard !work.overflow, work.partialValue <= scryptWorkLimit else { return "scrypt N times r times p must be at most 2^25" }
         let blocks = n.addingReportingOverflow(p + 2)
         let perBlock = r.multipliedReportingOverflow(by: 128)
         let memory = blocks.partialValue.multipliedReportingOverflow(by: perBlock.partialValue)
@@ -315,7 +328,7 @@ enum KeySlotKDFBounds {
 
     /// What is wrong with a PBKDF2 iteration count; nil when it is within bounds.
     static func pbkdf2Problem(iterations: Int) -> String? {
-        pbkdf2Iterations.contains(iterations) ? nil : "PBKDF2 iterations must be from 1,000 to 100,000,000"
+        pbkdf2Iterations.contains(iterations) ? nil : "PBKDF2 iterations must be from 1,000 to 10,000,000"
     }
 
     /// What is wrong with a stored slot's KDF for its kind; nil when it is usable.

@@ -95,12 +95,14 @@ public struct KeySlotKDF: Sendable, Equatable {
     /// The lowest scrypt N accepted without `unsafe`.
     public static let minimumScryptN: UInt64 = 1 << 14
 
-    /// scrypt with cost `n` (a power of two, 2^14 to 2^22), block size `r`, parallelism `p` (each 1 to 65535, r·p below 2^30).
+    /// scrypt with cost `n` (a power of two, 2^14 to 2^22), block size `r`, parallelism `p` (each 1 to 65535),
+    /// with N·r·p at most 2^25 (the work of N = 2^22, r = 8, p = 1): a slot read from disk that asks for more
+    /// is damaged (`SQLITE_CORRUPT`), so no slot file can make an unlock run for hours.
     public static func scrypt(n: UInt64 = 1 << 15, r: UInt64 = 8, p: UInt64 = 1) -> KeySlotKDF {
         KeySlotKDF(algorithm: .scrypt(n: n, r: r, p: p), allowsWeak: false)
     }
 
-    /// PBKDF2-HMAC-SHA512 with `iterations` (at least 64,000; default 256,000).
+    /// PBKDF2-HMAC-SHA512 with `iterations` (64,000 to 10,000,000; default 256,000).
     public static func pbkdf2SHA512(iterations: Int = 256_000) -> KeySlotKDF {
         KeySlotKDF(algorithm: .pbkdf2SHA512(iterations: iterations), allowsWeak: false)
     }
@@ -123,7 +125,7 @@ public struct KeySlotKDF: Sendable, Equatable {
             }
         case .pbkdf2SHA512(let iterations):
             guard iterations >= KeySlotKDFBounds.pbkdf2Iterations.lowerBound, iterations <= KeySlotKDFBounds.pbkdf2Iterations.upperBound else {
-                throw FMDatabaseError.misuse("PBKDF2 iterations must be between 1,000 and 100,000,000.")
+                throw FMDatabaseError.misuse("PBKDF2 iterations must be between 1,000 and 10,000,000.")
             }
             guard allowsWeak || iterations >= Self.minimumPBKDF2Iterations else {
                 throw FMDatabaseError.misuse(

@@ -103,10 +103,25 @@ extension Connection {
     enum KeyProbe {
         /// The key reads the schema.
         case opens
-        /// The key does not read the file (SQLITE_NOTADB, or another error than a lock).
+        /// The key positively does not read the file: SQLITE_NOTADB from reading the schema of a file
+        /// that could be opened, locked and read.
         case doesNotOpen(FMDatabaseError)
         /// The file stayed locked by another connection for the whole busy timeout.
         case locked
+        /// The key could not be checked: any other error (I/O, a hot journal a read-only connection
+        /// cannot roll back, a file that cannot be opened...). Says nothing about the key.
+        case couldNotCheck(FMDatabaseError)
+
+        /// The probe as one of three answers, for callers that only need to know whether the key was
+        /// checked: `true` opens, `false` positively does not, nil (with the reason) could not check.
+        var verdict: (opens: Bool?, error: FMDatabaseError?) {
+            switch self {
+            case .opens: return (true, nil)
+            case .doesNotOpen(let error): return (false, error)
+            case .locked: return (nil, FMDatabaseError(code: SQLITE_BUSY, message: "The database stayed locked by another connection."))
+            case .couldNotCheck(let error): return (nil, error)
+            }
+        }
     }
 
     /// Opens a separate connection to `path` (never creating it), keys it with `key` and the cipher
@@ -132,12 +147,20 @@ extension Connection {
             try probe.applyCipher(formatStatements: formatStatements, pageSize: pageSize, kdfIterations: kdfIterations)
             _ = try probe.pragmaText("SELECT count(*) FROM sqlite_master")
             return .opens
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED {
-            return .locked
         } catch let error as FMDatabaseError {
-            return .doesNotOpen(error)
+            return classify(error)
         } catch {
-            return .doesNotOpen(FMDatabaseError(code: SQLITE_ERROR, message: "\(error)"))
+            return .couldNotCheck(FMDatabaseError(code: SQLITE_ERROR, message: "\(error)"))
+        }
+    }
+
+    /// What an error met while keying and reading a file says about the key: only SQLITE_NOTADB says
+    /// "does not open"; a lock says nothing yet; anything else says nothing at all.
+    static func classify(_ error: FMDatabaseError) -> KeyProbe {
+        switch error.resultCode {
+        case SQLITE_NOTADB: return .doesNotOpen(error)
+        case SQLITE_BUSY, SQLITE_LOCKED: return .locked
+        default: return .couldNotCheck(error)
         }
     }
 
