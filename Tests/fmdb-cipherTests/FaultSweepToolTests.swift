@@ -1,0 +1,103 @@
+// Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// Every file-system call a command makes fails in turn (EIO once, ENOSPC once, a disk that stays full) or
+/// is the moment the process is killed (Tests/FaultInjection/fault_shim.c, through `LD_PRELOAD`). After each
+/// run the file must be in the old state or the new one, opening with the key the exit code names, with
+/// every row; and the message must name the real cause.
+final class FaultSweepToolTests: ToolTestCase {
+    /// What the rekey's exit status says about the file.
+    enum Claim {
+        case newKey, oldKey, eitherKey
+    }
+
+    func claim(ofRekeyStatus status: Int32, killed: Bool) -> Claim? {
+        if killed { return .eitherKey }
+        switch status {
+        case 0, 3: return .newKey
+        case 74, 75, 1: return .oldKey
+        case 4: return .eitherKey
+        default: return nil
+        }
+    }
+
+    /// A sweep of `fmdb-cipher rekey` (raw keys: no KDF, so a run is fast) in one journal mode.
+    func sweepRekey(journalMode: String) throws {
+        let shim = try FaultShim.shared()
+        let rows: Int32 = 3
+        let base = try makeEncrypted("base-\(journalMode).db", rows: Int(rows), payload: 200)
+        do {
+            let db = FMDatabase(path: base)
+            XCTAssertTrue(db.open())
+            var hex = Self.rawKey
+            try db.setKey(using: hex.withUTF8 { try RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) })
+            XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = \(journalMode)"), journalMode)
+            db.close()
+        }
+        let work = path("work-\(journalMode)")
+        let file = work + "/db"
+        func reset() throws {
+            try? FileManager.default.removeItem(atPath: work)
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: base, toPath: file)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["OLD"] = Self.rawKey
+        environment["NEW"] = Self.otherRawKey
+        let arguments = ["rekey", file, "--kdf", "raw", "--key-env", "OLD", "--new-kdf", "raw", "--new-key-env", "NEW",
+                         "--busy-timeout", "0.2", "--quiet"]
+        try reset()
+        let plan = try shim.plan(tool, arguments, folder: work, environment: environment)
+        XCTAssertEqual(plan.status, 0, plan.stderr)
+        XCTAssertGreaterThan(plan.calls.count, 5, "the rekey writes the journal, the file and syncs: \(plan.calls)")
+
+        var failures: [String] = []
+        for mode in FaultShim.Mode.allCases {
+            for point in 1...plan.calls.count {
+                try reset()
+                let result = try shim.run(tool, arguments, folder: work, at: point, mode: mode, environment: environment)
+                let killed = mode == .kill && result.status == 128 + SIGKILL || result.status == -SIGKILL || result.status == SIGKILL
+                let place = "\(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) \(result.stderr.prefix(200))"
+                let old = rowCount(file, rawKey: Self.rawKey)
+                let new = rowCount(file, rawKey: Self.otherRawKey)
+                // One key, and only one, opens a complete file, whatever happened.
+                guard (old == rows) != (new == rows), old == nil || old == rows, new == nil || new == rows else {
+                    failures.append("\(place): old key \(String(describing: old)) rows, new key \(String(describing: new)) rows")
+                    continue
+                }
+                guard let claim = claim(ofRekeyStatus: result.status, killed: killed) else {
+                    failures.append("\(place): an exit status no fault should give")
+                    continue
+                }
+                switch claim {
+                case .newKey where new != rows, .oldKey where old != rows:
+                    failures.append("\(place): the exit status names the other key")
+                default: break
+                }
+                // The message names the cause: a one-off I/O error or a full disk, never another process's lock.
+                if !killed, result.status != 0, result.status != 3 {
+                    let text = result.stderr.lowercased()
+                    if text.contains("locked") || text.contains("another connection") || text.contains("another process") {
+                        failures.append("\(place): blames a lock; no other process existed")
+                    }
+                    if text.contains("neither") || text.contains("restore") {
+                        failures.append("\(place): says neither key opens")
+                    }
+                }
+            }
+        }
+        XCTAssertTrue(failures.isEmpty, "\(failures.count) of \(FaultShim.Mode.allCases.count * plan.calls.count) runs:\n"
+                      + failures.prefix(30).joined(separator: "\n"))
+    }
+
+    func testRekeyUnderEveryFaultLeavesOneKeyAndSaysWhich() throws {
+        try sweepRekey(journalMode: "delete")
+    }
+
+    func testRekeyInWALModeUnderEveryFaultLeavesOneKeyAndSaysWhich() throws {
+        try sweepRekey(journalMode: "wal")
+    }
+}
