@@ -278,7 +278,11 @@ extension FMDatabase {
         // Reading the page count also checks that the current key works.
         let pageCount = Int(try connection.pragmaText("PRAGMA page_count") ?? "0") ?? 0
         let writtenBefore = connection.pagesWritten
+        // The system error of a failed write, which SQLCipher 3.4.1 does not report: evidence for the
+        // message only (errno keeps the last failure; the verdict comes from which key opens the file).
+        errno = 0
         let rc = connection.rekey(newKey)
+        let systemErrorAfterRekey = errno
         // sqlite3_rekey_v2 returns OK even when it could not take the write lock: every page is
         // rewritten when it took, so SQLite's written-pages counter tells.
         let tookByCounter = rc == SQLITE_OK && (pageCount == 0 || connection.pagesWritten > writtenBefore)
@@ -294,7 +298,7 @@ extension FMDatabase {
             } else {
                 _ = connection.rekey(oldKey)
             }
-            throw rekeyFailure(rc)
+            throw rekeyFailure(rc, systemError: systemErrorAfterRekey)
         }
         // For a file, which key opens it decides, not SQLCipher's answer or the counter: SQLCipher 3.4.1
         // also returns OK when its commit failed after the page cache spilled (a full disk), and rolls
@@ -314,20 +318,24 @@ extension FMDatabase {
             return
         }
         closeConnection()
-        let newKeyOpens = probe(newKey)
+        // Only a key that positively opens the file, or two that positively do not, decide. A probe that
+        // could not check (an I/O error, a disk that stays full so a hot journal cannot be rolled back, a
+        // lock held throughout) is its own answer: never SQLite's counter, never "neither".
         let verdict: RekeyVerdict
-        switch newKeyOpens {
-        case .opens:
+        let newKeyOpens = probe(newKey)
+        if case .opens = newKeyOpens {
             verdict = .done
-        case .locked, .couldNotCheck:
-            // Nobody could read the file: fall back to the counter, and say so.
-            logger.warning("After the rekey the database could not be read; judged by SQLite's written-pages counter.")
-            verdict = tookByCounter ? .done : .notDone
-        case .doesNotOpen:
-            switch probe(oldKey) {
-            case .opens: verdict = .notDone
-            case .locked, .couldNotCheck: verdict = tookByCounter ? .done : .notDone
-            case .doesNotOpen(let error): verdict = .neitherKeyOpens(error)
+        } else {
+            switch (probe(oldKey), newKeyOpens) {
+            case (.opens, _):
+                verdict = .notDone
+            case (.doesNotOpen(let error), .doesNotOpen):
+                verdict = .neitherKeyOpens(error)
+            case (let oldKeyOpens, _):
+                let cause = newKeyOpens.verdict.error.flatMap { $0.resultCode == SQLITE_NOTADB ? nil : $0 }
+                    ?? oldKeyOpens.verdict.error
+                    ?? FMDatabaseError(code: SQLITE_ERROR, message: "the file could not be read")
+                verdict = .unchecked(cause)
             }
         }
         switch verdict {
@@ -343,7 +351,7 @@ extension FMDatabase {
         case .notDone:
             keySettings = settings
             try? reopenConnection(key: oldKey)
-            throw rekeyFailure(rc)
+            throw rekeyFailure(rc, systemError: systemErrorAfterRekey)
         case .neitherKeyOpens(let error):
             keySettings = settings
             try? reopenConnection(key: oldKey)
@@ -351,6 +359,16 @@ extension FMDatabase {
                 code: SQLITE_CORRUPT,
                 message: "After the rekey neither the old nor the new key opens the database (\(error.message)): "
                     + "restore it from a backup."
+            )
+        case .unchecked(let cause):
+            // The connection stays closed: writing under a key that may be the wrong one would corrupt the file.
+            keySettings = settings
+            throw FMDatabaseError(
+                code: cause.resultCode == SQLITE_NOTADB ? SQLITE_IOERR : cause.extendedCode,
+                message: "After the rekey, which key opens the database could not be checked (\(cause.message)): it opens "
+                    + "with the old key or the new one, and the rekey cannot have mixed them. Try each key once the "
+                    + "cause is fixed; do not restore a backup for this.",
+                rekeyOutcomeUnchecked: true
             )
         }
     }
@@ -368,15 +386,26 @@ extension FMDatabase {
     }
 
     private enum RekeyVerdict {
-        case done, notDone, neitherKeyOpens(FMDatabaseError)
+        case done, notDone, neitherKeyOpens(FMDatabaseError), unchecked(FMDatabaseError)
     }
 
     /// Why a rekey did not take, asked of the (reopened) connection: another connection's lock, or a
     /// damaged file that SQLCipher could not read every page of.
-    private func rekeyFailure(_ rc: Int32) -> FMDatabaseError {
+    private func rekeyFailure(_ rc: Int32, systemError: Int32 = 0) -> FMDatabaseError {
         let suffix = "; the database still uses the old key."
         if rc != SQLITE_OK {
             return FMDatabaseError(code: rc, message: "The rekey failed (\(FMDatabaseError.defaultMessage(for: rc)))" + suffix)
+        }
+        // SQLCipher 3.4.1 said OK; a write that failed during the rekey left its errno.
+        switch systemError {
+        case ENOSPC, EDQUOT:
+            return FMDatabaseError(code: SQLITE_FULL, message: "The rekey did not take (the disk is full)" + suffix)
+        case EIO:
+            return FMDatabaseError(code: SQLITE_IOERR, message: "The rekey did not take (a disk I/O error while writing)" + suffix)
+        case EROFS:
+            return FMDatabaseError(code: SQLITE_READONLY, message: "The rekey did not take (a read-only file system)" + suffix)
+        default:
+            break
         }
         guard let connection else {
             return FMDatabaseError(code: SQLITE_ERROR, message: "The rekey did not take" + suffix)
@@ -385,7 +414,8 @@ extension FMDatabase {
         maxBusyRetryTimeInterval = 0
         defer { maxBusyRetryTimeInterval = savedTimeout }
         do {
-            try connection.execute("BEGIN IMMEDIATE")
+            // EXCLUSIVE, as the rekey's commit needs: a reader's shared lock blocks it in rollback-journal mode.
+            try connection.execute("BEGIN EXCLUSIVE")
             try connection.execute("ROLLBACK")
         } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED {
             return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database is locked by another connection)" + suffix)
@@ -400,6 +430,11 @@ extension FMDatabase {
         if let check = try? connection.pragmaText("PRAGMA quick_check"), check != "ok" {
             return FMDatabaseError(code: SQLITE_CORRUPT, message: "The rekey did not take: the database is damaged (\(check))" + suffix)
         }
-        return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database was locked by another connection)" + suffix)
+        // No lock is held now, space is there, the file is intact: SQLite did not say what stopped it.
+        return FMDatabaseError(
+            code: SQLITE_IOERR,
+            message: "The rekey did not take (SQLite did not report why: a write failed, or another connection held a lock "
+                + "that is gone now)" + suffix
+        )
     }
 }

@@ -39,8 +39,21 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     /// The primary result code as SQLite spells it (`Int32`), e.g. `SQLITE_NOTADB`.
     public var resultCode: Int32 { Int32(truncatingIfNeeded: code) }
 
+    /// True on the error a rekey throws when, afterwards, which key opens the file could not be checked
+    /// (an I/O error, a disk that stays full, a lock held throughout): the file opens with the old key or
+    /// the new one — never both, never neither because of the rekey. The code is the cause's
+    /// (`SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_BUSY`, ...). The connection is left closed; try each key once
+    /// the cause is fixed.
+    public var rekeyOutcomeUnchecked: Bool { userInfo[Self.rekeyOutcomeUncheckedKey] as? Bool ?? false }
+
+    static let rekeyOutcomeUncheckedKey = "rekeyOutcomeUnchecked"
+
     /// Creates an error from a (primary or extended) result code and a message.
-    public init(code: Int32, message: String? = nil, sql: String? = nil) {
+    public convenience init(code: Int32, message: String? = nil, sql: String? = nil) {
+        self.init(code: code, message: message, sql: sql, rekeyOutcomeUnchecked: false)
+    }
+
+    init(code: Int32, message: String?, sql: String? = nil, rekeyOutcomeUnchecked: Bool) {
         let text = message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
         self.message = text
@@ -48,6 +61,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         self.sql = sql
         var info: [String: Any] = [NSLocalizedDescriptionKey: text, "extendedCode": Int(code)]
         if let sql { info["sql"] = sql }
+        if rekeyOutcomeUnchecked { info[Self.rekeyOutcomeUncheckedKey] = true }
         super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
     }
 

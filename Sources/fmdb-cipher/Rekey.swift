@@ -98,6 +98,12 @@ struct Rekey: ParsableCommand {
             let outcome: FMRekeyOutcome
             do {
                 outcome = try db.rekeySafely(using: newProvider, busyTimeout: busyTimeout)
+            } catch let error as FMDatabaseError where error.rekeyOutcomeUnchecked {
+                progress.finish("rekey: outcome not checked")
+                throw CLIError(
+                    "rekey \(database): \(error.message) (fmdb-cipher check \(database) with each key tells which.)",
+                    code: Exit.rekeyUnchecked
+                )
             } catch {
                 // SQLITE_CORRUPT is the one throw after which the old key does not open the file either.
                 let neitherKey = (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)

@@ -83,7 +83,7 @@ final class FaultSweepToolTests: ToolTestCase {
                     if text.contains("locked") || text.contains("another connection") || text.contains("another process") {
                         failures.append("\(place): blames a lock; no other process existed")
                     }
-                    if text.contains("neither") || text.contains("restore") {
+                    if text.contains("neither the old nor the new") || text.contains("restore it from a backup") {
                         failures.append("\(place): says neither key opens")
                     }
                 }
