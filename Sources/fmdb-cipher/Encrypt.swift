@@ -49,7 +49,8 @@ struct Encrypt: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let settings = try KDFFloor.newFileSettings(
-                pageSize: pageSize ?? key.cipherPageSize, iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
+                pageSize: pageSize ?? key.cipherPageSize, pageSizeOption: pageSize == nil ? "--cipher-page-size" : "--page-size",
+                iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
                 option: "--kdf-iter", unsafeOption: "--unsafe-kdf-iter")
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {

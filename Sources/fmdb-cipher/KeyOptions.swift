@@ -93,6 +93,12 @@ struct KeyOptions: ParsableArguments {
         if [keyEnv != nil, keyFile != nil, keyStdin, keyCredential != nil].filter({ $0 }).count > 1 {
             throw ValidationError("give the key one way only: --key-env, --key-file, --key-stdin or --key-credential")
         }
+        do {
+            try CipherOptionRange.check(pageSize: cipherPageSize, option: "--cipher-page-size")
+            try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
+        } catch let error as CLIError {
+            throw ValidationError(error.message)
+        }
     }
 
     var source: KeySource? {
