@@ -71,7 +71,7 @@ struct Encrypt: ParsableCommand {
             ).run()
             if !quiet {
                 let slotted = slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
-                FileHandle.standardError.write(Data("encrypted \(source) → \(destination)\(slotted)\n".utf8))
+                Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
             if let recoveryKey { printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot) }
         }

@@ -92,7 +92,7 @@ struct Export: ParsableCommand {
             ).run()
             if !quiet {
                 let slots = carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
-                FileHandle.standardError.write(Data("exported \(source) → \(destination)\(slots)\n".utf8))
+                Output.message("exported \(source) → \(destination)\(slots)")
             }
         }
     }

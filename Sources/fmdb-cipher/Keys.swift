@@ -87,8 +87,7 @@ private func describe(_ slot: KeySlotInfo) -> String {
 func printRecoveryKey(_ key: RecoveryKey, slot: KeySlotInfo) {
     Output.message("Recovery key for slot \(slot.id). It is shown only this once: write it down and keep it offline.")
     key.withFormattedText { text in
-        _ = write(STDOUT_FILENO, text.baseAddress, text.count)
-        _ = write(STDOUT_FILENO, "\n", 1)
+        Output.secretLine(text, what: "the recovery key")
     }
 }
 
@@ -287,8 +286,7 @@ struct KeysExportRaw: ParsableCommand {
             let secret = try slotted.unlockingSecret(KeyReader())
             do {
                 try KeySlots.withDataKeyHex(of: slotted.database, unlockingWith: secret) { hex in
-                    _ = write(STDOUT_FILENO, hex.baseAddress, hex.count)
-                    _ = write(STDOUT_FILENO, "\n", 1)
+                    Output.secretLine(hex, what: "the data key")
                 }
             } catch {
                 throw CLIError.from(error, context: "keys export-raw \(slotted.database)")

@@ -63,7 +63,7 @@ struct Migrate: ParsableCommand {
                 return db.cipherFormat
             }()
             if current == .v4, destination == nil {
-                if !quiet { FileHandle.standardError.write(Data("\(source) is already in SQLCipher 4's format: nothing to do\n".utf8)) }
+                if !quiet { Output.message("\(source) is already in SQLCipher 4's format: nothing to do") }
                 return
             }
             let target = destination ?? source
@@ -111,7 +111,7 @@ struct Migrate: ParsableCommand {
             committed = true
             if !quiet {
                 let from = current?.description ?? "SQLCipher"
-                FileHandle.standardError.write(Data("migrated \(source) (\(from)) → \(target) (SQLCipher 4)\n".utf8))
+                Output.message("migrated \(source) (\(from)) → \(target) (SQLCipher 4)")
             }
         }
     }
