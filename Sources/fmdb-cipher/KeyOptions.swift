@@ -202,13 +202,21 @@ final class KeyReader {
 
     private func readFile(_ path: String, what: String) throws -> KeyMaterial {
         // The path is not repeated in messages: it may be the key itself, given by mistake.
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a named pipe nobody writes to is opened at once (and then reads as empty, refused
+        // below) instead of hanging; the flag is cleared after the open, so a pipe with a writer, such as
+        // `--key-file <(pass show db)`, is read to its end as before.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             throw CLIError("cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
         }
         defer { close(fd) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var status = stat()
-        if fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
+        guard fstat(fd, &status) == 0 else {
+            throw CLIError("cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
+        }
+        let type = status.st_mode & S_IFMT
+        if type == S_IFDIR {
             throw CLIError("cannot read the \(what) from the file given: it is a directory", code: Exit.noInput)
         }
         // As ssh does for private keys: a key file others can read is worth a warning (pipes such as
@@ -229,7 +237,10 @@ final class KeyReader {
             return total
         }
         guard material.count <= Self.maxKeyLength else {
-            throw CLIError.usage("the \(what) file \(path) is longer than \(Self.maxKeyLength) bytes")
+            throw CLIError.usage("the file given for the \(what) is longer than \(Self.maxKeyLength) bytes")
+        }
+        if material.isEmpty, type == S_IFIFO {
+            throw CLIError.usage("the file given for the \(what) is a pipe with nothing written to it")
         }
         return material.trimmingTrailingNewline()
     }

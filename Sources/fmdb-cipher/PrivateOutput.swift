@@ -296,10 +296,20 @@ final class PrivateOutput {
     static func refuseJournalFiles(of destination: String) throws {
         let magic: [String: [[UInt8]]] = ["-wal": [[0x37, 0x7F, 0x06, 0x82], [0x37, 0x7F, 0x06, 0x83]], "-journal": [[0xD9, 0xD5, 0x05, 0xF9]]]
         for suffix in ["-wal", "-journal"] {
-            guard let handle = FileHandle(forReadingAtPath: destination + suffix) else { continue }
-            let head = [UInt8]((try? handle.read(upToCount: 4)) ?? Data())
-            try? handle.close()
-            guard magic[suffix]?.contains(head) == true else { continue }
+            // O_NONBLOCK: opening a FIFO planted there returns at once (and is refused below) instead of
+            // waiting for a writer forever; a regular file reads as usual.
+            let fd = open(destination + suffix, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            var status = stat()
+            let isRegular = fstat(fd, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+            var head = [UInt8](repeating: 0, count: 4)
+            let count = isRegular ? head.withUnsafeMutableBytes { read(fd, $0.baseAddress, 4) } : 0
+            close(fd)
+            guard isRegular else {
+                throw CLIError("\(destination)\(suffix): is not a regular file (\(InputFiles.specialFileKind(destination + suffix) ?? "not a file")): "
+                    + "SQLite would open it beside the new database; remove it, then run again", code: Exit.cannotCreate)
+            }
+            guard count == 4, magic[suffix]?.contains(head) == true else { continue }
             if exists(destination) {
                 throw CLIError("\(destination)\(suffix): exists: DEST is open in another program or was not closed cleanly, "
                     + "and SQLite would apply that file to the new database; close the program, or open DEST once "

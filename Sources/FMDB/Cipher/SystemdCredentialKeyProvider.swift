@@ -84,7 +84,8 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
             )
         }
         let path = directory + "/" + name
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        // O_NONBLOCK: a FIFO there is opened at once and refused by the type check below, never waited on.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else {
             let reason = errno == ENOENT ? "it does not exist (is LoadCredentialEncrypted=NAME:... in the unit?)"
                 : errno == ELOOP ? "it is a symbolic link" : String(cString: strerror(errno))
