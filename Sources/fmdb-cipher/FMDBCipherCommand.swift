@@ -27,6 +27,7 @@ struct FMDBCipherCommand: ParsableCommand {
     /// value from the command line (it may be a key typed in the wrong place).
     static func main() {
         ProcessHardening.disableCoreDumps()
+        ProcessHardening.installCleanupHandlers()
         do {
             var command = try parseAsRoot(nil)
             try command.run()
