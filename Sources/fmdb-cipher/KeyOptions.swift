@@ -221,7 +221,14 @@ final class KeyReader {
         }
         // As ssh does for private keys: a key file others can read is worth a warning (pipes such as
         // `--key-file <(pass show db)` are not files and are fine).
-        if (status.st_mode & S_IFMT) == S_IFREG, status.st_mode & 0o077 != 0 {
+        // A key file others can change lets them choose the key (a new key above all): refused, as the
+        // library refuses such a systemd credential.
+        if type == S_IFREG, status.st_mode & 0o022 != 0 {
+            let mode = String(status.st_mode & 0o7777, radix: 8)
+            throw CLIError("the file holding the \(what) has mode 0\(mode): group or others can change it, so it is not used; "
+                            + "chmod 600 it", code: Exit.noInput)
+        }
+        if type == S_IFREG, status.st_mode & 0o077 != 0 {
             let mode = String(status.st_mode & 0o7777, radix: 8)
             Output.message("fmdb-cipher: warning: the file holding the \(what) has mode 0\(mode): group or others can "
                             + "read or change it; chmod 600 it")

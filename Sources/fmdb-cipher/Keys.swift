@@ -304,7 +304,8 @@ enum DataKeyRotation {
         let reader = KeyReader()
         var secrets = [try key.kdf.slotSecret(try reader.read(key.source, what: "key of a slot of \(database)"))]
         for file in slotKeyFiles {
-            let material = try reader.read(.file(file), what: "slot key in \(file)")
+            // The path is not repeated (it may be a secret typed where the path belongs): "the file given".
+            let material = try reader.read(.file(file), what: "slot key in a file given to --slot-key-file")
             // A file may hold any kind of slot secret: try it as each kind that parses.
             secrets.append(.passphrase(material: material))
             if let raw = try? KeySlotSecret.rawKey(material: material) { secrets.append(raw) }
