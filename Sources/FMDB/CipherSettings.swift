@@ -26,7 +26,8 @@ public struct CipherSettings: Sendable, Equatable {
     /// `PRAGMA cipher_page_size`: 512 to 65,536, a power of two. The `sqlcipher` shell then needs the same
     /// `PRAGMA cipher_page_size` after `PRAGMA key`.
     public var pageSize: Int?
-    /// `PRAGMA kdf_iter`: the iterations of SQLCipher's own KDF (passphrase keys only).
+    /// `PRAGMA kdf_iter`: the iterations of SQLCipher's own KDF (passphrase keys only), 1 to 2,147,483,647
+    /// (`kdfIterationRange`).
     public var kdfIterations: Int?
     /// The file format (`PRAGMA cipher_compatibility` on SQLCipher 4): nil writes new files in the linked
     /// SQLCipher's default format and finds an existing file's format; a format is used as given (the
@@ -53,13 +54,36 @@ public struct CipherSettings: Sendable, Equatable {
         self.allowsWeakKDF = true
     }
 
-    /// Throws for settings SQLCipher would reject or silently ignore.
+    /// The KDF iteration counts SQLCipher can be given: it parses `PRAGMA kdf_iter` with C's `atoi` into an
+    /// `int`, so a larger number would reach it as another one (4,294,967,297 as 1, 2,147,483,648 as a
+    /// negative count that fails key derivation).
+    public static let kdfIterationRange = 1...Int(Int32.max)
+
+    /// The cipher page sizes SQLCipher accepts: a power of two from 512 to 65,536.
+    public static let pageSizeRange = 512...65_536
+
+    /// Throws for settings SQLCipher would reject, silently ignore or read as another number.
     public func validate() throws {
-        if let pageSize, pageSize < 512 || pageSize > 65_536 || pageSize & (pageSize - 1) != 0 {
+        if let pageSize { try Self.validatePageSize(pageSize) }
+        if let kdfIterations { try Self.validateKDFIterations(kdfIterations) }
+    }
+
+    /// Throws (SQLITE_MISUSE) unless `pageSize` is a cipher page size SQLCipher takes as it is: a power of
+    /// two in `pageSizeRange`. The one check of a cipher page size, for `validate()` and fmdb-cipher's options.
+    public static func validatePageSize(_ pageSize: Int) throws {
+        guard pageSizeRange.contains(pageSize), pageSize & (pageSize - 1) == 0 else {
             throw FMDatabaseError.misuse("The cipher page size must be a power of two from 512 to 65536 (got \(pageSize)).")
         }
-        if let kdfIterations, kdfIterations < 1 {
-            throw FMDatabaseError.misuse("kdf_iter must be positive (got \(kdfIterations)).")
+    }
+
+    /// Throws (SQLITE_MISUSE) unless `iterations` is in `kdfIterationRange`, so the count SQLCipher's `atoi`
+    /// reads is the count given. The one check of a KDF iteration count, for `validate()` and fmdb-cipher's options.
+    public static func validateKDFIterations(_ iterations: Int) throws {
+        guard kdfIterationRange.contains(iterations) else {
+            throw FMDatabaseError.misuse(
+                "kdf_iter must be from 1 to \(kdfIterationRange.upperBound), the range of the C int SQLCipher reads "
+                    + "it into (got \(iterations))."
+            )
         }
     }
 

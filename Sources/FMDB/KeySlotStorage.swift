@@ -13,7 +13,8 @@ enum KeySlotStorage {
     /// - Throws: SQLITE_CANTOPEN when it is missing or unreadable (or a symbolic link),
     ///   SQLITE_CORRUPT when it is larger than a slot file can be.
     static func read(_ path: String) throws -> Data {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        // O_NONBLOCK: a FIFO there is opened at once and refused by the type check below, never waited on.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else {
             let reason = errno == ENOENT ? "it is missing" : String(cString: strerror(errno))
             throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "Cannot read the key slot file \(path): \(reason).")

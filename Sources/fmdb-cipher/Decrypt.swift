@@ -31,7 +31,7 @@ struct Decrypt: ParsableCommand {
                 destination: destination, destinationProvider: nil, settings: CipherSettings(),
                 force: force, quiet: quiet, verb: "decrypt"
             ).run()
-            if !quiet { FileHandle.standardError.write(Data("decrypted \(source) → \(destination)\n".utf8)) }
+            if !quiet { Output.message("decrypted \(source) → \(destination)") }
         }
     }
 }

@@ -49,7 +49,8 @@ struct Encrypt: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let settings = try KDFFloor.newFileSettings(
-                pageSize: pageSize ?? key.cipherPageSize, iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
+                pageSize: pageSize ?? key.cipherPageSize, pageSizeOption: pageSize == nil ? "--cipher-page-size" : "--page-size",
+                iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
                 option: "--kdf-iter", unsafeOption: "--unsafe-kdf-iter")
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {
@@ -70,7 +71,7 @@ struct Encrypt: ParsableCommand {
             ).run()
             if !quiet {
                 let slotted = slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
-                FileHandle.standardError.write(Data("encrypted \(source) → \(destination)\(slotted)\n".utf8))
+                Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
             if let recoveryKey { printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot) }
         }

@@ -71,14 +71,16 @@ enum KeySlotFileDamage {
 func runReportingErrors(_ body: () throws -> Void) throws {
     do {
         try body()
+        // Output the body wrote but could not get out (a full disk, /dev/full) fails the command.
+        if let failure = Output.takeFailure() { throw failure }
     } catch let error as CLIError {
-        FileHandle.standardError.write(Data("fmdb-cipher: \(error.message)\n".utf8))
+        Output.message("fmdb-cipher: \(error.message)")
         throw ExitCode(error.code)
     } catch let error as ExitCode {
         throw error
     } catch {
         let cli = CLIError.from(error, context: "error")
-        FileHandle.standardError.write(Data("fmdb-cipher: \(cli.message)\n".utf8))
+        Output.message("fmdb-cipher: \(cli.message)")
         throw ExitCode(cli.code)
     }
 }

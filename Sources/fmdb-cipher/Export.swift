@@ -55,7 +55,7 @@ struct Export: ParsableCommand {
         try runReportingErrors {
             let destinationFormat = try Self.format(sqlcipher4 ? 4 : format)
             let settings = try KDFFloor.newFileSettings(
-                pageSize: newPageSize, iterations: newKDFIterations, unsafeIterations: unsafeNewKDFIterations,
+                pageSize: newPageSize, pageSizeOption: "--new-page-size", iterations: newKDFIterations, unsafeIterations: unsafeNewKDFIterations,
                 option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter", format: destinationFormat)
             let kind = try DatabaseFiles.requireInput(source)
             if kind == .plaintext { throw CLIError("\(source): is a plaintext database: use encrypt", code: Exit.wrongKey) }
@@ -92,7 +92,7 @@ struct Export: ParsableCommand {
             ).run()
             if !quiet {
                 let slots = carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
-                FileHandle.standardError.write(Data("exported \(source) → \(destination)\(slots)\n".utf8))
+                Output.message("exported \(source) → \(destination)\(slots)")
             }
         }
     }

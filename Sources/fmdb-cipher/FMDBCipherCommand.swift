@@ -16,7 +16,7 @@ struct FMDBCipherCommand: ParsableCommand {
             database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
             64 usage error; 65 wrong key or not a database; 66 input file missing, unreadable or not a regular \
             file; 69 a SQLCipher 4 database (the key is right) and the linked SQLCipher is 3.x; \
-            73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only; \
+            73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only, or standard output could not be written; \
             75 database busy or locked (try again).
             """,
         version: "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
@@ -27,6 +27,7 @@ struct FMDBCipherCommand: ParsableCommand {
     /// value from the command line (it may be a key typed in the wrong place).
     static func main() {
         ProcessHardening.disableCoreDumps()
+        ProcessHardening.installCleanupHandlers()
         do {
             var command = try parseAsRoot(nil)
             try command.run()
@@ -36,7 +37,7 @@ struct FMDBCipherCommand: ParsableCommand {
             let names = Set(configuration.subcommands.map { $0._commandName } + ["help"])
             let message = ProcessHardening.redacted(fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()),
                                                     keeping: names)
-            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+            if !message.isEmpty { Output.message(message) }
             Foundation.exit(code.rawValue)
         }
     }

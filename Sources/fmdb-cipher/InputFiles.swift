@@ -6,20 +6,37 @@ enum InputFiles {
     /// Refuses anything that is not a regular file (links the user named are followed), exit 66: reading
     /// a FIFO would hang, and /dev/zero reads as an empty database. stat(2) never blocks, so this runs
     /// before anything opens the path. A missing path or a directory is left to the caller's own message.
+    ///
+    /// The files SQLite and the key slots open beside it (`-journal`, `-wal`, `-shm`, `-keyslots`) are checked
+    /// the same way, when they exist: a FIFO there would hang the open that SQLite or the slot code makes.
     static func requireRegularFile(_ path: String) throws {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return }
-        let type = status.st_mode & S_IFMT
-        guard type != S_IFREG, type != S_IFDIR else { return }
-        let what: String
-        switch type {
-        case S_IFIFO: what = "a FIFO (named pipe)"
-        case S_IFCHR: what = "a character device"
-        case S_IFBLK: what = "a block device"
-        case S_IFSOCK: what = "a socket"
-        default: what = "an unknown kind"
+        if let what = specialFileKind(path) {
+            throw CLIError("\(path): is not a regular file (\(what)), so not a database file", code: Exit.noInput)
         }
-        throw CLIError("\(path): is not a regular file (\(what)), so not a database file", code: Exit.noInput)
+        for suffix in sideFileSuffixes {
+            if let what = specialFileKind(path + suffix) {
+                throw CLIError("\(path)\(suffix): is not a regular file (\(what)); SQLite or the key slots would open it "
+                                + "beside the database: remove it", code: Exit.noInput)
+            }
+        }
+    }
+
+    /// The files beside a database that SQLite (`-journal`, `-wal`, `-shm`) or the key slots (`-keyslots`) open.
+    static let sideFileSuffixes = ["-journal", "-wal", "-shm", "-keyslots"]
+
+    /// What `path` is when it exists and is neither a regular file nor a directory (stat(2): links followed,
+    /// never blocks); nil otherwise.
+    static func specialFileKind(_ path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        switch status.st_mode & S_IFMT {
+        case S_IFREG, S_IFDIR: return nil
+        case S_IFIFO: return "a FIFO (named pipe)"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        default: return "an unknown kind"
+        }
     }
 
     /// Whether SQLite may have to recover `path` before it can be read (a journal or WAL left beside it,

@@ -1,6 +1,7 @@
 import FMDB
+import Foundation
 
-/// The KDF floor for files the tool writes (issue 13 §4): `--kdf-iter` / `--new-kdf-iter` below
+/// The KDF floor for files the tool writes: `--kdf-iter` / `--new-kdf-iter` below
 /// `CipherSettings.minimumKDFIterations` are refused (exit 64) before any key is read; the
 /// `--unsafe-…` spelling writes them anyway. Opening a file with its own low count (`--kdf-iter` on
 /// the file being read) is not affected.
@@ -8,15 +9,18 @@ enum KDFFloor {
     /// The settings of a new file from `pageSize` and either the safe or the unsafe iteration option.
     static func newFileSettings(
         pageSize: Int?,
+        pageSizeOption: String,
         iterations: Int?,
         unsafeIterations: Int?,
         option: String,
         unsafeOption: String,
         format: CipherFormat? = nil
     ) throws -> CipherSettings {
+        try CipherOptionRange.check(pageSize: pageSize, option: pageSizeOption)
+        try CipherOptionRange.check(iterations: iterations, option: option)
+        try CipherOptionRange.check(iterations: unsafeIterations, option: unsafeOption)
         if let unsafeIterations {
             guard iterations == nil else { throw CLIError.usage("give \(option) or \(unsafeOption), not both") }
-            guard unsafeIterations > 0 else { throw CLIError.usage("\(unsafeOption) must be positive") }
             return CipherSettings(pageSize: pageSize, unsafeKDFIterations: unsafeIterations, format: format)
         }
         if let iterations, iterations < CipherSettings.minimumKDFIterations {
@@ -26,5 +30,30 @@ enum KDFFloor {
             )
         }
         return CipherSettings(pageSize: pageSize, kdfIterations: iterations, format: format)
+    }
+}
+
+/// The range check of every number option that reaches SQLCipher's PRAGMA text (`--cipher-page-size`,
+/// `--kdf-iter`, `--page-size`, `--new-page-size`, `--new-kdf-iter` and the `--unsafe-…` spellings): the
+/// library's own (`CipherSettings.validatePageSize` / `validateKDFIterations`: the C int SQLCipher's `atoi`
+/// reads, a power of two from 512 to 65536 for page sizes), as a usage error (exit 64) naming the option,
+/// before any key is read. A number outside it would reach SQLCipher as another number.
+enum CipherOptionRange {
+    static func check(pageSize: Int?, option: String) throws {
+        guard let pageSize else { return }
+        try usage(option) { try CipherSettings.validatePageSize(pageSize) }
+    }
+
+    static func check(iterations: Int?, option: String) throws {
+        guard let iterations else { return }
+        try usage(option) { try CipherSettings.validateKDFIterations(iterations) }
+    }
+
+    private static func usage(_ option: String, _ check: () throws -> Void) throws {
+        do {
+            try check()
+        } catch {
+            throw CLIError.usage("\(option): \((error as NSError).localizedDescription)")
+        }
     }
 }

@@ -93,6 +93,12 @@ struct KeyOptions: ParsableArguments {
         if [keyEnv != nil, keyFile != nil, keyStdin, keyCredential != nil].filter({ $0 }).count > 1 {
             throw ValidationError("give the key one way only: --key-env, --key-file, --key-stdin or --key-credential")
         }
+        do {
+            try CipherOptionRange.check(pageSize: cipherPageSize, option: "--cipher-page-size")
+            try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
+        } catch let error as CLIError {
+            throw ValidationError(error.message)
+        }
     }
 
     var source: KeySource? {
@@ -196,18 +202,33 @@ final class KeyReader {
 
     private func readFile(_ path: String, what: String) throws -> KeyMaterial {
         // The path is not repeated in messages: it may be the key itself, given by mistake.
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a named pipe nobody writes to is opened at once (and then reads as empty, refused
+        // below) instead of hanging; the flag is cleared after the open, so a pipe with a writer, such as
+        // `--key-file <(pass show db)`, is read to its end as before.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             throw CLIError("cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
         }
         defer { close(fd) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var status = stat()
-        if fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
+        guard fstat(fd, &status) == 0 else {
+            throw CLIError("cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
+        }
+        let type = status.st_mode & S_IFMT
+        if type == S_IFDIR {
             throw CLIError("cannot read the \(what) from the file given: it is a directory", code: Exit.noInput)
         }
         // As ssh does for private keys: a key file others can read is worth a warning (pipes such as
         // `--key-file <(pass show db)` are not files and are fine).
-        if (status.st_mode & S_IFMT) == S_IFREG, status.st_mode & 0o077 != 0 {
+        // A key file others can change lets them choose the key (a new key above all): refused, as the
+        // library refuses such a systemd credential.
+        if type == S_IFREG, status.st_mode & 0o022 != 0 {
+            let mode = String(status.st_mode & 0o7777, radix: 8)
+            throw CLIError("the file holding the \(what) has mode 0\(mode): group or others can change it, so it is not used; "
+                            + "chmod 600 it", code: Exit.noInput)
+        }
+        if type == S_IFREG, status.st_mode & 0o077 != 0 {
             let mode = String(status.st_mode & 0o7777, radix: 8)
             Output.message("fmdb-cipher: warning: the file holding the \(what) has mode 0\(mode): group or others can "
                             + "read or change it; chmod 600 it")
@@ -223,7 +244,10 @@ final class KeyReader {
             return total
         }
         guard material.count <= Self.maxKeyLength else {
-            throw CLIError.usage("the \(what) file \(path) is longer than \(Self.maxKeyLength) bytes")
+            throw CLIError.usage("the file given for the \(what) is longer than \(Self.maxKeyLength) bytes")
+        }
+        if material.isEmpty, type == S_IFIFO {
+            throw CLIError.usage("the file given for the \(what) is a pipe with nothing written to it")
         }
         return material.trimmingTrailingNewline()
     }

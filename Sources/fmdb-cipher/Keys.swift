@@ -99,8 +99,7 @@ private func describe(_ slot: KeySlotInfo) -> String {
 func printRecoveryKey(_ key: RecoveryKey, slot: KeySlotInfo) {
     Output.message("Recovery key for slot \(slot.id). It is shown only this once: write it down and keep it offline.")
     key.withFormattedText { text in
-        _ = write(STDOUT_FILENO, text.baseAddress, text.count)
-        _ = write(STDOUT_FILENO, "\n", 1)
+        Output.secretLine(text, what: "the recovery key")
     }
 }
 
@@ -299,8 +298,7 @@ struct KeysExportRaw: ParsableCommand {
             let secret = try slotted.unlockingSecret(KeyReader())
             do {
                 try KeySlots.withDataKeyHex(of: slotted.database, unlockingWith: secret) { hex in
-                    _ = write(STDOUT_FILENO, hex.baseAddress, hex.count)
-                    _ = write(STDOUT_FILENO, "\n", 1)
+                    Output.secretLine(hex, what: "the data key")
                 }
             } catch {
                 throw CLIError.from(error, context: "keys export-raw \(slotted.database)")
@@ -318,7 +316,8 @@ enum DataKeyRotation {
         let reader = KeyReader()
         var secrets = [try key.kdf.slotSecret(try reader.read(key.source, what: "key of a slot of \(database)"))]
         for file in slotKeyFiles {
-            let material = try reader.read(.file(file), what: "slot key in \(file)")
+            // The path is not repeated (it may be a secret typed where the path belongs): "the file given".
+            let material = try reader.read(.file(file), what: "slot key in a file given to --slot-key-file")
             // A file may hold any kind of slot secret: try it as each kind that parses.
             secrets.append(.passphrase(material: material))
             if let raw = try? KeySlotSecret.rawKey(material: material) { secrets.append(raw) }

@@ -82,7 +82,7 @@ struct Migrate: ParsableCommand {
             defer { holder.close() }
             let current = holder.cipherFormat
             if current == .v4, destination == nil {
-                if !quiet { FileHandle.standardError.write(Data("\(source) is already in SQLCipher 4's format: nothing to do\n".utf8)) }
+                if !quiet { Output.message("\(source) is already in SQLCipher 4's format: nothing to do") }
                 return
             }
             if destination == nil {
@@ -143,7 +143,7 @@ struct Migrate: ParsableCommand {
             if holder.isInTransaction { holder.rollback() }
             if !quiet {
                 let from = current?.description ?? "SQLCipher"
-                FileHandle.standardError.write(Data("migrated \(source) (\(from)) → \(target) (SQLCipher 4)\n".utf8))
+                Output.message("migrated \(source) (\(from)) → \(target) (SQLCipher 4)")
             }
         }
     }

@@ -1,25 +1,86 @@
 import FMDB
 import Foundation
 
-/// Data goes to standard output; messages to standard error.
+/// Data goes to standard output; messages to standard error. Everything is written with write(2), each
+/// buffer whole (short writes continued, EINTR retried): FileHandle's `write(_:)` traps on a failed write.
+///
+/// A failed or short write to standard output (a full disk, /dev/full, a closed descriptor) is never
+/// ignored: the first one is recorded, and `runReportingErrors` then ends the command with exit 74 and a
+/// message on standard error saying what was not written (for a secret, that it was never shown), even
+/// where the caller (a recovery key, `keys export-raw`) did not check. A failed message on standard error
+/// has nowhere to be reported and does not change the exit code.
 enum Output {
+    /// The first failed write to standard output: what it was, and errno.
+    private nonisolated(unsafe) static var failure: (what: String, errno: Int32)?
+    private static let failureLock = NSLock()
+
     static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        write(Data((text + "\n").utf8), to: STDOUT_FILENO, what: "the output")
     }
 
     static func message(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        write(Data((text + "\n").utf8), to: STDERR_FILENO, what: "a message")
     }
 
     /// Text for a person at a terminal (a prompt), on standard error, without a newline.
     static func prompt(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        write(Data(text.utf8), to: STDERR_FILENO, what: "a prompt")
     }
 
     /// Pretty, stable JSON (sorted keys) for scripts.
     static func json(_ value: Any) throws {
         let data = try JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys])
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        write(data + Data("\n".utf8), to: STDOUT_FILENO, what: "the output")
+    }
+
+    /// A secret (`what`: "the recovery key", "the data key") and a newline on standard output, straight from
+    /// the caller's wiped memory (no copy is made). A failure is recorded as for any output, naming `what`.
+    static func secretLine(_ bytes: UnsafeRawBufferPointer, what: String) {
+        guard record(writeAll(STDOUT_FILENO, bytes), what: what) else { return }
+        var newline = UInt8(ascii: "\n")
+        record(withUnsafeBytes(of: &newline) { writeAll(STDOUT_FILENO, $0) }, what: what)
+    }
+
+    /// The first failed write to standard output as the tool's error (exit 74), or nil; cleared.
+    static func takeFailure() -> CLIError? {
+        failureLock.lock()
+        defer { failureLock.unlock() }
+        guard let (what, code) = failure else { return nil }
+        failure = nil
+        let secret = what == "the output" ? "" : " (it was not shown: do not rely on having seen it)"
+        return CLIError("cannot write \(what) to standard output: \(String(cString: strerror(code)))\(secret)",
+                        code: Exit.ioError)
+    }
+
+    private static func write(_ data: Data, to fd: Int32, what: String) {
+        let error = data.withUnsafeBytes { writeAll(fd, $0) }
+        if fd == STDOUT_FILENO { record(error, what: what) }
+    }
+
+    /// Records `error` (an errno, nil for success) as the first standard output failure; returns whether it
+    /// was a success.
+    @discardableResult
+    private static func record(_ error: Int32?, what: String) -> Bool {
+        guard let error else { return true }
+        failureLock.lock()
+        if failure == nil { failure = (what, error) }
+        failureLock.unlock()
+        return false
+    }
+
+    /// write(2) of all of `bytes` to `fd`: nil when written, else errno (EIO for a write that wrote nothing).
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+        var written = 0
+        while written < bytes.count {
+            let n = Foundation.write(fd, bytes.baseAddress.map { $0 + written }, bytes.count - written)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            if n == 0 { return EIO }
+            written += n
+        }
+        return nil
     }
 }
 

@@ -15,8 +15,10 @@ import Foundation
 ///    that appeared meanwhile is not replaced (exit 73) — unless --force, where rename(2) replaces it (a
 ///    symlink at DEST is replaced, never followed). Where the file system has no RENAME_NOREPLACE,
 ///    link(2) + unlink(2) does the same; where it has neither, DEST is refused unless --force.
-/// 4. The private directory is removed, on success and on failure. A killed run can leave it behind
-///    (`.DEST.fmdb-cipher-XXXXXX`, 0700): never a partial DEST.
+/// 4. The private directory is removed, on success and on failure, and on SIGINT, SIGTERM or SIGHUP
+///    until the commit starts (the signal handler removes it, then the tool exits 128 + the signal;
+///    `ProcessHardening.installCleanupHandlers`). A SIGKILL, or a signal during the commit, can leave it
+///    behind (`.DEST.fmdb-cipher-XXXXXX`, 0700): never a partial DEST.
 ///
 /// DEST and `DEST-keyslots` are a pair: a slot file opens only the database whose salt it holds. `DEST-keyslots`
 /// is checked as DEST is (exit 73 unless --force) before any work, whether or not the copy has slots. A copy
@@ -58,6 +60,8 @@ final class PrivateOutput {
     private var done = false
     /// Set when the old pair could not be put back: the private directory (which holds it) stays.
     private var keepsDirectory = false
+    /// The signal handler's slot for `directory` (-1: not registered).
+    private var cleanupSlot: Int32 = -1
 
     /// Checks DEST (exit 73 when it exists without --force, or cannot be created; 64 when it is SRC) and
     /// makes the private directory and the empty, private new file.
@@ -100,16 +104,19 @@ final class PrivateOutput {
             throw CLIError("\(folder): no such directory", code: Exit.cannotCreate)
         }
         var template = Array("\(folder)/.\(dest.lastPathComponent).fmdb-cipher-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress.flatMap { mkdtemp($0) }
+        // Made and registered for the signal handler with the signals blocked in between.
+        let slot = template.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress.map { fmdb_tool_make_private_directory($0) } ?? -1
         }
-        guard made != nil else {
+        guard slot != -1 else {
             throw CLIError("cannot create a private directory in \(folder): \(String(cString: strerror(errno)))",
                            code: Exit.cannotCreate)
         }
         directory = template.withUnsafeBufferPointer { buffer in
             buffer.baseAddress.map { String(cString: $0) } ?? ""
         }
+        // From here until the commit moves anything of the old DEST in, a signal removes the directory.
+        cleanupSlot = slot
         file = directory + "/new.db"
         slotFile = KeySlots.slotFilePath(forDatabaseAt: file)
         oldFile = directory + "/old.db"
@@ -123,6 +130,7 @@ final class PrivateOutput {
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
             rmdir(directory)
+            fmdb_tool_cleanup_unregister(cleanupSlot)
             throw CLIError("cannot create the new database beside \(destination): \(reason)", code: Exit.cannotCreate)
         }
         // The umask may have removed bits SQLite needs (e.g. umask 0277); the file is ours alone anyway.
@@ -184,6 +192,9 @@ final class PrivateOutput {
 
     /// Steps 1-4 of the type's comment. Returns whether an old `DEST-keyslots` was replaced or removed.
     private func commitPair(slotDestination: String) throws -> Bool {
+        // The old pair may move into the private directory: a signal must no longer remove it.
+        fmdb_tool_cleanup_unregister(cleanupSlot)
+        cleanupSlot = -1
         var steps: [Step] = []
         let oldSlotFile = KeySlots.slotFilePath(forDatabaseAt: oldFile)
         var removedOldSlotFile = false
@@ -296,10 +307,20 @@ final class PrivateOutput {
     static func refuseJournalFiles(of destination: String) throws {
         let magic: [String: [[UInt8]]] = ["-wal": [[0x37, 0x7F, 0x06, 0x82], [0x37, 0x7F, 0x06, 0x83]], "-journal": [[0xD9, 0xD5, 0x05, 0xF9]]]
         for suffix in ["-wal", "-journal"] {
-            guard let handle = FileHandle(forReadingAtPath: destination + suffix) else { continue }
-            let head = [UInt8]((try? handle.read(upToCount: 4)) ?? Data())
-            try? handle.close()
-            guard magic[suffix]?.contains(head) == true else { continue }
+            // O_NONBLOCK: opening a FIFO planted there returns at once (and is refused below) instead of
+            // waiting for a writer forever; a regular file reads as usual.
+            let fd = open(destination + suffix, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            var status = stat()
+            let isRegular = fstat(fd, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+            var head = [UInt8](repeating: 0, count: 4)
+            let count = isRegular ? head.withUnsafeMutableBytes { read(fd, $0.baseAddress, 4) } : 0
+            close(fd)
+            guard isRegular else {
+                throw CLIError("\(destination)\(suffix): is not a regular file (\(InputFiles.specialFileKind(destination + suffix) ?? "not a file")): "
+                    + "SQLite would open it beside the new database; remove it, then run again", code: Exit.cannotCreate)
+            }
+            guard count == 4, magic[suffix]?.contains(head) == true else { continue }
             if exists(destination) {
                 throw CLIError("\(destination)\(suffix): exists: DEST is open in another program or was not closed cleanly, "
                     + "and SQLite would apply that file to the new database; close the program, or open DEST once "
@@ -365,6 +386,11 @@ final class PrivateOutput {
     /// Removes the new file (if still there), SQLite's side files, the slot file, the old pair --force moved
     /// aside (unless it could not be put back) and the private directory.
     func discard() {
+        defer {
+            // After the removal: a signal meanwhile removes what is left.
+            fmdb_tool_cleanup_unregister(cleanupSlot)
+            cleanupSlot = -1
+        }
         for suffix in ["", "-journal", "-wal", "-shm"] { unlink(file + suffix) }
         unlink(slotFile)
         guard !keepsDirectory else { return }

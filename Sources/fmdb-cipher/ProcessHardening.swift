@@ -12,6 +12,17 @@ enum ProcessHardening {
         }
     }
 
+    /// SIGINT, SIGTERM and SIGHUP end the tool with exit 128 + the signal (130 for Ctrl-C) after removing
+    /// every private directory a `PrivateOutput` registered — the partial new file (a plaintext one for
+    /// decrypt), its journal and slot file — so an interrupted copy leaves nothing behind. A signal the
+    /// tool was started ignoring (nohup) stays ignored. Called in `main`, before any file is made.
+    static func installCleanupHandlers() {
+        if fmdb_tool_install_cleanup_handlers() != 0 {
+            Output.message("fmdb-cipher: warning: could not install the signal handlers that remove partial output: "
+                            + String(cString: strerror(errno)))
+        }
+    }
+
     /// `message` with every command-line value the user typed replaced by `(hidden)`: a misplaced key
     /// (`--key-env "$SECRET"`, a stray positional argument) must not be echoed by a usage error.
     /// swift-argument-parser quotes the values it reports in single quotes; options (`--x`) and

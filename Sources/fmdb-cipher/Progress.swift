@@ -28,7 +28,7 @@ final class ProgressReporter: @unchecked Sendable {
                 } else {
                     line = String(format: "\r%@ … %.1fs", label, Date().timeIntervalSince(began))
                 }
-                FileHandle.standardError.write(Data(line.utf8))
+                Output.prompt(line)
                 Thread.sleep(forTimeInterval: 0.1)
             }
         }
@@ -51,7 +51,7 @@ final class ProgressReporter: @unchecked Sendable {
         lock.unlock()
         guard enabled else { return }
         if wasRunning { Thread.sleep(forTimeInterval: 0.12) }
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(message)\n".utf8))
+        Output.message("\r\u{1B}[K\(message)")
     }
 }
 

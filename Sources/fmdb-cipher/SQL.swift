@@ -43,7 +43,14 @@ struct SQL: ParsableCommand {
             if let sql {
                 script = sql
             } else {
-                script = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                // readToEnd, not readDataToEndOfFile, which traps on a read error (standard input a directory).
+                do {
+                    script = String(decoding: try FileHandle.standardInput.readToEnd() ?? Data(), as: UTF8.self)
+                } catch {
+                    let reason = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)
+                        .map { String(cString: strerror(Int32($0.code))) } ?? (error as NSError).localizedDescription
+                    throw CLIError("cannot read the SQL from standard input: \(reason)", code: Exit.ioError)
+                }
             }
             guard !script.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw CLIError.usage("no SQL given (as an argument or on standard input)")

@@ -158,4 +158,98 @@ final class KDFFloorTests: XCTestCase {
         XCTAssertNoThrow(try check.setKey(using: PBKDF2KeyProvider(passphrase: "p", digest: .sha1, iterations: 64_000)))
         check.close()
     }
+
+    // MARK: - Numbers reach SQLCipher as given
+
+    /// Counts SQLCipher's `atoi` would read as another number (2^32 + 1 as 1, 2^31 as a negative count),
+    /// and counts that are not positive: refused with SQLITE_MISUSE before anything is keyed or written,
+    /// through every spelling and every way in (setKey, attachDatabase, PBKDF2KeyProvider).
+    func testKDFIterationCountsOutsideACIntAreRefused() throws {
+        let path = directory.path("new.db")
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        let raw = try RawKeyProvider(key: Data(repeating: 0x42, count: 32))
+        for count in [2_147_483_648, 4_294_967_297, Int.max, 0, -1, -64_000, Int.min] {
+            var mutated = CipherSettings()
+            mutated.kdfIterations = count
+            for settings in [CipherSettings(kdfIterations: count), CipherSettings(unsafeKDFIterations: count), mutated] {
+                XCTAssertThrowsError(try db.setKey(using: raw, settings: settings), "\(count)") {
+                    XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), "\(count)")
+                    XCTAssertTrue(nsError($0).localizedDescription.contains("2147483647"), nsError($0).localizedDescription)
+                }
+                XCTAssertThrowsError(try settings.validate(), "\(count)")
+                XCTAssertThrowsError(try db.attachDatabase(atPath: directory.path("copy.db"), schema: "copy", keyProvider: raw,
+                                                           settings: settings), "\(count)") {
+                    XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), "\(count)")
+                }
+            }
+        }
+        XCTAssertEqual(DatabaseFile.kind(atPath: path), .empty, "nothing was written")
+        XCTAssertTrue(DatabaseFile.kind(atPath: directory.path("copy.db")).isNew, "nothing was attached and written")
+    }
+
+    /// OpenSSL's PBKDF2 takes the count as a C int too: a larger count is refused, not clamped to
+    /// 2,147,483,647 (a derivation of hours, under a count nobody asked for).
+    func testPBKDF2IterationCountsOutsideACIntAreRefused() throws {
+        let request = KeyRequest(databasePath: directory.path("p.db"), salt: Data(repeating: 1, count: 16))
+        for count in [2_147_483_648, 4_294_967_297, Int.max, 0, -1, Int.min] {
+            XCTAssertThrowsError(try PBKDF2KeyProvider(passphrase: "p", iterations: count).key(for: request), "\(count)") {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), "\(count)")
+            }
+            XCTAssertThrowsError(try PBKDF2KeyProvider(passphrase: "p", unsafeIterations: count).key(for: request), "\(count)")
+        }
+    }
+
+    /// Page sizes SQLCipher would refuse or read as another number (2^32 + 512 is 512 to `atoi`).
+    func testCipherPageSizesOutsideTheRangeAreRefused() throws {
+        let db = FMDatabase(path: directory.path("new.db"))
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        let raw = try RawKeyProvider(key: Data(repeating: 0x42, count: 32))
+        for size in [0, -512, 256, 1000, 131_072, 4_294_967_296 + 512, 1 << 40, Int.min] {
+            XCTAssertThrowsError(try db.setKey(using: raw, settings: CipherSettings(pageSize: size)), "\(size)") {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), "\(size)")
+            }
+        }
+    }
+
+    /// The largest and smallest accepted numbers reach SQLCipher as those numbers: read back with PRAGMA
+    /// kdf_iter / cipher_page_size on the keyed connection, and (the largest) the file opens again with
+    /// them. (A raw key runs no KDF, so 2,147,483,647 iterations cost nothing.)
+    func testBoundaryValuesReachSQLCipherAsGiven() throws {
+        let raw = try RawKeyProvider(key: Data(repeating: 0x42, count: 32))
+        let path = directory.path("max.db")
+        let largest = CipherSettings(pageSize: 65_536, kdfIterations: Int(Int32.max))
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: raw, settings: largest)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA kdf_iter"), "2147483647")
+        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_page_size"), "65536")
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"), db.lastErrorMessage())
+        db.close()
+        let again = FMDatabase(path: path)
+        XCTAssertTrue(again.open())
+        try again.setKey(using: raw, settings: largest)
+        XCTAssertEqual(again.string(forQuery: "PRAGMA kdf_iter"), "2147483647")
+        XCTAssertEqual(again.string(forQuery: "PRAGMA cipher_page_size"), "65536")
+        XCTAssertEqual(again.int(forQuery: "SELECT count(*) FROM sqlite_master"), 1)
+        again.close()
+        // The smallest: read back only (512-byte pages leave SQLite too little room beside SQLCipher's
+        // per-page IV and HMAC for a table to be written).
+        let small = FMDatabase(path: directory.path("min.db"))
+        XCTAssertTrue(small.open())
+        try small.setKey(using: raw, settings: CipherSettings(pageSize: 512, unsafeKDFIterations: 1))
+        XCTAssertEqual(small.string(forQuery: "PRAGMA kdf_iter"), "1")
+        XCTAssertEqual(small.string(forQuery: "PRAGMA cipher_page_size"), "512")
+        small.close()
+        // Attached with the boundary settings: the schema's own PRAGMAs say the same.
+        let main = FMDatabase(path: directory.path("main.db"))
+        XCTAssertTrue(main.open())
+        try main.attachDatabase(atPath: directory.path("attached.db"), schema: "copy", keyProvider: raw,
+                                settings: CipherSettings(pageSize: 65_536, kdfIterations: Int(Int32.max)))
+        XCTAssertEqual(main.string(forQuery: "PRAGMA copy.kdf_iter"), "2147483647")
+        XCTAssertEqual(main.string(forQuery: "PRAGMA copy.cipher_page_size"), "65536")
+        main.close()
+    }
 }

@@ -8,7 +8,7 @@ import XCTest
 /// restored after Ctrl-C, a warning for key files others can read.
 final class ToolProcessHygieneTests: ToolTestCase {
     /// Core dumps off and the process not dumpable, from the start: checked from outside while the tool
-    /// waits to read a key from a FIFO. A non-dumpable process's /proc files belong to root, so the tool
+    /// waits to read a key from a FIFO the test holds open. A non-dumpable process's /proc files belong to root, so the tool
     /// runs as `nobody` when the test runs as root.
     func testCoreDumpsAreOffAndTheProcessIsNotDumpable() throws {
         let plain = try makePlaintext()
@@ -17,6 +17,11 @@ final class ToolProcessHygieneTests: ToolTestCase {
         let fifo = path("key.fifo")
         XCTAssertEqual(mkfifo(fifo, 0o666), 0)
         XCTAssertEqual(chmod(fifo, 0o666), 0)
+        // Held open for writing (and never written to): the tool's read of its key waits, instead of
+        // reading an empty pipe nobody writes to, which it refuses.
+        let writer = open(fifo, O_RDWR | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(writer, 0)
+        defer { close(writer) }
         let process = Process()
         if getuid() == 0 {
             let tool = try copyOfTheToolThatNobodyCanRun()

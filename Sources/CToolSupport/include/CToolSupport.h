@@ -15,4 +15,24 @@ int fmdb_tool_disable_core_dumps(void);
 /// prctl(PR_GET_DUMPABLE): 0 or 1, or -1.
 int fmdb_tool_is_dumpable(void);
 
+/// Clean-up on SIGINT, SIGTERM and SIGHUP: the handler removes every entry of each registered private
+/// directory and the directory itself (async-signal-safe calls only: open, getdents64, unlinkat, rmdir),
+/// then _exit(128 + signal). Signals the process ignores (nohup, a background job) stay ignored.
+int fmdb_tool_install_cleanup_handlers(void);
+
+/// Registers `directory` (a private directory the tool made, holding only its own files) for removal
+/// by the handler; returns its slot (>= 0), or -1 when all slots are taken or the path is too long.
+int fmdb_tool_cleanup_register(const char *directory);
+
+/// mkdtemp(3) of `template` and `fmdb_tool_cleanup_register` of the result with SIGINT, SIGTERM and
+/// SIGHUP blocked in between, so no signal finds the directory made but not registered. Returns the slot
+/// (>= 0, or -2 when the directory was made but could not be registered), or -1 with errno set.
+int fmdb_tool_make_private_directory(char *template);
+
+/// The handler no longer removes the directory registered in `slot`.
+void fmdb_tool_cleanup_unregister(int slot);
+
+/// Removes the entries of `directory` and the directory, as the handler does; 0 when it is gone.
+int fmdb_tool_remove_private_directory(const char *directory);
+
 #endif

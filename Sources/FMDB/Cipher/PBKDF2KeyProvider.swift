@@ -108,7 +108,8 @@ public final class PBKDF2KeyProvider: KeyProvider {
     public var derivationCount: Int { cache.derivationCount }
 
     /// The key for `request` (see `KeyProvider`).
-    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for an empty passphrase or settings below the floor.
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for an empty passphrase, settings below the floor, or an
+    ///   iteration count outside `CipherSettings.kdfIterationRange` (OpenSSL takes a C int).
     public func key(for request: KeyRequest) throws -> DatabaseKey {
         guard !passphrase.isEmpty else {
             throw FMDatabaseError.misuse("An empty passphrase was given.")
@@ -120,7 +121,9 @@ public final class PBKDF2KeyProvider: KeyProvider {
                 try Self.derive(passphrase: passphrase, salt: salt, digest: format.kdfDigest, iterations: format.kdfIterations)
             }
         }
-        guard iterations > 0, allowsWeakIterations || iterations >= Self.minimumIterations else {
+        // OpenSSL takes the count as a C int: a larger one must not reach it clamped to another count.
+        try CipherSettings.validateKDFIterations(iterations)
+        guard allowsWeakIterations || iterations >= Self.minimumIterations else {
             throw FMDatabaseError.misuse(
                 "PBKDF2 iterations \(iterations) are below the floor of \(Self.minimumIterations); "
                     + "use init(passphrase:digest:unsafeIterations:) only for tests."
@@ -138,13 +141,16 @@ public final class PBKDF2KeyProvider: KeyProvider {
         case .sha256: md = EVP_sha256()
         case .sha512: md = EVP_sha512()
         }
+        guard let count = Int32(exactly: iterations), count > 0 else {
+            throw FMDatabaseError.misuse("PBKDF2 iterations must be from 1 to \(Int32.max) (got \(iterations)).")
+        }
         return try SecureBytes(count: 32) { out in
             let ok = passphrase.withUnsafeBytes { pass in
                 salt.withUnsafeBytes { saltBytes in
                     PKCS5_PBKDF2_HMAC(
                         pass.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(pass.count),
                         saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(saltBytes.count),
-                        Int32(clamping: iterations), md, 32,
+                        count, md, 32,
                         out.baseAddress?.assumingMemoryBound(to: UInt8.self)
                     )
                 }

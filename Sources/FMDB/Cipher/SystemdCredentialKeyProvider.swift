@@ -13,8 +13,10 @@ import Foundation
 ///
 /// Refused with a clear `FMDatabaseError`: `CREDENTIALS_DIRECTORY` not set (SQLITE_CANTOPEN: the
 /// process was not started by systemd with a credential), a name with "/" (SQLITE_MISUSE), a missing
-/// or unreadable file or a symbolic link (SQLITE_CANTOPEN), a file group or others may read
-/// (SQLITE_PERM: systemd makes them 0400/0440 to the service only), an empty file or one over 64 KiB.
+/// or unreadable file, a symbolic link or anything but a regular file (SQLITE_CANTOPEN; a FIFO is never
+/// waited on), a file group or others may read or write, or in a directory group or others may write
+/// (SQLITE_PERM: systemd makes them 0400/0440 to the service only, in a read-only directory), an empty
+/// file or one over 64 KiB.
 ///
 /// Related systemd documentation: <https://systemd.io/CREDENTIALS/>
 public final class SystemdCredentialKeyProvider: KeyProvider {
@@ -84,7 +86,8 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
             )
         }
         let path = directory + "/" + name
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        // O_NONBLOCK: a FIFO there is opened at once and refused by the type check below, never waited on.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else {
             let reason = errno == ENOENT ? "it does not exist (is LoadCredentialEncrypted=NAME:... in the unit?)"
                 : errno == ELOOP ? "it is a symbolic link" : String(cString: strerror(errno))
@@ -95,11 +98,20 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The credential given (in \(directory)) is not a regular file.")
         }
-        guard info.st_mode & 0o044 == 0 else {
+        guard info.st_mode & 0o066 == 0 else {
             throw FMDatabaseError(
                 code: SQLITE_PERM,
-                message: "The credential given (in \(directory)) is readable by group or others (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                message: "The credential given (in \(directory)) is readable or writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8))): "
                     + "refused; systemd makes credentials readable by the service only."
+            )
+        }
+        var folder = stat()
+        guard stat(directory, &folder) == 0, folder.st_mode & 0o022 == 0 else {
+            throw FMDatabaseError(
+                code: SQLITE_PERM,
+                message: "The directory CREDENTIALS_DIRECTORY names (\(directory)) is writable by group or others (mode "
+                    + "\(String(folder.st_mode & 0o777, radix: 8))): refused, as anyone who can write there can replace the "
+                    + "credential; systemd makes it read-only to the service."
             )
         }
         let material = try KeyMaterial(capacity: maximumSize + 1) { buffer in
