@@ -147,14 +147,21 @@ extension FMDatabase {
         try recording {
             let connection = try requireConnection()
             let name = try Self.validatedSchemaName(schema)
+            errno = 0
             do {
                 _ = try connection.runningLibraryStatements { try connection.pragmaText("SELECT sqlcipher_export('\(name)')") }
             } catch let error as FMDatabaseError {
+                let systemError = errno
                 // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text: the
                 // code is found from the files instead. The destination's state tells a read-only or failing
                 // filesystem; a full disk leaves no errno there (SQLite's VFS clears it for ENOSPC), so it
                 // is told by the space: less free than the source occupies means the copy cannot fit.
-                var code = connection.fileErrorCode(schema: name) ?? error.extendedCode
+                // A failed write's errno (a journal's file is closed by now, its own record gone), then the
+                // inner error's text, which is SQLite's standard wording for its code.
+                var code = connection.fileErrorCode(schema: name)
+                    ?? Self.resultCode(forSystemError: systemError)
+                    ?? Self.resultCode(forSQLiteMessage: error.message)
+                    ?? error.extendedCode
                 if code == SQLITE_ERROR, let source = connection.fileName(schema: "main"),
                    let destination = connection.fileName(schema: name),
                    DatabaseFile.lacksSpace(toCopy: source, into: destination) {
@@ -167,6 +174,26 @@ extension FMDatabase {
             try connection.execute("PRAGMA \(name).user_version = \(Int64(userVersion) ?? 0)")
             try connection.execute("PRAGMA \(name).application_id = \(Int64(applicationID) ?? 0)")
         }
+    }
+
+    /// The result code a failed system call's errno stands for; nil for others.
+    static func resultCode(forSystemError number: Int32) -> Int32? {
+        switch number {
+        case ENOSPC, EDQUOT: return SQLITE_FULL
+        case EIO: return SQLITE_IOERR
+        case EROFS: return SQLITE_READONLY
+        default: return nil
+        }
+    }
+
+    /// The result code behind SQLite's standard message for it (`sqlite3_errstr`), which is all an SQL
+    /// function's failure carries; nil for any other text.
+    static func resultCode(forSQLiteMessage message: String) -> Int32? {
+        for code in [SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_NOMEM, SQLITE_CORRUPT, SQLITE_NOTADB]
+        where message == FMDatabaseError.defaultMessage(for: code) {
+            return code
+        }
+        return nil
     }
 
     /// Schema names are pasted into SQL (they cannot be bound): letters, digits and underscores only.

@@ -18,7 +18,9 @@ import Foundation
 /// 4. The private directory is removed, on success and on failure, and on SIGINT, SIGTERM or SIGHUP
 ///    until the commit starts (the signal handler removes it, then the tool exits 128 + the signal;
 ///    `ProcessHardening.installCleanupHandlers`). A SIGKILL, or a signal during the commit, can leave it
-///    behind (`.DEST.fmdb-cipher-XXXXXX`, 0700): never a partial DEST.
+///    behind (`.DEST.fmdb-cipher-PID-XXXXXX`, 0700): never a partial DEST. The next run that writes DEST
+///    removes such a directory once its run's process is gone, unless it holds an old pair
+///    (`removeInterruptedCopies`).
 ///
 /// DEST and `DEST-keyslots` are a pair: a slot file opens only the database whose salt it holds. `DEST-keyslots`
 /// is checked as DEST is (exit 73 unless --force) before any work, whether or not the copy has slots. A copy
@@ -103,7 +105,9 @@ final class PrivateOutput {
         guard stat(folder, &folderStatus) == 0, (folderStatus.st_mode & S_IFMT) == S_IFDIR else {
             throw CLIError("\(folder): no such directory", code: Exit.cannotCreate)
         }
-        var template = Array("\(folder)/.\(dest.lastPathComponent).fmdb-cipher-XXXXXX".utf8CString)
+        Self.removeInterruptedCopies(of: dest.lastPathComponent, in: folder)
+        // The run's process id is in the name, so a later run can tell a directory whose run was killed.
+        var template = Array("\(folder)/.\(dest.lastPathComponent).fmdb-cipher-\(getpid())-XXXXXX".utf8CString)
         // Made and registered for the signal handler with the signals blocked in between.
         let slot = template.withUnsafeMutableBufferPointer { buffer in
             buffer.baseAddress.map { fmdb_tool_make_private_directory($0) } ?? -1
@@ -166,7 +170,19 @@ final class PrivateOutput {
         guard carriesSlotFile || (force && Self.exists(slotDestination)) else {
             // No slot file on either side: one rename, DEST is the old file or the new one at every instant.
             defer { discard() }
+            var placed = stat()
+            let identified = lstat(file, &placed) == 0
             try move(file, to: destination, what: "database")
+            // Reported done only once the rename is on disk: a power loss must not lose a copy said to be made.
+            do {
+                try syncDirectories()
+            } catch {
+                var now = stat()
+                if identified, lstat(destination, &now) == 0, now.st_dev == placed.st_dev, now.st_ino == placed.st_ino {
+                    unlink(destination)
+                }
+                throw error
+            }
             done = true
             return
         }
@@ -205,18 +221,18 @@ final class PrivateOutput {
             let hasOldSlotFile = force && Self.exists(slotDestination)
             if hasOldSlotFile {
                 linkedOldSlotFile = link(slotDestination, oldSlotFile) == 0
-                if linkedOldSlotFile { syncDirectories() }
+                if linkedOldSlotFile { try syncDirectories() }
             }
             if force, Self.exists(destination) {
                 try moveAside(destination, to: oldFile, what: "the database being replaced")
                 steps.append(.movedAside(original: destination, aside: oldFile))
-                syncDirectories()
+                try syncDirectories()
             }
             if hasOldSlotFile, !linkedOldSlotFile {
                 // No hard links on this file system: the old slot file is moved after the old DEST.
                 try moveAside(slotDestination, to: oldSlotFile, what: "the key slot file being replaced")
                 steps.append(.removedSlotFile(original: slotDestination, aside: oldSlotFile))
-                syncDirectories()
+                try syncDirectories()
             }
             // 2. The new slot file over the old one (kept in the private directory), or the old one removed.
             if carriesSlotFile {
@@ -227,7 +243,7 @@ final class PrivateOutput {
                     steps.append(.placed(path: slotDestination, device: UInt64(placed.st_dev), inode: UInt64(placed.st_ino)))
                 }
                 // The slot file reaches the disk before the database that needs it.
-                syncDirectories()
+                try syncDirectories()
             } else if linkedOldSlotFile {
                 guard unlink(slotDestination) == 0 else {
                     let reason = String(cString: strerror(errno))
@@ -235,12 +251,17 @@ final class PrivateOutput {
                                    code: Exit.ioError)
                 }
                 steps.append(.removedSlotFile(original: slotDestination, aside: oldSlotFile))
-                syncDirectories()
+                try syncDirectories()
             }
             removedOldSlotFile = hasOldSlotFile
             // 3. The new database.
+            var newFile = stat()
+            let identified = lstat(file, &newFile) == 0
             try move(file, to: destination, what: "database")
-            syncDirectories()
+            if identified {
+                steps.append(.placed(path: destination, device: UInt64(newFile.st_dev), inode: UInt64(newFile.st_ino)))
+            }
+            try syncDirectories()
         } catch {
             let error = CLIError.from(error, context: destination)
             let notRestored = undo(steps)
@@ -276,7 +297,7 @@ final class PrivateOutput {
                 if !Self.renameWithoutReplacing(aside, to: original) { notRestored.append("\(aside) (was \(original))") }
             }
         }
-        if !steps.isEmpty { syncDirectories() }
+        if !steps.isEmpty { syncDirectoriesQuietly() }
         return notRestored
     }
 
@@ -336,15 +357,25 @@ final class PrivateOutput {
         return lstat(path, &status) == 0
     }
 
-    /// fsync of DEST's directory and of the private directory: each rename between them reaches the disk in order.
-    private func syncDirectories() {
+    /// fsync of DEST's directory and of the private directory: each rename between them reaches the disk in
+    /// order. A failure throws (exit 74): a step whose rename may not survive a power loss is not reported done.
+    private func syncDirectories() throws {
         for folder in [URL(fileURLWithPath: destination).deletingLastPathComponent().path, directory] {
             let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if fd >= 0 {
-                fsync(fd)
-                close(fd)
+            guard fd >= 0 else {
+                throw CLIError("cannot open \(folder) to sync it: \(String(cString: strerror(errno)))", code: Exit.ioError)
+            }
+            defer { close(fd) }
+            guard fsync(fd) == 0 else {
+                throw CLIError("cannot sync the directory \(folder): \(String(cString: strerror(errno))); the new database "
+                               + "is not in place", code: Exit.ioError)
             }
         }
+    }
+
+    /// `syncDirectories` while undoing: best effort, the undo's own outcome is what is reported.
+    private func syncDirectoriesQuietly() {
+        _ = try? syncDirectories()
     }
 
     /// Moves `from` to `to`: replacing what is there with --force, never otherwise.
@@ -385,6 +416,30 @@ final class PrivateOutput {
 
     /// Removes the new file (if still there), SQLite's side files, the slot file, the old pair --force moved
     /// aside (unless it could not be put back) and the private directory.
+    /// Removes what a killed run (SIGKILL, a crash, a power loss) left in its private directory beside DEST:
+    /// a partial or unpublished copy (`new.db` and its side files: a decrypt's is plaintext). Only directories
+    /// of this user whose run's process is gone, and never one that holds an old pair (`old.db`, which a
+    /// crash during a --force commit leaves for the user to move back, see the type's comment).
+    static func removeInterruptedCopies(of name: String, in folder: String) {
+        let prefix = ".\(name).fmdb-cipher-"
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
+        for entry in entries where entry.hasPrefix(prefix) {
+            let rest = entry.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0,
+                  kill(pid, 0) == -1, errno == ESRCH else { continue }
+            let directory = folder + "/" + entry
+            var status = stat()
+            guard lstat(directory, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR, status.st_uid == getuid(),
+                  lstat(directory + "/old.db", &status) != 0 else { continue }
+            for file in ["new.db", "new.db-journal", "new.db-wal", "new.db-shm", "new.db-keyslots"] {
+                unlink(directory + "/" + file)
+            }
+            if rmdir(directory) == 0 {
+                Output.message("fmdb-cipher: note: removed \(directory), the unfinished copy of a run that was killed")
+            }
+        }
+    }
+
     func discard() {
         defer {
             // After the removal: a signal meanwhile removes what is left.
