@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Issue 13 §4: no path writes a new file (or re-keys one) with a KDF below the floor, unless spelled
+/// No path writes a new file (or re-keys one) with a KDF below the floor, unless spelled
 /// `unsafe…`; an existing file with its own lower count still opens.
 final class KDFFloorTests: XCTestCase {
     var directory: TemporaryDirectory!

@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Issue 13 §2: SQL text cannot change or drop the key (Core/KeyedAuthorizer.swift).
+/// SQL text cannot change or drop the key (Core/KeyedAuthorizer.swift).
 final class KeyedAuthorizerTests: XCTestCase {
     var directory: TemporaryDirectory!
 

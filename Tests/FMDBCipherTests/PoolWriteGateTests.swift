@@ -4,7 +4,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Issue 13 §7: the pool's own transactions queue first-come, first-served per file (Core/WriteGate.swift),
+/// The pool's own transactions queue first-come, first-served per file (Core/WriteGate.swift),
 /// so its writers cannot starve each other in SQLite's busy handler.
 final class PoolWriteGateTests: XCTestCase {
     var directory: TemporaryDirectory!

@@ -4,7 +4,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Issue 13 §1: after any rekey the caller can tell exactly one of "done", "not done, the old key still
+/// After any rekey the caller can tell exactly one of "done", "not done, the old key still
 /// opens the file" and "done, but the WAL checkpoint is pending" — on `FMDatabase`, the queue, the
 /// pool and the tool, with a reader or a writer in another process, in WAL and rollback-journal mode.
 /// Every verdict is checked against the file itself: which key opens it afterwards.

@@ -285,7 +285,7 @@ final class FMResultSetTests: FMDBTempDBTestCase {
         XCTAssertFalse(rs.hasAnotherRow())
     }
 
-    // MARK: - The per-value and per-query fast paths (issue 11)
+    // MARK: - The per-value and per-query fast paths
 
     /// Text and BLOB values read through the getters that skip the separate type check: NULL, empty,
     /// short and long (past a String's 15 inline bytes), embedded NULs, invalid UTF-8 (repaired with

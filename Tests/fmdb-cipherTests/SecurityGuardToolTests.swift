@@ -4,7 +4,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Issue 13 §2 and §4 through the `fmdb-cipher` binary: SQL text cannot change the key, and new files
+/// Through the `fmdb-cipher` binary: SQL text cannot change the key, and new files
 /// get no KDF below the floor unless spelled `--unsafe-…`.
 final class SecurityGuardToolTests: XCTestCase {
     var directory: TemporaryDirectory!

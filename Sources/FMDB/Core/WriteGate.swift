@@ -5,7 +5,7 @@ import Foundation
 ///
 /// SQLite's busy handler is not fair: writers that find the write lock taken sleep and retry, and a
 /// newcomer can take the lock between a waiter's retries, again and again, until the waiter's busy
-/// timeout expires (issue 13 §7: two pool writers on a 2-core machine starved each other past a
+/// timeout expires (two pool writers on a 2-core machine starved each other past a
 /// 2-second limit). The pool's transactions therefore take a ticket here first and run in ticket order;
 /// only the ticket holder asks SQLite for the write lock, so `SQLITE_BUSY` can only come from another
 /// process (or code that writes outside a pool transaction).
