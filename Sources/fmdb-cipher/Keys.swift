@@ -91,6 +91,12 @@ extension CLIError {
     }
 }
 
+/// Runs a slot change with the library's warnings printed on standard error: a change that took but may not
+/// survive a power loss (its directory could not be synced), a rotation whose slot file stays pending.
+func reportingSlotWarnings<T>(_ body: () throws -> T) rethrows -> T {
+    try KeySlots.$warningReceiver.withValue({ Output.message("fmdb-cipher: warning: \($0)") }, operation: body)
+}
+
 private func describe(_ slot: KeySlotInfo) -> String {
     "slot \(slot.id) (\(slot.kind.rawValue), \(slot.kdf))"
 }
@@ -124,22 +130,21 @@ struct KeysInit: ParsableCommand {
             if lstat(database, &existing) == 0 {
                 throw CLIError("\(database): already exists (keys init creates a new database)", code: Exit.cannotCreate)
             }
-            if lstat(KeySlots.slotFilePath(forDatabaseAt: database), &existing) == 0 {
-                throw CLIError("\(KeySlots.slotFilePath(forDatabaseAt: database)): already exists", code: Exit.cannotCreate)
-            }
+            // A slot file already there is refused by the library (exit 73), unless it is what an interrupted
+            // `keys init` of this path left (its database never appeared): then it is removed and init runs.
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key of the first slot of \(database)", confirm: true)
             let secret = try key.kdf.slotSecret(material)
             let first: KeySlotInfo
             do {
-                first = try KeySlots.createDatabase(at: database, secret: secret, kdf: slotKDF.kdf)
+                first = try reportingSlotWarnings { try KeySlots.createDatabase(at: database, secret: secret, kdf: slotKDF.kdf) }
             } catch {
                 let cli = CLIError.from(error, context: "keys init \(database)")
                 throw cli.code == Exit.noInput ? CLIError(cli.message, code: Exit.cannotCreate) : cli
             }
             Output.message("created \(database) with \(describe(first)); slots in \(KeySlots.slotFilePath(forDatabaseAt: database))")
             if recovery {
-                let (slot, key) = try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
+                let (slot, key) = try reportingSlotWarnings { try KeySlots.addRecoverySlot(to: database, unlockingWith: secret) }
                 printRecoveryKey(key, slot: slot)
             }
         }
@@ -163,7 +168,9 @@ struct KeysAdd: ParsableCommand {
             let secret = try slotted.unlockingSecret(reader)
             let newSecret = try newSlotSecret(newKey, reader: reader, database: slotted.database)
             do {
-                let slot = try KeySlots.addSlot(to: slotted.database, unlockingWith: secret, newSecret: newSecret, kdf: slotKDF.kdf)
+                let slot = try reportingSlotWarnings {
+                    try KeySlots.addSlot(to: slotted.database, unlockingWith: secret, newSecret: newSecret, kdf: slotKDF.kdf)
+                }
                 Output.message("added \(describe(slot))")
             } catch {
                 throw CLIError.fromSlotChange(error, context: "keys add \(slotted.database)")
@@ -184,7 +191,7 @@ struct KeysRecovery: ParsableCommand {
         try runReportingErrors {
             let secret = try slotted.unlockingSecret(KeyReader())
             do {
-                let (slot, key) = try KeySlots.addRecoverySlot(to: slotted.database, unlockingWith: secret)
+                let (slot, key) = try reportingSlotWarnings { try KeySlots.addRecoverySlot(to: slotted.database, unlockingWith: secret) }
                 printRecoveryKey(key, slot: slot)
             } catch {
                 throw CLIError.from(error, context: "keys recovery \(slotted.database)")
@@ -206,7 +213,7 @@ struct KeysRemove: ParsableCommand {
         try runReportingErrors {
             let secret = try slotted.unlockingSecret(KeyReader())
             do {
-                try KeySlots.removeSlot(slot, from: slotted.database, unlockingWith: secret)
+                try reportingSlotWarnings { try KeySlots.removeSlot(slot, from: slotted.database, unlockingWith: secret) }
                 Output.message("removed slot \(slot)")
             } catch {
                 throw CLIError.fromSlotChange(error, context: "keys remove \(slotted.database)")
@@ -267,7 +274,9 @@ struct KeysChange: ParsableCommand {
             let secret = try slotted.unlockingSecret(reader)
             let newSecret = try newSlotSecret(newKey, reader: reader, database: slotted.database)
             do {
-                let slot = try KeySlots.changeSlot(of: slotted.database, from: secret, to: newSecret, kdf: slotKDF.kdf)
+                let slot = try reportingSlotWarnings {
+                    try KeySlots.changeSlot(of: slotted.database, from: secret, to: newSecret, kdf: slotKDF.kdf)
+                }
                 Output.message("changed \(describe(slot))")
             } catch {
                 throw CLIError.fromSlotChange(error, context: "keys change \(slotted.database)")
@@ -341,7 +350,18 @@ enum DataKeyRotation {
         // checkpoint to come (exit 3).
         let outcome: FMRekeyOutcome
         do {
-            outcome = try KeySlots.rotateDataKey(of: database, secrets: secrets, droppingUnmatchedSlots: dropOtherSlots)
+            outcome = try reportingSlotWarnings {
+                try KeySlots.rotateDataKey(of: database, secrets: secrets, droppingUnmatchedSlots: dropOtherSlots)
+            }
+        } catch let error as FMDatabaseError where error.rekeyOutcomeUnchecked {
+            // The pending slot file (both data keys wrapped) stays: every kept slot opens the database whichever
+            // key it is under, and the next slot change settles it.
+            progress.finish("rekey --data-key: outcome not checked")
+            throw CLIError(
+                "rekey --data-key \(database): \(error.message) The key slot file wraps both data keys: every kept slot opens the "
+                    + "database either way, and the next slot change (or rekey --data-key) settles it.",
+                code: Exit.rekeyUnchecked
+            )
         } catch {
             let neitherKey = (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
                 && !(error as NSError).localizedDescription.contains(KeySlotFileDamage.marker)

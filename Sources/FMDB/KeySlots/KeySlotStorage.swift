@@ -6,7 +6,26 @@ import Foundation
 /// A write is: a new temporary file beside the target (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600),
 /// the bytes, `fsync`, `rename` over the target, `fsync` of the directory. A SIGKILL or power loss at
 /// any moment leaves the old file or the new one at the target path, never neither and never a mix.
+///
+/// Whether a write took is asked of the file system, never inferred from which call failed: once the
+/// new file is at the path (the rename or link returned, or reported an error yet the path holds the new
+/// bytes), the write took, and a failed `fsync` of the directory only means it may not survive a power
+/// loss (`Durability.notSynced`): the caller decides what that means for its change, and says so.
 enum KeySlotStorage {
+    /// What a write that took left on disk.
+    enum Durability {
+        /// In place and synced: it survives a power loss.
+        case synced
+        /// In place (every reader sees it), but the directory could not be synced: after a power loss the
+        /// path may hold the old file (or, for a new file, nothing) again.
+        case notSynced(FMDatabaseError)
+
+        /// For writers whose caller syncs, or cleans up, themselves: a failed directory sync is their error.
+        func requireSynced() throws {
+            if case .notSynced(let error) = self { throw error }
+        }
+    }
+
     static let temporaryMarker = ".tmp-"
 
     /// The slot file's bytes.
@@ -42,9 +61,13 @@ enum KeySlotStorage {
     /// Replaces (or creates) the file at `path` with `data`, atomically, mode 0600. With `replacing: false`
     /// the file only appears if nothing is at `path` (link(2) of the synced temporary file, which fails on
     /// anything there, a dangling symbolic link included, and never follows one).
-    /// - Throws: SQLITE_CANTOPEN (also: something is at `path` and `replacing` is false) / SQLITE_IOERR /
-    ///   SQLITE_FULL; the old file is then untouched.
-    static func writeAtomically(_ data: Data, to path: String, replacing: Bool = true) throws {
+    /// - Returns: `.synced`, or `.notSynced` when the new file is at `path` but the directory could not be
+    ///   synced (the write took; it may not survive a power loss).
+    /// - Throws: SQLITE_CANTOPEN (the temporary file cannot be made; something is at `path` and `replacing`
+    ///   is false) / SQLITE_IOERR / SQLITE_FULL / SQLITE_READONLY when the new file is not at `path`: the old
+    ///   file is then untouched.
+    @discardableResult
+    static func writeAtomically(_ data: Data, to path: String, replacing: Bool = true) throws -> Durability {
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
         let temporary = directory + "/." + url.lastPathComponent + temporaryMarker
@@ -73,11 +96,16 @@ enum KeySlotStorage {
             closed = true
             guard close(fd) == 0 else { throw ioError("close \(temporary)") }
             if replacing {
-                guard rename(temporary, path) == 0 else { throw ioError("replace \(path)") }
+                // An error from rename(2) does not prove the rename did not happen: the path is asked.
+                if rename(temporary, path) != 0 {
+                    let error = ioError("replace \(path)")
+                    guard holds(path, data) else { throw error }
+                }
             } else {
-                guard link(temporary, path) == 0 else {
+                if link(temporary, path) != 0 {
                     if errno == EEXIST { throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists.") }
-                    throw ioError("create \(path)", code: SQLITE_CANTOPEN)
+                    let error = ioError("create \(path)")
+                    guard holds(path, data) else { throw error }
                 }
                 unlink(temporary)
             }
@@ -85,10 +113,23 @@ enum KeySlotStorage {
             unlink(temporary)
             throw error
         }
+        // The new file is at the path: the write took, whatever the directory sync says.
+        if let failure = syncDirectory(directory) { return .notSynced(failure) }
+        return .synced
+    }
+
+    /// Whether the file at `path` (not followed if a link) holds exactly `data`.
+    static func holds(_ path: String, _ data: Data) -> Bool {
+        (try? read(path)) == data
+    }
+
+    /// `fsync` of `directory`: nil when it synced, else the error.
+    static func syncDirectory(_ directory: String) -> FMDatabaseError? {
         let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw ioError("open the directory \(directory) to sync it") }
+        guard directoryFD >= 0 else { return ioError("open the directory \(directory) to sync it") }
         defer { close(directoryFD) }
-        guard fsync(directoryFD) == 0 else { throw ioError("sync the directory \(directory)") }
+        guard fsync(directoryFD) == 0 else { return ioError("sync the directory \(directory)") }
+        return nil
     }
 
     /// Removes temporary files a killed writer left beside `path` (they hold only wrapped keys).
@@ -116,7 +157,7 @@ enum KeySlotStorage {
         return try body()
     }
 
-    private static func ioError(_ what: String, code: Int32 = SQLITE_IOERR) -> FMDatabaseError {
+    static func ioError(_ what: String, code: Int32 = SQLITE_IOERR) -> FMDatabaseError {
         let number = errno
         let resolved = number == ENOSPC ? SQLITE_FULL : (number == EROFS || number == EACCES ? SQLITE_READONLY : code)
         return FMDatabaseError(code: resolved, message: "Cannot \(what): \(String(cString: strerror(number))).")

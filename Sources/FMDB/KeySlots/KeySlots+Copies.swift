@@ -52,7 +52,7 @@ extension KeySlots {
                 message: "The key slot file \(sourceSlots) belongs to another database (its salt is not this database's)."
             )
         }
-        try KeySlotStorage.writeAtomically(bytes, to: slotFilePath(forDatabaseAt: destinationDatabase), replacing: false)
+        try KeySlotStorage.writeAtomically(bytes, to: slotFilePath(forDatabaseAt: destinationDatabase), replacing: false).requireSynced()
     }
 
     /// Runs `body` holding the exclusive lock that serializes changes of the slot file of the database at
@@ -114,6 +114,7 @@ extension KeySlots {
             recovery = RecoveryKey(text: generated.text)
         }
         try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotFilePath(forDatabaseAt: path), replacing: false)
+            .requireSynced()
         return (file.body.slots.map(info), recovery)
     }
 }

@@ -26,6 +26,19 @@ import Logging
 ///
 /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
 public enum KeySlots {
+    /// Receives the warnings of slot changes that took but may not survive a power loss (a directory that
+    /// could not be synced after the new slot file was in place), or that left the slot file pending (a
+    /// rotation whose last slot file write failed). Without a receiver they go to the "fmdb" logger.
+    @TaskLocal package static var warningReceiver: (@Sendable (String) -> Void)?
+
+    static func warn(_ text: String) {
+        if let receiver = warningReceiver {
+            receiver(text)
+        } else {
+            Logger(label: "fmdb").warning("\(text)")
+        }
+    }
+
     /// The slot file of the database at `databasePath`: `<databasePath>-keyslots`.
     public static func slotFilePath(forDatabaseAt databasePath: String) -> String {
         KeySlotFile.path(forDatabaseAt: databasePath)
@@ -38,11 +51,21 @@ public enum KeySlots {
     /// try KeySlots.createDatabase(at: "/var/lib/app/app.db", secret: .passphrase("correct horse"))
     /// ```
     /// - Returns: the first slot.
-    /// The database file is created by the library with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600 (whatever
-    /// the umask) before SQLite opens it: nothing may be at `path` beforehand, not even a symbolic link.
+    ///
+    /// The database is made under a hidden staging name beside `path` (`.<name>.fmdb-init-<random>`, created
+    /// by the library with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600 whatever the umask, before SQLite opens
+    /// it), then its slot file appears at the slot path (`link(2)`, never over anything) and the directory is
+    /// synced, and only then the database appears at `path` (`link(2)`, never over anything, then the staging
+    /// name goes). So `path` never holds a database without its slot file: a crash or failure leaves nothing
+    /// at `path`, or the whole database. What a crash leaves behind (staging files; a slot file whose only
+    /// database is a staging file) is recognised and removed by the next `createDatabase` at `path` and by
+    /// every slot change; nothing else beside `path` is touched. When the last directory sync fails the
+    /// database is made and `createDatabase` returns; the warning (``KeySlots``' warning receiver, else the
+    /// "fmdb" logger) says a power loss may undo it.
     /// - Throws: `FMDatabaseError`: SQLITE_CANTOPEN when anything (a file, even empty, or a link, even
-    ///   dangling) is at the database's path or its slot file's, or it cannot be created; SQLITE_MISUSE
-    ///   for KDF parameters below the floor.
+    ///   dangling) is at the database's path or its slot file's (other than the leftovers above), or it
+    ///   cannot be created; SQLITE_IOERR / SQLITE_FULL when a write fails (nothing is then at `path`);
+    ///   SQLITE_MISUSE for KDF parameters below the floor.
     @discardableResult
     public static func createDatabase(at path: String, secret: KeySlotSecret, kdf: KeySlotKDF = .default) throws -> KeySlotInfo {
         let secret = try secret.validated()
@@ -57,45 +80,114 @@ public enum KeySlots {
             guard lstat(path, &existing) != 0, errno == ENOENT else {
                 throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists: key slots are set up on a new database.")
             }
+            removeCreationLeftovers(of: path)
             guard lstat(slotPath, &existing) != 0, errno == ENOENT else {
                 throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The key slot file \(slotPath) already exists.")
             }
+            let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            let staging = directory + "/" + creationPrefix(of: path) + String(UInt64.random(in: 0...UInt64.max), radix: 36)
             let dataKey = try secureRandomBytes(KeySlotCrypto.dataKeyLength)
             let salt = try secureRandomBytes(16)
             // The library makes the file itself, private whatever the umask and never through a link;
             // SQLite then opens that file (and makes its journal with the same mode).
-            let created = try createPrivateFile(path)
+            let created = try createPrivateFile(staging)
             defer { close(created.fd) }
-            let db = FMDatabase(path: path)
+            let db = FMDatabase(path: staging)
             db.logsErrors = false
+            var slotBytes: Data?
+            var published = false
             do {
                 guard db.open(withFlags: SQLITE_OPEN_READWRITE) else { throw db.lastError() }
                 try db.setKey(using: RawKeyProvider(key: .raw(secure: dataKey, salt: salt)))
                 db.close()
-                // What SQLite wrote must be the file made above, not something swapped in at the path meanwhile.
-                var now = stat()
-                guard lstat(path, &now) == 0, (now.st_mode & S_IFMT) == S_IFREG,
-                      now.st_dev == created.info.st_dev, now.st_ino == created.info.st_ino else {
-                    throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) was replaced while the database was being created.")
+                // What SQLite wrote must be the file made above, not something swapped in at the name meanwhile.
+                guard isFile(staging, created.info) else {
+                    throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(staging) was replaced while the database was being created.")
                 }
                 let saltData = salt.withUnsafeBytes { Data($0) }
-                guard DatabaseFile.kind(atPath: path) == .encrypted(salt: saltData) else {
+                guard DatabaseFile.kind(atPath: staging) == .encrypted(salt: saltData) else {
                     throw FMDatabaseError(code: SQLITE_ERROR, message: "The new database's header does not hold the salt it was created with.")
                 }
                 var file = KeySlotFile(body: .init(version: KeySlotFile.version, databaseSalt: saltData.hexString,
                                                    generation: 1, pendingGeneration: nil, slots: []))
                 let slot = try file.makeSlot(id: 1, secret: secret, kdf: kdf, dataKeys: [1: dataKey])
                 file.body.slots = [slot]
-                try KeySlotStorage.writeAtomically(try file.serialized(dataKeys: [1: dataKey]), to: slotPath)
+                let bytes = try file.serialized(dataKeys: [1: dataKey])
+                // (1) The slot file, durable before the database appears (it opens nothing without it).
+                let durability = try KeySlotStorage.writeAtomically(bytes, to: slotPath, replacing: false)
+                slotBytes = bytes
+                try durability.requireSynced()
+                // (2) The database at `path`, beside its slot file; never over anything there.
+                if link(staging, path) != 0 {
+                    let error = KeySlotStorage.ioError("create \(path)")
+                    // An error from link(2) does not prove it did not happen: the path is asked.
+                    guard isFile(path, created.info) else { throw error }
+                }
+                published = true
+                unlink(staging)
+                if let failure = KeySlotStorage.syncDirectory(directory) {
+                    warn("\(path) and its key slot file were created, but the directory could not be synced (\(failure.message)): "
+                         + "a power loss may undo the creation until the file system is synced.")
+                }
                 return info(slot)
             } catch {
                 db.close()
-                // Only the file made above is removed, not whatever may have been swapped in at the path.
-                var now = stat()
-                if lstat(path, &now) == 0, now.st_dev == created.info.st_dev, now.st_ino == created.info.st_ino { unlink(path) }
+                if !published {
+                    // Only what this call made goes: the slot file if it still holds these bytes, the staging files.
+                    if let slotBytes, KeySlotStorage.holds(slotPath, slotBytes) { unlink(slotPath) }
+                    if isFile(staging, created.info) { unlink(staging) }
+                    for suffix in ["-journal", "-wal", "-shm"] { unlink(staging + suffix) }
+                }
                 throw error
             }
         }
+    }
+
+    /// The staging names of `createDatabase` for `path` begin with this: `.<name>.fmdb-init-`.
+    static func creationPrefix(of path: String) -> String {
+        "." + URL(fileURLWithPath: path).lastPathComponent + ".fmdb-init-"
+    }
+
+    /// Whether `path` (not followed) is the file `identity` describes.
+    private static func isFile(_ path: String, _ identity: stat) -> Bool {
+        var now = stat()
+        return lstat(path, &now) == 0 && (now.st_mode & S_IFMT) == S_IFREG
+            && now.st_dev == identity.st_dev && now.st_ino == identity.st_ino
+    }
+
+    /// Removes what an interrupted `createDatabase` of `path` left (call holding the slot file's lock): its
+    /// staging files (`.<name>.fmdb-init-*`, with their journals) that are not the only name of a published
+    /// database (nothing is at `path`, or the staging file is a second name of the database at `path`), and,
+    /// when nothing is at `path`, a slot file whose database is one of those never-published staging files
+    /// (its salt is theirs): it opens nothing anywhere else.
+    static func removeCreationLeftovers(of path: String) {
+        let url = URL(fileURLWithPath: path)
+        let directory = url.deletingLastPathComponent().path
+        let prefix = creationPrefix(of: path)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory),
+              names.contains(where: { $0.hasPrefix(prefix) }) else { return }
+        var database = stat()
+        let databaseExists = lstat(path, &database) == 0
+        let slotPath = slotFilePath(forDatabaseAt: path)
+        let slotSalt = (try? KeySlotFile.parse(KeySlotStorage.read(slotPath)))?.file.databaseSalt
+        var slotFileIsLeftover = false
+        for name in names where name.hasPrefix(prefix) {
+            let staged = directory + "/" + name
+            var info = stat()
+            guard lstat(staged, &info) == 0 else { continue }
+            if databaseExists {
+                // Only a second name of the database at `path` (a crash between link and unlink) goes.
+                guard (info.st_mode & S_IFMT) == S_IFREG, info.st_dev == database.st_dev, info.st_ino == database.st_ino else { continue }
+                unlink(staged)
+                continue
+            }
+            if (info.st_mode & S_IFMT) == S_IFREG, info.st_nlink == 1, let slotSalt,
+               case .encrypted(let salt) = DatabaseFile.kind(atPath: staged), salt == slotSalt {
+                slotFileIsLeftover = true
+            }
+            unlink(staged)
+        }
+        if slotFileIsLeftover, !databaseExists { unlink(slotPath) }
     }
 
     /// Creates the new database file: `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600 (also `fchmod`, whatever the
@@ -285,7 +377,9 @@ public enum KeySlots {
     ///   whichever key it is under, and the next slot change settles it. SQLITE_CORRUPT: neither key opens it;
     /// - `.done`: only the new data key opens the database. Should the last slot file write (3) fail, the
     ///   rotation is still done: the file stays pending, opens through every kept slot, and is finished
-    ///   by the next slot change (a warning is logged);
+    ///   by the next slot change (a warning goes to `warningReceiver`, else the "fmdb" logger). Should the
+    ///   pending file (1) be in place but its directory not sync, the database is not rekeyed: it throws,
+    ///   not done, and the old slot file is put back;
     /// - `.checkpointPending(error)`: only the new key opens the database, but the WAL checkpoint could not
     ///   run (another connection was reading): until a later checkpoint the main file still holds pages
     ///   under the old data key.
@@ -333,7 +427,17 @@ public enum KeySlots {
                 guard let kek = keks[slot.id] else { throw FMDatabaseError.misuse("Internal: no key for slot \(slot.id).") }
                 return try file.rewrap(slot, kek: kek, dataKeys: keys)
             }
-            try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath)
+            if case .notSynced(let failure) = try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath) {
+                // The rekey is durable when it commits; the pending slot file might not be: a power loss could
+                // then leave the database under a key no slot file on disk wraps. Not rotated: the database is
+                // untouched, and the old slot file goes back (the pending one opens it too, should that fail).
+                _ = try? KeySlotStorage.writeAtomically(original, to: slotPath)
+                throw FMDatabaseError(
+                    code: failure.extendedCode,
+                    message: "The data key was not rotated: the pending key slot file could not be made durable (\(failure.message)); "
+                        + "the database was not touched and the old data key still opens it."
+                )
+            }
             // (2) The rekey.
             var outcome: FMRekeyOutcome
             do {
@@ -352,7 +456,7 @@ public enum KeySlots {
                     outcome = .done
                 } else {
                     if case .opens = probe(path, key: oldKey, busyTimeout: busyTimeout) {
-                        try? KeySlotStorage.writeAtomically(original, to: slotPath)
+                        _ = try? KeySlotStorage.writeAtomically(original, to: slotPath)
                     }
                     throw error
                 }
@@ -365,11 +469,17 @@ public enum KeySlots {
                 file.body.slots[index].wraps.removeAll { $0.generation != newGeneration }
             }
             do {
-                try KeySlotStorage.writeAtomically(file.serialized(dataKeys: [newGeneration: newKey]), to: slotPath)
+                let durability = try KeySlotStorage.writeAtomically(file.serialized(dataKeys: [newGeneration: newKey]), to: slotPath)
+                if case .notSynced(let failure) = durability {
+                    warn("The data key was rotated and the key slot file \(slotPath) finished, but its directory could not be synced "
+                         + "(\(failure.message)): after a power loss the slot file may be the pending one again (it wraps both keys "
+                         + "and opens the database through every kept slot; the next slot change finishes it).")
+                }
             } catch {
                 // The database is under the new key: the rotation is done. The pending file opens it through
                 // every kept slot, and the next slot change finishes it.
-                Logger(label: "fmdb").warning("The data key was rotated, but the key slot file stays pending (both keys wrapped): \(error)")
+                warn("The data key was rotated, but the key slot file \(slotPath) stays pending (both keys wrapped; it opens the "
+                     + "database through every kept slot, and the next slot change finishes it): \((error as NSError).localizedDescription)")
             }
             return outcome
         }
@@ -478,8 +588,9 @@ public enum KeySlots {
             var file = opened.file
             let keys = [file.body.generation: key]
             let result = try change(&file, keys, opened.slotID)
-            try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath)
+            let durability = try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath)
             KeySlotStorage.removeStaleTemporaries(of: slotPath)
+            removeCreationLeftovers(of: path)
             if let revoked = revoking() {
                 let written = try KeySlotFile.parse(KeySlotStorage.read(slotPath)).file
                 let still = try written.slotIDs(openedBy: revoked)
@@ -489,6 +600,11 @@ public enum KeySlots {
                         message: "The revoked secret still opens key slot(s) \(still.map(String.init).joined(separator: ", ")) of the file as written."
                     )
                 }
+            }
+            if case .notSynced(let failure) = durability {
+                // The change took (the new file is at the path); only its durability is in doubt.
+                warn("The key slot file \(slotPath) was changed, but its directory could not be synced (\(failure.message)): "
+                     + "a power loss may bring the old slot file back until the file system is synced.")
             }
             return result
         }
