@@ -308,12 +308,15 @@ extension FMDatabase {
         let settings = keySettings
         let timeout = keyProbeBusyTimeout
         let formatStatements = (try? settings.formatStatements()) ?? []
-        func probe(_ key: SecureBytes) -> Connection.KeyProbe {
+        func probe(_ key: SecureBytes, waiting wait: TimeInterval? = nil) -> Connection.KeyProbe {
             Connection.probeKey(key, path: path, flags: openFlags, vfs: openVFS, formatStatements: formatStatements,
                                 pageSize: settings.pageSize,
-                                kdfIterations: settings.kdfIterations, busyTimeout: timeout)
+                                kdfIterations: settings.kdfIterations, busyTimeout: wait ?? timeout)
         }
-        if rc == SQLITE_OK, case .opens = probe(newKey) {
+        // The quick look, with this connection still open, does not wait: after a failed commit this
+        // connection's own lock would hold it for the whole busy timeout. Anything but "opens" is asked
+        // again below, with the connection closed and the full timeout.
+        if rc == SQLITE_OK, case .opens = probe(newKey, waiting: 0) {
             appliedKey = newKey
             return
         }
