@@ -31,6 +31,11 @@ let package = Package(
         ),
         // FMDBCipher's SQLCipher crypto provider (C, OpenSSL 3 EVP): README "SQLCipher crypto provider".
         .target(name: "CFMDBCrypto", dependencies: ["COpenSSL", "CSQLCipher"]),
+        // The provider's known-answer self-test, for the tests only: the shipped library does not carry it.
+        .target(
+            name: "CFMDBCryptoSelfTest", dependencies: ["CFMDBCrypto", "COpenSSL"],
+            cSettings: [.headerSearchPath("../CFMDBCrypto")]   // callbacks.h: the provider's internal callbacks
+        ),
         .target(
             name: "FMDB",
             dependencies: [
@@ -68,12 +73,12 @@ let package = Package(
         // (TestSupport's builtProduct looks there and nowhere else).
         .testTarget(
             name: "fmdb-cipherTests",
-            dependencies: ["FMDB", "TestSupport", "fmdb-cipher", "fmdb-test-helper"],
+            dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .testTarget(
             name: "FMDBCipherTests",
-            dependencies: ["FMDB", "TestSupport", "fmdb-cipher", "fmdb-test-helper"],
+            dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

@@ -20,9 +20,11 @@
 // OPENSSL_clear_free, the HMAC context's key with OPENSSL_secure_clear_free and its digest contexts with
 // EVP_MD_CTX_free, which cleanses the state).
 #include "CFMDBCrypto.h"
+#include "callbacks.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/objects.h>
 #include <openssl/params.h>
@@ -38,75 +40,6 @@
 #define FMDB_SQLITE_ERROR 1
 #define FMDB_SQLITE_NOMEM 7
 
-// SQLCipher's own allocator, so SQLCipher can free the provider struct it is handed. 3.4.1 declares
-// `void *sqlcipher_malloc(int)`, 4.6.1 `void *sqlcipher_malloc(sqlite_uint64)`: a size passed as a 64-bit
-// integer reaches both correctly (the callee reads the low 32 bits of the same register for an int).
-extern void *sqlcipher_malloc(uint64_t size);
-// 3.4.1's own signature, to call it exactly as it is defined there.
-typedef void *(*sqlcipher_malloc_3_4_1)(int size);
-extern int sqlcipher_register_provider(void *provider);
-
-// `sqlcipher_provider` in SQLCipher 3.4.1 (src/sqlcipher.h): 20 members, in this order.
-typedef struct {
-    int (*activate)(void *ctx);
-    int (*deactivate)(void *ctx);
-    const char *(*get_provider_name)(void *ctx);
-    int (*add_random)(void *ctx, void *buffer, int length);
-    int (*random)(void *ctx, void *buffer, int length);
-    int (*hmac)(void *ctx, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz, unsigned char *in2,
-                int in2_sz, unsigned char *out);
-    int (*kdf)(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz, int workfactor,
-               int key_sz, unsigned char *key);
-    int (*cipher)(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
-                  unsigned char *out);
-    int (*set_cipher)(void *ctx, const char *cipher_name);
-    const char *(*get_cipher)(void *ctx);
-    int (*get_key_sz)(void *ctx);
-    int (*get_iv_sz)(void *ctx);
-    int (*get_block_sz)(void *ctx);
-    int (*get_hmac_sz)(void *ctx);
-    int (*ctx_copy)(void *target_ctx, void *source_ctx);
-    int (*ctx_cmp)(void *c1, void *c2);
-    int (*ctx_init)(void **ctx);
-    int (*ctx_free)(void **ctx);
-    int (*fips_status)(void *ctx);
-    const char *(*get_provider_version)(void *ctx);
-} provider_3_4_1;
-
-// `sqlcipher_provider` in SQLCipher 4.6.1 (src/sqlcipher.h): 17 members; no set_cipher, ctx_copy or
-// ctx_cmp; hmac, kdf and get_hmac_sz take the algorithm (SQLCIPHER_HMAC_SHA1 0, _SHA256 1, _SHA512 2).
-typedef struct {
-    int (*activate)(void *ctx);
-    int (*deactivate)(void *ctx);
-    const char *(*get_provider_name)(void *ctx);
-    int (*add_random)(void *ctx, void *buffer, int length);
-    int (*random)(void *ctx, void *buffer, int length);
-    int (*hmac)(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
-                unsigned char *in2, int in2_sz, unsigned char *out);
-    int (*kdf)(void *ctx, int algorithm, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
-               int workfactor, int key_sz, unsigned char *key);
-    int (*cipher)(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
-                  unsigned char *out);
-    const char *(*get_cipher)(void *ctx);
-    int (*get_key_sz)(void *ctx);
-    int (*get_iv_sz)(void *ctx);
-    int (*get_block_sz)(void *ctx);
-    int (*get_hmac_sz)(void *ctx, int algorithm);
-    int (*ctx_init)(void **ctx);
-    int (*ctx_free)(void **ctx);
-    int (*fips_status)(void *ctx);
-    const char *(*get_provider_version)(void *ctx);
-} provider_4_6_1;
-
-// Every member is a function pointer: the sizes SQLCipher copies (memcpy of sizeof(sqlcipher_provider)) and
-// frees (sqlcipher_free) are 20 and 17 pointers.
-_Static_assert(sizeof(provider_3_4_1) == 20 * sizeof(void (*)(void)), "SQLCipher 3.4.1 layout: 20 members");
-_Static_assert(sizeof(provider_4_6_1) == 17 * sizeof(void (*)(void)), "SQLCipher 4.6.1 layout: 17 members");
-
-#define HMAC_SHA1 0
-#define HMAC_SHA256 1
-#define HMAC_SHA512 2
-
 // Fetched once per process (pthread_once); never freed, as the provider stays registered for the process.
 static pthread_once_t fetch_once = PTHREAD_ONCE_INIT;
 static int fetched = 0;
@@ -115,6 +48,34 @@ static EVP_CIPHER *aes_256_cbc = NULL;
 static EVP_MD *digests[3] = {NULL, NULL, NULL};
 static const char *const digest_names[3] = {"SHA1", "SHA256", "SHA512"};
 static atomic_ulong contexts_created = 0;
+
+static void fetch_algorithms(void);
+
+int fmdb_crypto_prepare(void) {
+    pthread_once(&fetch_once, fetch_algorithms);
+    return fetched;
+}
+
+unsigned long fmdb_crypto_contexts_created(void) { return atomic_load(&contexts_created); }
+
+// OpenSSL's error queue after a failed call. SQLCipher's own provider empties it (4.x logs each entry,
+// sqlcipher_openssl_log_errors); a queue left full is per thread and would be read as the cause of the
+// next, unrelated failure by any OpenSSL user on the thread. The first entry of the last failure, and
+// how many failures left entries, are kept for diagnosis.
+static atomic_ulong openssl_failures = 0;
+static atomic_ulong last_openssl_error = 0;
+
+static void drain_openssl_errors(void) {
+    unsigned long first = ERR_get_error();
+    if (first == 0) return;
+    while (ERR_get_error() != 0) {
+    }
+    atomic_store(&last_openssl_error, first);
+    atomic_fetch_add(&openssl_failures, 1);
+}
+
+unsigned long fmdb_crypto_openssl_failures(void) { return atomic_load(&openssl_failures); }
+unsigned long fmdb_crypto_last_openssl_error(void) { return atomic_load(&last_openssl_error); }
 
 static void fetch_algorithms(void) {
     hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
@@ -203,34 +164,41 @@ static void fill_unusable(unsigned char *out, size_t size) {
     if (size > INT32_MAX || RAND_bytes(out, (int)size) != 1) memset(out, 0xA5, size);
 }
 
-static const char *provider_name(void *ctx) {
+const char *fmdb_crypto_provider_name(void *ctx) {
     (void)ctx; // 3.4.1 passes its cipher context here, not ours: never dereferenced
     return FMDB_CRYPTO_PROVIDER_NAME;
 }
 
-static const char *provider_version(void *ctx) {
+const char *fmdb_crypto_provider_version(void *ctx) {
     (void)ctx;
     return OpenSSL_version(OPENSSL_VERSION);
 }
 
-static int fips_status(void *ctx) {
+int fmdb_crypto_fips_status(void *ctx) {
     (void)ctx;
     return EVP_default_properties_is_fips_enabled(NULL);
 }
 
-static int activate(void *ctx) {
+// SQLCipher calls these when its first keyed connection opens and its last one closes. Nothing to do:
+// the algorithms are fetched once (fmdb_crypto_prepare) and kept for the process.
+int fmdb_crypto_activate(void *ctx) {
     (void)ctx;
     return FMDB_SQLITE_OK;
 }
 
-static int add_random(void *ctx, void *buffer, int length) {
+int fmdb_crypto_deactivate(void *ctx) {
+    (void)ctx;
+    return FMDB_SQLITE_OK;
+}
+
+int fmdb_crypto_add_random(void *ctx, void *buffer, int length) {
     (void)ctx;
     if (buffer == NULL || length < 0) return FMDB_SQLITE_ERROR;
     RAND_add(buffer, length, 0);
     return FMDB_SQLITE_OK;
 }
 
-static int random_bytes(void *ctx, void *buffer, int length) {
+int fmdb_crypto_random_bytes(void *ctx, void *buffer, int length) {
     (void)ctx;
     if (buffer == NULL || length < 0) return FMDB_SQLITE_ERROR;
     return RAND_bytes((unsigned char *)buffer, length) == 1 ? FMDB_SQLITE_OK : FMDB_SQLITE_ERROR;
@@ -241,7 +209,7 @@ static const EVP_CIPHER *context_cipher(void *ctx) {
     return p != NULL && p->cipher != NULL ? p->cipher : aes_256_cbc;
 }
 
-static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
+int fmdb_crypto_cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
                   unsigned char *out) {
     provider_ctx *p = ctx;
     direction_ctx *d;
@@ -283,6 +251,7 @@ static int cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned 
     if (first + last != in_sz) goto error;
     return FMDB_SQLITE_OK;
 error:
+    drain_openssl_errors();
     // 3.4.1 ignores this result: leave no partial output behind (or the plaintext a shared buffer held),
     // set the context up afresh next time, and make the MAC that follows on this context (3.4.1 MACs the
     // output right after) fail, so a page that did not encrypt can never be read back as valid.
@@ -295,7 +264,7 @@ error:
     return rc;
 }
 
-static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
+int fmdb_crypto_hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
                 unsigned char *in2, int in2_sz, unsigned char *out) {
     provider_ctx *p = ctx;
     OSSL_PARAM params[2];
@@ -339,6 +308,7 @@ static int hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, u
         goto error;
     return FMDB_SQLITE_OK;
 error:
+    drain_openssl_errors();
     // 3.4.1 ignores this result: a random MAC fails the page's check instead of matching by accident.
     fill_unusable(out, mac_size);
     if (p != NULL) {
@@ -348,7 +318,7 @@ error:
     return FMDB_SQLITE_ERROR;
 }
 
-static int kdf(void *ctx, int algorithm, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
+int fmdb_crypto_kdf(void *ctx, int algorithm, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
                int workfactor, int key_sz, unsigned char *key) {
     (void)ctx;
     if (key == NULL || key_sz < 0) return FMDB_SQLITE_ERROR;
@@ -356,35 +326,37 @@ static int kdf(void *ctx, int algorithm, const unsigned char *pass, int pass_sz,
     // key during a rekey), or pages would be written under it.
     if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512 || pass_sz < 0 || salt_sz < 0
         || !PKCS5_PBKDF2_HMAC((const char *)pass, pass_sz, salt, salt_sz, workfactor, digests[algorithm], key_sz, key)) {
+        drain_openssl_errors();
         fill_unusable(key, (size_t)key_sz);
         return FMDB_SQLITE_ERROR;
     }
     return FMDB_SQLITE_OK;
 }
 
-static const char *get_cipher(void *ctx) {
+const char *fmdb_crypto_get_cipher(void *ctx) {
     const EVP_CIPHER *c = context_cipher(ctx);
     // SQLCipher's providers answer with the short name of the cipher's NID ("AES-256-CBC").
     const char *name = OBJ_nid2sn(EVP_CIPHER_get_nid(c));
     return name != NULL ? name : EVP_CIPHER_get0_name(c);
 }
 
-static int get_key_sz(void *ctx) { return EVP_CIPHER_get_key_length(context_cipher(ctx)); }
-static int get_iv_sz(void *ctx) { return EVP_CIPHER_get_iv_length(context_cipher(ctx)); }
-static int get_block_sz(void *ctx) { return EVP_CIPHER_get_block_size(context_cipher(ctx)); }
+int fmdb_crypto_get_key_sz(void *ctx) { return EVP_CIPHER_get_key_length(context_cipher(ctx)); }
+int fmdb_crypto_get_iv_sz(void *ctx) { return EVP_CIPHER_get_iv_length(context_cipher(ctx)); }
+int fmdb_crypto_get_block_sz(void *ctx) { return EVP_CIPHER_get_block_size(context_cipher(ctx)); }
 
-static int get_hmac_sz(void *ctx, int algorithm) {
+int fmdb_crypto_hmac_size(void *ctx, int algorithm) {
     (void)ctx;
     if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512) return 0;
     return EVP_MD_get_size(digests[algorithm]);
 }
 
-static int ctx_init(void **ctx) {
+int fmdb_crypto_ctx_init(void **ctx) {
     provider_ctx *p;
     if (ctx == NULL) return FMDB_SQLITE_ERROR;
     p = calloc(1, sizeof(provider_ctx));
     if (p == NULL) return FMDB_SQLITE_NOMEM;
     if (!EVP_CIPHER_up_ref(aes_256_cbc)) {
+        drain_openssl_errors();
         free(p);
         return FMDB_SQLITE_ERROR;
     }
@@ -394,7 +366,7 @@ static int ctx_init(void **ctx) {
     return FMDB_SQLITE_OK;
 }
 
-static int ctx_free(void **ctx) {
+int fmdb_crypto_ctx_free(void **ctx) {
     provider_ctx *p;
     if (ctx == NULL || *ctx == NULL) return FMDB_SQLITE_OK;
     p = *ctx;
@@ -409,17 +381,17 @@ static int ctx_free(void **ctx) {
 
 // MARK: - SQLCipher 3.4.1 only
 
-static int hmac_3(void *ctx, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz, unsigned char *in2,
+int fmdb_crypto_hmac_3(void *ctx, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz, unsigned char *in2,
                   int in2_sz, unsigned char *out) {
-    return hmac(ctx, HMAC_SHA1, hmac_key, key_sz, in, in_sz, in2, in2_sz, out); // 3.4.1: always HMAC-SHA1
+    return fmdb_crypto_hmac(ctx, HMAC_SHA1, hmac_key, key_sz, in, in_sz, in2, in2_sz, out); // 3.4.1: always HMAC-SHA1
 }
 
-static int kdf_3(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz, int workfactor,
+int fmdb_crypto_kdf_3(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz, int workfactor,
                  int key_sz, unsigned char *key) {
-    return kdf(ctx, HMAC_SHA1, pass, pass_sz, salt, salt_sz, workfactor, key_sz, key); // PBKDF2-HMAC-SHA1
+    return fmdb_crypto_kdf(ctx, HMAC_SHA1, pass, pass_sz, salt, salt_sz, workfactor, key_sz, key); // PBKDF2-HMAC-SHA1
 }
 
-static int get_hmac_sz_3(void *ctx) { return get_hmac_sz(ctx, HMAC_SHA1); }
+int fmdb_crypto_hmac_size_3(void *ctx) { return fmdb_crypto_hmac_size(ctx, HMAC_SHA1); }
 
 // PRAGMA cipher = NAME. SQLCipher's provider takes whatever EVP_get_cipherbyname knows; this one resolves
 // the name (and its aliases) the same way, then fetches the implementation once, so an unknown name, or
@@ -427,7 +399,7 @@ static int get_hmac_sz_3(void *ctx) { return get_hmac_sz(ctx, HMAC_SHA1); }
 // Only what a SQLCipher page can hold: an unauthenticated block or stream mode (no AEAD, key wrap, SIV,
 // OCB, CCM or GCM: their tags have nowhere to go, so every page would fail to decrypt), a key of at most
 // 64 bytes and an IV of at most 16 (SQLCipher's key buffers and reserved IV space).
-static int set_cipher_3(void *ctx, const char *cipher_name) {
+int fmdb_crypto_set_cipher_3(void *ctx, const char *cipher_name) {
     provider_ctx *p = ctx;
     const EVP_CIPHER *legacy;
     const char *name;
@@ -435,10 +407,16 @@ static int set_cipher_3(void *ctx, const char *cipher_name) {
     int mode;
     if (p == NULL || cipher_name == NULL) return FMDB_SQLITE_ERROR;
     legacy = EVP_get_cipherbyname(cipher_name);
-    if (legacy == NULL) return FMDB_SQLITE_ERROR;
+    if (legacy == NULL) {
+        drain_openssl_errors();
+        return FMDB_SQLITE_ERROR;
+    }
     name = OBJ_nid2sn(EVP_CIPHER_get_nid(legacy));
     if (name != NULL) found = EVP_CIPHER_fetch(NULL, name, NULL);
-    if (found == NULL) return FMDB_SQLITE_ERROR;
+    if (found == NULL) {
+        drain_openssl_errors();
+        return FMDB_SQLITE_ERROR;
+    }
     mode = EVP_CIPHER_get_mode(found);
     if ((EVP_CIPHER_get_flags(found) & EVP_CIPH_FLAG_AEAD_CIPHER) != 0 || mode == EVP_CIPH_GCM_MODE
         || mode == EVP_CIPH_CCM_MODE || mode == EVP_CIPH_OCB_MODE || mode == EVP_CIPH_SIV_MODE
@@ -457,7 +435,7 @@ static int set_cipher_3(void *ctx, const char *cipher_name) {
 // SQLCipher copies a context when its key changes (3.4.1: sqlcipher_codec_key_copy at a rekey's commit), so
 // the target also drops every key it held: its key schedules (EVP_CIPHER_CTX_reset clears them), its HMAC
 // context and its remembered keys. Nothing of an old key stays until the next page.
-static int ctx_copy_3(void *target_ctx, void *source_ctx) {
+int fmdb_crypto_ctx_copy_3(void *target_ctx, void *source_ctx) {
     provider_ctx *target = target_ctx, *source = source_ctx;
     if (target == NULL || source == NULL || source->cipher == NULL) return FMDB_SQLITE_ERROR;
     if (target->cipher != source->cipher) {
@@ -477,148 +455,6 @@ static int ctx_copy_3(void *target_ctx, void *source_ctx) {
 }
 
 // 1 when both contexts use the same cipher (SQLCipher's provider compares its EVP_CIPHER pointers).
-static int ctx_cmp_3(void *c1, void *c2) {
+int fmdb_crypto_ctx_cmp_3(void *c1, void *c2) {
     return EVP_CIPHER_get_nid(context_cipher(c1)) == EVP_CIPHER_get_nid(context_cipher(c2));
-}
-
-// MARK: - Registration
-
-// The members both layouts share, with the same signatures (the two struct types differ in order and in
-// the others, so each layout names its members; this fills the common ones by name).
-#define FILL_COMMON_MEMBERS(p)                                                                                 \
-    do {                                                                                                       \
-        (p)->activate = activate;                                                                              \
-        (p)->deactivate = activate;                                                                            \
-        (p)->get_provider_name = provider_name;                                                                \
-        (p)->add_random = add_random;                                                                          \
-        (p)->random = random_bytes;                                                                            \
-        (p)->cipher = cipher;                                                                                  \
-        (p)->get_cipher = get_cipher;                                                                          \
-        (p)->get_key_sz = get_key_sz;                                                                          \
-        (p)->get_iv_sz = get_iv_sz;                                                                            \
-        (p)->get_block_sz = get_block_sz;                                                                      \
-        (p)->ctx_init = ctx_init;                                                                              \
-        (p)->ctx_free = ctx_free;                                                                              \
-        (p)->fips_status = fips_status;                                                                        \
-        (p)->get_provider_version = provider_version;                                                          \
-    } while (0)
-
-int fmdb_crypto_register(int layout) {
-    pthread_once(&fetch_once, fetch_algorithms);
-    if (!fetched) return -1;
-    switch (layout) {
-    case FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1: {
-        provider_3_4_1 *p = ((sqlcipher_malloc_3_4_1)sqlcipher_malloc)((int)sizeof(provider_3_4_1));
-        if (p == NULL) return -1;
-        FILL_COMMON_MEMBERS(p);
-        p->hmac = hmac_3;
-        p->kdf = kdf_3;
-        p->set_cipher = set_cipher_3;
-        p->get_hmac_sz = get_hmac_sz_3;
-        p->ctx_copy = ctx_copy_3;
-        p->ctx_cmp = ctx_cmp_3;
-        return sqlcipher_register_provider(p) == FMDB_SQLITE_OK ? 0 : -1;
-    }
-    case FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1: {
-        provider_4_6_1 *p = sqlcipher_malloc(sizeof(provider_4_6_1));
-        if (p == NULL) return -1;
-        FILL_COMMON_MEMBERS(p);
-        p->hmac = hmac;
-        p->kdf = kdf;
-        p->get_hmac_sz = get_hmac_sz;
-        return sqlcipher_register_provider(p) == FMDB_SQLITE_OK ? 0 : -1;
-    }
-    default:
-        return -1;
-    }
-}
-
-unsigned long fmdb_crypto_contexts_created(void) { return atomic_load(&contexts_created); }
-
-// MARK: - Known-answer self-test (test hook)
-
-// One-shot references, with fresh OpenSSL contexts: what SQLCipher's own provider computes.
-static int reference_cipher(int mode, const unsigned char *key, const unsigned char *iv, const unsigned char *in,
-                            int in_sz, unsigned char *out) {
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    int first = 0, last = 0, ok;
-    if (c == NULL) return 0;
-    ok = EVP_CipherInit_ex2(c, aes_256_cbc, key, iv, mode, NULL) && EVP_CIPHER_CTX_set_padding(c, 0)
-        && EVP_CipherUpdate(c, out, &first, in, in_sz) && EVP_CipherFinal_ex(c, out + first, &last)
-        && first + last == in_sz;
-    EVP_CIPHER_CTX_free(c);
-    return ok;
-}
-
-static int reference_hmac(int algorithm, const unsigned char *key, int key_sz, const unsigned char *in, int in_sz,
-                          const unsigned char *in2, int in2_sz, unsigned char *out) {
-    EVP_MAC_CTX *m = EVP_MAC_CTX_new(hmac_mac);
-    OSSL_PARAM params[2];
-    size_t written = 0;
-    int ok;
-    if (m == NULL) return 0;
-    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)digest_names[algorithm], 0);
-    params[1] = OSSL_PARAM_construct_end();
-    ok = EVP_MAC_init(m, key, (size_t)key_sz, params) && EVP_MAC_update(m, in, (size_t)in_sz)
-        && EVP_MAC_update(m, in2, (size_t)in2_sz) && EVP_MAC_final(m, out, &written, 64);
-    EVP_MAC_CTX_free(m);
-    return ok;
-}
-
-int fmdb_crypto_selftest(void) {
-    // Keys change in place in one buffer, as SQLCipher changes them (a rekey derives into the same
-    // buffer): A, B, A again, in both directions and for the HMAC, with digest switches and failed calls.
-    static const unsigned char pattern_a = 0x5A, pattern_b = 0xA5;
-    unsigned char key[32], iv[16], page[1024], pgno[4] = {1, 0, 0, 0};
-    unsigned char got[1024], want[1024], mac_got[64], mac_want[64];
-    const unsigned char patterns[4] = {pattern_a, pattern_b, pattern_a, pattern_a};
-    const int algorithms[4] = {HMAC_SHA1, HMAC_SHA512, HMAC_SHA512, HMAC_SHA1};
-    void *ctx = NULL;
-    int step = 0, failed = 0;
-    pthread_once(&fetch_once, fetch_algorithms);
-    if (!fetched || ctx_init(&ctx) != FMDB_SQLITE_OK) return -1;
-    for (size_t i = 0; i < sizeof page; i++) page[i] = (unsigned char)(i * 7);
-    // Each round uses each direction and the HMAC twice: the first call after a key change sets the key up,
-    // the second (another IV, another page number) takes the kept key schedule or HMAC pads.
-    for (int round = 0; round < 4 && !failed; round++) {
-        memset(key, patterns[round], sizeof key);
-        key[31] = (unsigned char)round; // round 3's key differs from round 2's (round 0's) in one byte only
-        if (round == 2) key[31] = 0;    // round 2: exactly round 0's key again, after B
-        for (int mode = 1; mode >= 0 && !failed; mode--) {
-            for (int repeat = 0; repeat < 2 && !failed; repeat++) {
-                memset(iv, round * 16 + mode * 4 + repeat, sizeof iv);
-                step++;
-                if (cipher(ctx, mode, key, 32, iv, page, (int)sizeof page, got) != FMDB_SQLITE_OK
-                    || !reference_cipher(mode, key, iv, page, (int)sizeof page, want)
-                    || memcmp(got, want, sizeof got) != 0)
-                    failed = step;
-            }
-        }
-        for (int repeat = 0; repeat < 2 && !failed; repeat++) {
-            pgno[0] = (unsigned char)(round * 2 + repeat + 1);
-            step++;
-            if (hmac(ctx, algorithms[round], key, 32, page, (int)sizeof page, pgno, 4, mac_got) != FMDB_SQLITE_OK
-                || !reference_hmac(algorithms[round], key, 32, page, (int)sizeof page, pgno, 4, mac_want)
-                || memcmp(mac_got, mac_want, (size_t)get_hmac_sz(ctx, algorithms[round])) != 0)
-                failed = step;
-        }
-    }
-    // A failed encryption spoils the MAC right after it; the MAC after that is right again.
-    step++;
-    if (!failed) {
-        memset(key, pattern_b, sizeof key);
-        if (cipher(ctx, 7, key, 32, iv, page, (int)sizeof page, got) == FMDB_SQLITE_OK) failed = step;
-    }
-    step++;
-    if (!failed && (hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got) == FMDB_SQLITE_OK
-                    || !reference_hmac(HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_want)
-                    || memcmp(mac_got, mac_want, 20) == 0))
-        failed = step;
-    step++;
-    if (!failed && (hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got) != FMDB_SQLITE_OK
-                    || memcmp(mac_got, mac_want, 20) != 0))
-        failed = step;
-    ctx_free(&ctx);
-    OPENSSL_cleanse(key, sizeof key);
-    return failed;
 }

@@ -1,5 +1,6 @@
 // Sanitizer: thread (Scripts/test runs this file's test classes under ThreadSanitizer)
 // Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
+import CFMDBCryptoSelfTest
 @testable import FMDB
 import Foundation
 import TestSupport
@@ -191,7 +192,7 @@ final class CryptoProviderTests: XCTestCase {
     /// never leave a stale key or state behind. Compared, step by step, with one-shot OpenSSL contexts (what
     /// SQLCipher's own provider computes). Fails, for example, when the kept key is compared by length only.
     func testOneContextMatchesOneShotOpenSSLThroughKeyChangesAndFailures() {
-        XCTAssertEqual(CryptoProviderRegistration.selfTest(), 0, "the first step whose bytes differed")
+        XCTAssertEqual(fmdb_crypto_selftest(), 0, "the first step whose bytes differed")
     }
 
     /// SQLCipher 3's `PRAGMA cipher` (refused in SQL text on keyed connections; reachable through the C API):

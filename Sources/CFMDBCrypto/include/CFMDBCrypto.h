@@ -28,12 +28,10 @@ int fmdb_crypto_register(int layout);
 /// reuse they grow with the number of SQLCipher contexts, never with the number of pages.
 unsigned long fmdb_crypto_contexts_created(void);
 
-/// Test hook: a known-answer test of one provider context. It changes the key in place in one buffer (key
-/// A, key B, A again), encrypts and decrypts a page in both directions and MACs it with the digests
-/// switching, then checks that a failed encryption spoils the next MAC and the one after is right again.
-/// Every output is compared with a one-shot OpenSSL computation (fresh contexts, as SQLCipher's provider
-/// does). Returns 0 when everything matched, the number of the first step that did not, or -1 when OpenSSL
-/// could not be set up.
-int fmdb_crypto_selftest(void);
+/// How many failed OpenSSL calls left entries in OpenSSL's error queue (the provider empties the queue
+/// after each, as SQLCipher's own provider does), and the first entry of the last one (`ERR_get_error`'s
+/// packed code; 0 when none): for diagnosis.
+unsigned long fmdb_crypto_openssl_failures(void);
+unsigned long fmdb_crypto_last_openssl_error(void);
 
 #endif

@@ -48,11 +48,10 @@ enum CryptoProviderRegistration {
         UInt(fmdb_crypto_contexts_created())
     }
 
-    /// The provider's known-answer self-test (a test hook, `fmdb_crypto_selftest`): 0 when one provider
-    /// context, through key changes in place, digest switches and a failed call, computed exactly what
-    /// one-shot OpenSSL contexts compute; otherwise the number of the first step that did not.
-    static func selfTest() -> Int32 {
-        fmdb_crypto_selftest()
+    /// How many failed OpenSSL calls in the provider left entries in OpenSSL's error queue, which the provider
+    /// empties (a diagnosis hook).
+    static var openSSLFailures: UInt {
+        UInt(fmdb_crypto_openssl_failures())
     }
 
     private static func register() -> Bool {
