@@ -283,7 +283,9 @@ private struct IgnoringContainer<Key: CodingKey>: KeyedEncodingContainerProtocol
 
     mutating func encodeNil() throws {}
     mutating func encode<T: Encodable>(_ value: T) throws {}
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type
+    ) -> KeyedEncodingContainer<NestedKey> {
         KeyedEncodingContainer(IgnoringContainer<NestedKey>(probe: probe))
     }
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { self }

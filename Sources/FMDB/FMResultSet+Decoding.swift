@@ -73,7 +73,8 @@ extension FMResultSet {
         case .keyNotFound(let key, let context): return "no key '\(key.stringValue)' at '\(path(context))'"
         case .dataCorrupted(let context):
             // At the top (an enum's init(from:) given an unknown raw value): the value is not one of the type's.
-            return context.codingPath.isEmpty ? "the value is not valid for the type" : "invalid data at '\(path(context))'"
+            let at = path(context)
+            return at.isEmpty ? "the value is not valid for the type" : "invalid data at '\(at)'"
         @unknown default: return "decoding error"
         }
     }
@@ -91,12 +92,13 @@ private struct NeedsJSON: Error {}
 final class RowDecoder: Decoder {
     let statement: Statement
     let dateFormatter: DateFormatter?
-    private(set) var handle: OpaquePointer
-    private var typeName: Any.Type = Any.self
+    // Unchecked exclusivity: one decoder is used by one result set on one thread, and none of these is
+    // ever accessed re-entrantly (the dynamic checks cost more than the column reads on a scan).
+    @exclusivity(unchecked) private(set) var handle: OpaquePointer
+    @exclusivity(unchecked) private var typeName: Any.Type = Any.self
     /// Per request position: the key asked for and its column (-1: the query has no such column).
-    private var names: [String] = []
-    private var indexes: [Int32] = []
-    private var cursor = 0
+    @exclusivity(unchecked) private var plan: [(name: String, index: Int32)] = []
+    @exclusivity(unchecked) private var cursor = 0
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -116,34 +118,32 @@ final class RowDecoder: Decoder {
 
     // MARK: Columns
 
-    /// The column of `key`, or -1 when the query has none by that name.
-    @inline(__always)
-    func lookup(_ key: some CodingKey) -> Int32 {
-        let name = key.stringValue
+    /// The column named `name` (a coding key's string value), or -1 when the query has none by that name.
+    func lookup(_ name: String) -> Int32 {
         let position = cursor
         cursor &+= 1
-        if position < names.count, names[position] == name { return indexes[position] }
+        if position < plan.count {
+            let entry = plan[position]
+            if entry.name == name { return entry.index }
+        }
         return resolve(name, at: position)
     }
 
     private func resolve(_ name: String, at position: Int) -> Int32 {
         let index = statement.columnIndex(forName: name)
-        if position < names.count {
-            names[position] = name
-            indexes[position] = index
-        } else if position == names.count {
-            names.append(name)
-            indexes.append(index)
+        if position < plan.count {
+            plan[position] = (name, index)
+        } else if position == plan.count {
+            plan.append((name, index))
         }
         return index
     }
 
-    /// The column of `key`; throws when the query has none by that name.
-    @inline(__always)
-    func column(_ key: some CodingKey) throws -> Int32 {
-        let index = lookup(key)
+    /// The column named `name`; throws when the query has none by that name.
+    func column(_ name: String) throws -> Int32 {
+        let index = lookup(name)
         guard index >= 0 else {
-            throw failure("No column named '\(key.stringValue)' in the result, needed to decode \(typeName)")
+            throw failure("No column named '\(name)' in the result, needed to decode \(typeName)")
         }
         return index
     }
@@ -253,13 +253,15 @@ final class RowDecoder: Decoder {
     /// Any `Decodable` from one column: the known scalar types directly, then the type's own
     /// `init(from:)` over the column (enums by raw value, `Optional`), then JSON text.
     func value<T: Decodable>(_ type: T.Type, _ index: Int32) throws -> T {
-        if T.self == Data.self, let value = try data(index) as? T { return value }
-        if T.self == Date.self, let value = try date(index) as? T { return value }
+        // T is exactly the type compared with, so the bit casts are identity conversions (no dynamic
+        // cast on the hot path).
+        if T.self == Data.self { return unsafeBitCast(try data(index), to: T.self) }
+        if T.self == Date.self { return unsafeBitCast(try date(index), to: T.self) }
         if T.self == URL.self {
-            guard let url = URL(string: try string(index, as: URL.self)), let value = url as? T else {
+            guard let url = URL(string: try string(index, as: URL.self)) else {
                 throw failure("Cannot decode \(columnLabel(index)) as URL: its text is not a URL")
             }
-            return value
+            return unsafeBitCast(url, to: T.self)
         }
         do {
             return try T(from: ColumnDecoder(row: self, index: index))
@@ -310,35 +312,39 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         (0..<row.statement.columnCount).compactMap { row.statement.columnName($0).flatMap(Key.init(stringValue:)) }
     }
 
-    func contains(_ key: Key) -> Bool { row.lookup(key) >= 0 }
+    /// The column of `key` (throws when the query has none).
+    @inline(__always)
+    private func column(_ key: Key) throws -> Int32 { try row.column(key.stringValue) }
+
+    func contains(_ key: Key) -> Bool { row.lookup(key.stringValue) >= 0 }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        let index = row.lookup(key)
+        let index = row.lookup(key.stringValue)
         return index < 0 || row.isNull(index)
     }
 
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try row.bool(row.column(key)) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try row.string(row.column(key)) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try row.double(row.column(key)) }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try row.bool(column(key)) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try row.string(column(key)) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try row.double(column(key)) }
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
-        Float(try row.double(row.column(key), as: Float.self))
+        Float(try row.double(column(key), as: Float.self))
     }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try row.integer(type, row.column(key)) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try row.integer(type, row.column(key)) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try row.integer(type, row.column(key)) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try row.integer(type, row.column(key)) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try row.integer(type, row.column(key)) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try row.integer(type, row.column(key)) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try row.integer(type, row.column(key)) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try row.integer(type, row.column(key)) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try row.integer(type, row.column(key)) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try row.integer(type, row.column(key)) }
-    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try row.value(type, row.column(key)) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try row.integer(type, column(key)) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try row.integer(type, column(key)) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try row.integer(type, column(key)) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try row.integer(type, column(key)) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try row.integer(type, column(key)) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try row.integer(type, column(key)) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try row.integer(type, column(key)) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try row.integer(type, column(key)) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try row.integer(type, column(key)) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try row.integer(type, column(key)) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try row.value(type, column(key)) }
 
     /// The column of `key` unless it is NULL or missing (nil then).
     @inline(__always)
     private func present(_ key: Key) -> Int32? {
-        let index = row.lookup(key)
+        let index = row.lookup(key.stringValue)
         return index < 0 || row.isNull(index) ? nil : index
     }
 
@@ -399,7 +405,9 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func superDecoder() throws -> any Decoder { row }
-    func superDecoder(forKey key: Key) throws -> any Decoder { ColumnDecoder(row: row, index: try row.column(key)) }
+    func superDecoder(forKey key: Key) throws -> any Decoder {
+        ColumnDecoder(row: row, index: try column(key))
+    }
 }
 
 /// One column as a single value: what an enum's raw value, an `Optional` or a `UUID` decodes from.
