@@ -196,3 +196,82 @@ final class CodableRowTests: FMDBTempDBTestCase {
         }
     }
 }
+
+/// The labelled and string-keyed spellings added beside FMDB's.
+final class ErgonomicsTests: FMDBTempDBTestCase {
+    func testErgonomicsKeySlotsListHasALabelledForm() throws {
+        let path = directory.path("slots.db")
+        _ = try KeySlots.createDatabase(at: path, secret: .passphrase("pw"), kdf: .unsafePBKDF2SHA512(iterations: 1_000))
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), try KeySlots.list(path).map(\.id))
+    }
+
+    func testErgonomicsResultDictionaryWithStringKeys() throws {
+        let rs = try db.executeQuery("SELECT 1 AS a, NULL AS b, 'x' AS c", values: nil)
+        XCTAssertNil(rs.resultDictionaryWithStringKeys)   // no current row yet, as resultDictionary
+        XCTAssertTrue(rs.next())
+        let row: [String: Any] = try XCTUnwrap(rs.resultDictionaryWithStringKeys)
+        XCTAssertEqual(row.keys.sorted(), ["a", "b", "c"])
+        XCTAssertEqual(row["a"] as? NSNumber, 1)
+        XCTAssertTrue(row["b"] is NSNull)
+        XCTAssertEqual(row["c"] as? String, "x")
+        XCTAssertEqual(rs.resultDictionary?.count, 3)      // FMDB's spelling is unchanged
+        rs.close()
+    }
+}
+
+/// The examples of FMDB.docc/CodableRows.md, the README's Codable example and GettingStarted's "File
+/// permissions", compiled and run as written (keep them in step).
+final class CodableDocumentationExamplesTests: FMDBTempDBTestCase {
+    // FMDB.docc/CodableRows.md
+    func testCodableArticleExamples() throws {
+        struct Person: Codable, Equatable {
+            var id: Int64
+            var name: String
+            var email: String?
+            var joined: Date
+        }
+        try db.executeUpdate("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, email TEXT, joined)", values: nil)
+        let ada = Person(id: 1, name: "Ada", email: nil, joined: Date(timeIntervalSince1970: 0))
+        try db.executeUpdate("INSERT INTO people (id, name, email, joined) VALUES (:id, :name, :email, :joined)",
+                             encoding: ada)
+        let everyone = try db.fetchAll(Person.self, "SELECT * FROM people ORDER BY id")
+        let first = try db.fetchOne(Person.self, "SELECT * FROM people WHERE id = ?", values: [1])
+        let count = try db.fetchOne(Int.self, "SELECT count(*) FROM people")   // a single value: the first column
+        XCTAssertEqual(everyone, [ada])
+        XCTAssertEqual(first, ada)
+        XCTAssertEqual(count, 1)
+
+        struct Named: Decodable { var name: String }
+        var printed = false
+        do {
+            _ = try db.fetchOne(Named.self, "SELECT NULL AS name")
+        } catch let error as FMDatabaseError {
+            print(error.resultCode, error.message)   // 20 Cannot decode column 'name' as String: it is NULL ...
+            printed = error.resultCode == SQLITE_MISMATCH
+        }
+        XCTAssertTrue(printed)
+    }
+
+    // README: Codable rows
+    func testReadmeCodableExample() throws {
+        db.executeUpdate("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
+        struct Person: Codable { var id: Int64; var name: String; var age: Int? }
+        try db.executeUpdate("INSERT INTO people (id, name, age) VALUES (:id, :name, :age)",
+                             encoding: Person(id: 10, name: "Barbara", age: nil))
+        let people = try db.fetchAll(Person.self, "SELECT id, name, age FROM people WHERE id = ?", values: [10])
+        XCTAssertEqual(people.map(\.name), ["Barbara"])
+        XCTAssertNil(people.first?.age)
+    }
+
+    // FMDB.docc/GettingStarted.md, "File permissions" (pasted as written: no unused-result warning)
+    func testGettingStartedFilePermissions() throws {
+        let path = directory.path("private.sqlite")
+        if !FileManager.default.fileExists(atPath: path) {
+            guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+                throw CocoaError(.fileWriteNoPermission)
+            }
+        }
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        XCTAssertEqual(mode, 0o600)
+    }
+}
