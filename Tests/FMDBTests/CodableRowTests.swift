@@ -275,3 +275,19 @@ final class CodableDocumentationExamplesTests: FMDBTempDBTestCase {
         XCTAssertEqual(mode, 0o600)
     }
 }
+
+/// Which `inDatabase` overload a block gets (ComingFromFMDB, "Additions"): pinned at compile time by
+/// the declared types, and at run time by the results.
+final class ErgonomicsOverloadTests: XCTestCase {
+    func testErgonomicsInDatabaseOverloadFollowsTheBlock() throws {
+        let queue = FMDatabaseQueue()
+        queue.inDatabase { db in db.executeUpdate("CREATE TABLE t (v)") }          // FMDB's Void form, no try
+        let optional: Int32? = queue.inDatabase { $0.int(forQuery: "SELECT 7") }  // non-throwing block: T?
+        let thrown: Int32 = try queue.inDatabase { db throws -> Int32 in db.int(forQuery: "SELECT 8") }
+        let rows = try queue.inDatabase { db in try db.fetchAll(Int.self, "SELECT 9") }  // throwing block
+        XCTAssertEqual(optional, 7)
+        XCTAssertEqual(thrown, 8)
+        XCTAssertEqual(rows, [9])
+        queue.close()
+    }
+}
