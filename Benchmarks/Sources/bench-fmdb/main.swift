@@ -2,6 +2,7 @@
 // Usage: bench-fmdb WORKLOAD MODE DBPATH VARIANT
 //   WORKLOAD insert | scan | lookup: VARIANT compat (FMDB's [Any] API, getters by column name, cached
 //     statements), compat-index (the same with getters by column index) or fast (PreparedStatement);
+//     scan also takes codable ("W2 through Codable": each row decoded into a Decodable struct);
 //     MODE plain | encrypted (raw key, with the library's keyed-connection defaults)
 //   WORKLOAD rekey: MODE encrypted, VARIANT raw (rekeys DBPATH from the raw key to another raw key)
 //   WORKLOAD open: VARIANT plain | raw | passphrase | pbkdf2 (one PBKDF2KeyProvider reused)
@@ -110,6 +111,24 @@ case ("scan", _):
             }
         } catch {
             fail("scan: \(error)")
+        }
+    } else if variant == "codable" {
+        // The same columns as compat-index, decoded by name into a struct (FMResultSet.decode).
+        struct Row: Decodable { let id: Int64; let a: Int64; let r: Double; let s: String?; let b: Data? }
+        guard let rs = db.executeQuery(sql) else { fail(db.lastErrorMessage()) }
+        do {
+            while rs.next() {
+                let row = try rs.decode(Row.self)
+                checksum += Double(row.id) + Double(row.a) + row.r
+                if let text = row.s {
+                    checksum += Double(text.utf8.count) + Double(text.utf8.first ?? 0)
+                }
+                if let bytes = row.b, let first = bytes.first, let last = bytes.last {
+                    checksum += Double(first) + Double(last)
+                }
+            }
+        } catch {
+            fail("decode: \(error)")
         }
     } else if variant == "compat-index" {
         guard let rs = db.executeQuery(sql) else { fail(db.lastErrorMessage()) }

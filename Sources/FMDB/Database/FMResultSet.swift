@@ -75,6 +75,7 @@ public final class FMResultSet {
         nameTable = UnsafeBufferPointer(start: nil, count: 0)
         nameTableFetched = false
         rowColumnCount = 0
+        rowDecoder = nil
         parent?.releaseStatement(statement)
         parent?.resultSetDidClose(self)
         parent = nil
@@ -451,6 +452,15 @@ public final class FMResultSet {
     // MARK: - Internal fast access
 
     var currentStatement: Statement? { statement }
+
+    /// The statement handle while a row is current (after a `next()` that returned true); nil before the
+    /// first row, at the end, and once closed. The row decoder (`FMResultSet+Decoding.swift`) reads
+    /// columns through it.
+    var currentRowHandle: OpaquePointer? { rowColumnCount > 0 ? handle : nil }
+
+    /// The row decoder, kept across rows so column names are resolved once per statement
+    /// (`FMResultSet+Decoding.swift`); dropped on close.
+    var rowDecoder: RowDecoder?
 }
 
 @available(*, unavailable)
