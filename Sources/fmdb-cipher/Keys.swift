@@ -235,7 +235,7 @@ struct KeysList: ParsableCommand {
         try runReportingErrors {
             let slots: [KeySlotInfo]
             do {
-                slots = try KeySlots.list(database)
+                slots = try KeySlots.list(forDatabaseAt: database)
             } catch {
                 throw CLIError.from(error, context: "keys list \(database)")
             }
@@ -378,6 +378,6 @@ enum DataKeyRotation {
                 code: Exit.checkpointPending
             )
         }
-        if !quiet { Output.message("rotated the data key of \(database); slots: \(try KeySlots.list(database).map { String($0.id) }.joined(separator: ", "))") }
+        if !quiet { Output.message("rotated the data key of \(database); slots: \(try KeySlots.list(forDatabaseAt: database).map { String($0.id) }.joined(separator: ", "))") }
     }
 }

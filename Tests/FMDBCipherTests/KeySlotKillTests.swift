@@ -71,7 +71,7 @@ final class KeySlotKillTests: XCTestCase {
             let old = opens(path, passphrase: current)
             let new = opens(path, passphrase: next)
             XCTAssertTrue((old == 100) != (new == 100), "round \(round): exactly one of the two passphrases opens (old \(String(describing: old)), new \(String(describing: new)))")
-            XCTAssertEqual(try KeySlots.list(path).count, 1, "round \(round): the slot file reads")
+            XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).count, 1, "round \(round): the slot file reads")
             let now = new == 100 ? next : current
             outcomes[killed ? (now == current ? "killed, old slot" : "killed, new slot") : "finished", default: 0] += 1
             current = now

@@ -215,18 +215,18 @@ final class KeySlotProbeTests: XCTestCase {
         assertFails(SQLITE_MISUSE) {
             try KeySlots.changeSlot(of: path, from: .passphrase("alpha"), to: .passphrase("beta"), kdf: self.cheap)
         }
-        XCTAssertEqual(try KeySlots.list(path).map(\.id), [1, 2])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [1, 2])
     }
 
     func testChangingASecretThatOpensTwoSlotsRevokesItEverywhere() throws {
         let path = try makeSlotted()
         try addDuplicateSlot(path)
-        XCTAssertEqual(try KeySlots.list(path).map(\.id), [1, 2, 9])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [1, 2, 9])
         assertFails(SQLITE_MISUSE) { try KeySlots.removeSlot(9, from: path, unlockingWith: .passphrase("alpha")) }
         try KeySlots.changeSlot(of: path, from: .passphrase("alpha"), to: .passphrase("delta"), kdf: cheap)
         assertFails(SQLITE_NOTADB) { _ = try self.readRow(path, .passphrase("alpha")) }
         XCTAssertEqual(try readRow(path, .passphrase("delta")), "slotted")
-        XCTAssertEqual(try KeySlots.list(path).map(\.id), [1, 2])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [1, 2])
         try KeySlots.removeSlot(1, from: path, unlockingWith: .passphrase("delta"))
         assertFails(SQLITE_NOTADB) { _ = try self.readRow(path, .passphrase("delta")) }
     }
@@ -251,7 +251,7 @@ final class KeySlotProbeTests: XCTestCase {
             XCTAssertNotNil(text.range(of: from))
             let edited = text.replacingOccurrences(of: from, with: to).replacingOccurrences(of: "\"p\":1,\"p\":2", with: "\"p\":2")
             try Data(edited.utf8).write(to: URL(fileURLWithPath: slotPath))
-            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(path) }
+            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(forDatabaseAt: path) }
             try original.write(to: URL(fileURLWithPath: slotPath))
         }
         XCTAssertThrowsError(try KeySlots.addSlot(to: scryptPath, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"),

@@ -115,7 +115,7 @@ final class KeySlotTests: XCTestCase {
         assertFails(SQLITE_NOTADB) { _ = try self.readRow(path, .passphrase("alpha")) }
         XCTAssertEqual(try readRow(path, .passphrase("alpha 2")), "slotted")
         XCTAssertEqual(try readRow(path, .passphrase("beta")), "slotted")
-        XCTAssertEqual(try KeySlots.list(path).map(\.id), [1, 2, 3])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [1, 2, 3])
     }
 
     func testRemovingASlotLeavesTheOthersWorkingButNeverTheLast() throws {
@@ -127,7 +127,7 @@ final class KeySlotTests: XCTestCase {
         assertFails(SQLITE_MISUSE) { try KeySlots.removeSlot(9, from: path, unlockingWith: .passphrase("alpha")) }
         try KeySlots.removeSlot(1, from: path, unlockingWith: .recoveryKey(recovery))
         assertFails(SQLITE_MISUSE) { try KeySlots.removeSlot(3, from: path, unlockingWith: .recoveryKey(recovery)) }
-        XCTAssertEqual(try KeySlots.list(path).map(\.kind), [.recoveryKey])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.kind), [.recoveryKey])
         XCTAssertEqual(try readRow(path, .recoveryKey(recovery)), "slotted")
     }
 
@@ -138,7 +138,7 @@ final class KeySlotTests: XCTestCase {
         XCTAssertEqual(info.kind, .rawKey)
         XCTAssertEqual(info.kdf, "hmac-sha256")
         XCTAssertEqual(try readRow(path, .rawKey(raw)), "slotted")
-        let listed = try KeySlots.list(path)
+        let listed = try KeySlots.list(forDatabaseAt: path)
         XCTAssertEqual(listed.map(\.kind), [.passphrase, .passphrase, .recoveryKey, .rawKey])
         XCTAssertEqual(listed[0].kdf, "pbkdf2-sha512 1000")
         // The data key is nowhere in the slot file, in hex or binary.
@@ -309,7 +309,7 @@ final class KeySlotTests: XCTestCase {
                 text = text.replacingOccurrences(of: old, with: new)
             }
             try Data(text.utf8).write(to: URL(fileURLWithPath: slotPath))
-            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(path) }
+            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(forDatabaseAt: path) }
             assertFails(SQLITE_CORRUPT) { _ = try self.readRow(path, .passphrase("alpha")) }
             assertFails(SQLITE_CORRUPT) {
                 try KeySlots.addSlot(to: path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: self.cheap)
@@ -317,7 +317,7 @@ final class KeySlotTests: XCTestCase {
             XCTAssertEqual(try bytes(slotPath), Data(text.utf8), "nothing written over it")
             try original.write(to: URL(fileURLWithPath: slotPath))
         }
-        XCTAssertEqual(try KeySlots.list(scryptPath).map(\.kdf), ["scrypt N=32768 r=8 p=1"])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: scryptPath).map(\.kdf), ["scrypt N=32768 r=8 p=1"])
         // The same bounds when a slot is made: no trap on a caller's r·p either.
         for kdf in [KeySlotKDF.scrypt(r: 1 << 63, p: 2), .scrypt(n: 1 << 23), .scrypt(r: 1 << 16), .unsafePBKDF2SHA512(iterations: 999)] {
             assertFails(SQLITE_MISUSE) {
@@ -333,7 +333,7 @@ final class KeySlotTests: XCTestCase {
         for length in [0, 1, 20, original.count / 2, original.count - 70, original.count - 1] {
             try original.prefix(length).write(to: URL(fileURLWithPath: slotPath))
             assertFails(SQLITE_CORRUPT) { _ = try self.readRow(path, .passphrase("alpha")) }
-            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(path) }
+            assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(forDatabaseAt: path) }
             XCTAssertEqual(try bytes(slotPath), original.prefix(length))
         }
     }
@@ -359,7 +359,7 @@ final class KeySlotTests: XCTestCase {
         let (path, _) = try makeSlotted()
         try FileManager.default.removeItem(atPath: KeySlots.slotFilePath(forDatabaseAt: path))
         assertFails(SQLITE_CANTOPEN) { _ = try self.readRow(path, .passphrase("alpha")) }
-        assertFails(SQLITE_CANTOPEN) { _ = try KeySlots.list(path) }
+        assertFails(SQLITE_CANTOPEN) { _ = try KeySlots.list(forDatabaseAt: path) }
         assertFails(SQLITE_CANTOPEN) { _ = try self.readRow(self.directory.path("nothing.db"), .passphrase("alpha")) }
         // A symbolic link nobody named is not followed.
         let elsewhere = directory.path("elsewhere")
@@ -400,7 +400,7 @@ final class KeySlotTests: XCTestCase {
         XCTAssertEqual(new.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "slotted", new.stderr)
         // Dropping the slots no given secret opens, explicitly.
         try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("beta")], droppingUnmatchedSlots: true)
-        XCTAssertEqual(try KeySlots.list(path).map(\.id), [2])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [2])
         XCTAssertEqual(try readRow(path, .passphrase("beta")), "slotted")
         assertFails(SQLITE_NOTADB) { _ = try self.readRow(path, .passphrase("alpha")) }
     }
@@ -483,7 +483,7 @@ final class KeySlotTests: XCTestCase {
         XCTAssertNil(pool.inDatabase { db in db.int(forQuery: "select count(*) from sqlite_master") })
         let renewed = try FMDatabasePool(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("ops 2026")))
         XCTAssertEqual(try renewed.inDatabase { db in db.int(forQuery: "select count(*) from sqlite_master") }, 0)
-        XCTAssertEqual(try KeySlots.list(path).map(\.id), [2, 3])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [2, 3])
     }
 
     // MARK: - systemd credentials

@@ -33,7 +33,7 @@ final class SideFileFIFOTests: XCTestCase {
         XCTAssertEqual(unlink(slots), 0)
         XCTAssertEqual(mkfifo(slots, 0o600), 0)
         withinTenSeconds("KeySlots.list") {
-            XCTAssertThrowsError(try KeySlots.list(db)) { error in
+            XCTAssertThrowsError(try KeySlots.list(forDatabaseAt: db)) { error in
                 XCTAssertEqual(nsError(error).code, Int(SQLITE_CANTOPEN))
                 XCTAssertTrue(nsError(error).localizedDescription.contains("not a regular file"), "\(error)")
             }

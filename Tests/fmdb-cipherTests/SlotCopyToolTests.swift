@@ -366,7 +366,7 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertTrue(made.stderr.contains("Recovery key for slot 2"), made.stderr)
         let added = try run(["keys", "add", app, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "beta"])
         XCTAssertEqual(added.status, 0, added.stderr)
-        XCTAssertEqual(try KeySlots.list(app).map(\.kind), [.passphrase, .recoveryKey, .passphrase])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: app).map(\.kind), [.passphrase, .recoveryKey, .passphrase])
         try assertPrivateCopy(app, slotFile: nil)
         try assertEverySecretOpens(app, recovery: recovery)
         XCTAssertEqual(try bytes(plain), before)
@@ -377,6 +377,6 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(raw.status, 0, raw.stderr)
         XCTAssertEqual(raw.stdout, "")
         XCTAssertEqual(try toolCount(rawApp, kdf: "slot-raw", key: Self.rawKey), "50")
-        XCTAssertEqual(try KeySlots.list(rawApp).map(\.kind), [.rawKey])
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: rawApp).map(\.kind), [.rawKey])
     }
 }

@@ -213,10 +213,10 @@ public enum KeySlots {
     /// key; only the file's shape is checked (its tag is checked by every operation that unlocks).
     ///
     /// ```swift
-    /// for slot in try KeySlots.list(path) { print(slot) }   // "1 passphrase scrypt N=32768 r=8 p=1 ..."
+    /// for slot in try KeySlots.list(forDatabaseAt: path) { print(slot) }   // "1 passphrase scrypt N=32768 r=8 p=1 ..."
     /// ```
     /// - Throws: `FMDatabaseError` (SQLITE_CANTOPEN missing, SQLITE_CORRUPT damaged).
-    public static func list(_ path: String) throws -> [KeySlotInfo] {
+    public static func list(forDatabaseAt path: String) throws -> [KeySlotInfo] {
         let parsed = try KeySlotFile.parse(KeySlotStorage.read(slotFilePath(forDatabaseAt: path)))
         return parsed.file.body.slots.map(info)
     }
