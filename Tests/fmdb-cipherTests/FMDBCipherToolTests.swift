@@ -6,30 +6,9 @@ import XCTest
 
 /// End-to-end tests of the `fmdb-cipher` binary: every subcommand, key source, exit code and error
 /// path, run as a subprocess. Keys reach it through the environment, files or standard input only.
-final class FMDBCipherToolTests: XCTestCase {
-    var directory: TemporaryDirectory!
-    var tool: String!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-cli")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
-    func path(_ name: String) -> String { directory.path(name) }
-
-    @discardableResult
-    func run(_ arguments: [String], env: [String: String] = [:], input: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        return try runProcess(tool, arguments, input: input ?? "", environment: environment)
-    }
-
+final class FMDBCipherToolTests: ToolTestCase {
     /// A plaintext database made with the library, with a user_version and a marker.
-    func makePlaintext(_ name: String = "plain.db", rows: Int = 50) throws -> String {
+    func makeMarkedPlaintext(_ name: String = "plain.db", rows: Int = 50) throws -> String {
         let file = path(name)
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
@@ -43,8 +22,8 @@ final class FMDBCipherToolTests: XCTestCase {
         return file
     }
 
-    func makeEncrypted(_ name: String = "enc.db", key: String = "k1") throws -> String {
-        let plain = try makePlaintext("src-\(name)")
+    func makePassphraseEncrypted(_ name: String = "enc.db", key: String = "k1") throws -> String {
+        let plain = try makeMarkedPlaintext("src-\(name)")
         let result = try run(["encrypt", plain, path(name), "--key-env", "K", "--quiet"], env: ["K": key])
         XCTAssertEqual(result.status, 0, result.stderr)
         return path(name)
@@ -65,7 +44,7 @@ final class FMDBCipherToolTests: XCTestCase {
     // MARK: - Subcommands
 
     func testEncryptProducesAVerifiedEncryptedCopy() throws {
-        let plain = try makePlaintext()
+        let plain = try makeMarkedPlaintext()
         let before = try Data(contentsOf: URL(fileURLWithPath: plain))
         let result = try run(["encrypt", plain, path("enc.db"), "--key-env", "DB_KEY"], env: ["DB_KEY": "correct horse"])
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -86,7 +65,7 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testDecryptAndExport() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         var result = try run(["decrypt", enc, path("plain-out.db"), "--key-env", "K"], env: ["K": "k1"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(rowCount(path("plain-out.db"), key: nil), 50)
@@ -131,7 +110,7 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testRekeyWithBackup() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         let result = try run(["rekey", enc, "--key-env", "OLD", "--new-key-env", "NEW", "--backup", path("backup.db")],
                              env: ["OLD": "k1", "NEW": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -141,7 +120,7 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testRekeyWithBothKeysOnStandardInputAndWALCheckpoint() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         let db = FMDatabase(path: enc)
         XCTAssertTrue(db.open())
         try db.setKey(using: PassphraseKeyProvider("k1"))
@@ -155,7 +134,7 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testInfo() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         var result = try run(["info", enc])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("encrypted"), result.stdout)
@@ -174,13 +153,13 @@ final class FMDBCipherToolTests: XCTestCase {
         let tables = try XCTUnwrap(info["tables"] as? [[String: Any]])
         XCTAssertEqual(tables.first?["name"] as? String, "t")
         XCTAssertEqual(tables.first?["rows"] as? Int, 50)
-        result = try run(["info", try makePlaintext("p2.db"), "--json"])
+        result = try run(["info", try makeMarkedPlaintext("p2.db"), "--json"])
         let plain = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(plain["encrypted"] as? Bool, false)
     }
 
     func testCheck() throws {
-        let enc = try makeEncrypted(key: "k1")
+        let enc = try makePassphraseEncrypted(key: "k1")
         var result = try run(["check", enc, "--key-env", "K"], env: ["K": "k1"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "ok")
@@ -196,7 +175,7 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testSQLFormatsAndScriptFromStandardInput() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         var result = try run(["sql", enc, "select id, v from t where id <= 2 order by id", "--key-env", "K"], env: ["K": "k1"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout, "id  v\n--  --------\n1   MARKER-0\n2   MARKER-1\n")
@@ -216,7 +195,7 @@ final class FMDBCipherToolTests: XCTestCase {
     // MARK: - Key sources
 
     func testKeyFileWithTrailingNewlineAndOtherKDFs() throws {
-        let plain = try makePlaintext()
+        let plain = try makeMarkedPlaintext()
         try Data("file key\n".utf8).write(to: URL(fileURLWithPath: path("key.txt")))
         var result = try run(["encrypt", plain, path("f.db"), "--key-file", path("key.txt")])
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -241,21 +220,21 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testKeysAreNeverTakenFromTheCommandLine() throws {
-        let plain = try makePlaintext()
+        let plain = try makeMarkedPlaintext()
         for flag in ["--key", "--passphrase", "--password"] {
             let result = try run(["encrypt", plain, path("x.db"), flag, "hunter2"])
             XCTAssertEqual(result.status, 64, flag)
             XCTAssertTrue(result.stderr.contains("--key-env"), result.stderr)
             XCTAssertFalse(result.stderr.contains("hunter2"), "the refused key is not echoed")
         }
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         let result = try run(["rekey", enc, "--key-env", "K", "--new-key", "hunter2"], env: ["K": "k1"])
         XCTAssertEqual(result.status, 64)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("x.db")))
     }
 
     func testNoKeyAndNoTerminalIsAUsageError() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         let result = try run(["check", enc])
         XCTAssertEqual(result.status, 64)
         XCTAssertTrue(result.stderr.contains("--key-env"), result.stderr)
@@ -264,7 +243,7 @@ final class FMDBCipherToolTests: XCTestCase {
     // MARK: - Exit codes and bad input
 
     func testWrongKeyIs65AndChangesNothing() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         let before = try Data(contentsOf: URL(fileURLWithPath: enc))
         for args in [["check", enc], ["sql", enc, "select 1"], ["rekey", enc, "--new-key-env", "N"], ["decrypt", enc, path("d.db")], ["info", enc]] {
             let result = try run(args + ["--key-env", "K"], env: ["K": "wrong", "N": "new"])
@@ -281,7 +260,7 @@ final class FMDBCipherToolTests: XCTestCase {
             let result = try run(args + ["--key-env", "K"], env: ["K": "k"])
             XCTAssertEqual(result.status, 66, "\(args): \(result.stderr)")
         }
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         var result = try run(["check", enc, "--key-file", path("no-such-key-file")])
         XCTAssertEqual(result.status, 66, result.stderr)
         result = try run(["check", enc, "--key-file", directory.url.path])
@@ -289,7 +268,7 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testEmptyKeysAndUnsetVariablesAreUsageErrors() throws {
-        let plain = try makePlaintext()
+        let plain = try makeMarkedPlaintext()
         var result = try run(["encrypt", plain, path("e.db"), "--key-env", "EMPTY"], env: ["EMPTY": ""])
         XCTAssertEqual(result.status, 64)
         XCTAssertTrue(result.stderr.contains("empty"), result.stderr)
@@ -302,7 +281,7 @@ final class FMDBCipherToolTests: XCTestCase {
     }
 
     func testDestinationThatExistsIsRefusedUnlessForced() throws {
-        let plain = try makePlaintext()
+        let plain = try makeMarkedPlaintext()
         try Data("precious".utf8).write(to: URL(fileURLWithPath: path("dest.db")))
         var result = try run(["encrypt", plain, path("dest.db"), "--key-env", "K"], env: ["K": "k"])
         XCTAssertEqual(result.status, 73, result.stderr)
@@ -319,7 +298,7 @@ final class FMDBCipherToolTests: XCTestCase {
     /// A `-wal` or `-journal` beside DEST would be applied by SQLite to the new file at its first open:
     /// refused even with --force, and nothing is written. A zeroed one (journal_mode PERSIST) is not.
     func testAJournalOrWALBesideDestIsRefusedEvenWithForce() throws {
-        let plain = try makePlaintext()
+        let plain = try makeMarkedPlaintext()
         let zeroed = path("zeroed.db")
         try Data(repeating: 0, count: 512).write(to: URL(fileURLWithPath: zeroed + "-journal"))
         XCTAssertEqual(try run(["encrypt", plain, zeroed, "--key-env", "K"], env: ["K": "k"]).status, 0, "a zeroed journal is not replayed")
@@ -351,7 +330,7 @@ final class FMDBCipherToolTests: XCTestCase {
     func testNonDatabaseAndTruncatedFiles() throws {
         try Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: URL(fileURLWithPath: path("random.bin")))
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path("short.bin")))
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         let truncated = try Data(contentsOf: URL(fileURLWithPath: enc)).prefix(1500)
         try truncated.write(to: URL(fileURLWithPath: path("truncated.db")))
         for file in ["random.bin", "short.bin", "truncated.db"] {
@@ -363,14 +342,14 @@ final class FMDBCipherToolTests: XCTestCase {
                 XCTAssertFalse(FileManager.default.fileExists(atPath: path("out-\(file)")))
             }
         }
-        let plain = try makePlaintext("p.db")
+        let plain = try makeMarkedPlaintext("p.db")
         let result = try run(["rekey", plain, "--key-env", "K", "--new-key-env", "K"], env: ["K": "k"])
         XCTAssertEqual(result.status, 65)
         XCTAssertTrue(result.stderr.contains("not encrypted"), result.stderr)
     }
 
     func testBusyDatabaseIs75() throws {
-        let enc = try makeEncrypted()
+        let enc = try makePassphraseEncrypted()
         let holder = FMDatabase(path: enc)
         XCTAssertTrue(holder.open())
         try holder.setKey(using: PassphraseKeyProvider("k1"))
@@ -409,7 +388,7 @@ final class FMDBCipherToolTests: XCTestCase {
     // MARK: - Interop with the sqlcipher shell
 
     func testToolAndShellInterop() throws {
-        let enc = try makeEncrypted(key: "shared")
+        let enc = try makePassphraseEncrypted(key: "shared")
         let shell = try XCTUnwrap(which("sqlcipher"))
         var viaShell = try runSQLCipherShell(shell, enc, "PRAGMA key='shared';\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50", viaShell.stderr)
@@ -423,20 +402,8 @@ final class FMDBCipherToolTests: XCTestCase {
 }
 
 /// Progress output and the worked key-rotation script.
-final class FMDBCipherScriptTests: XCTestCase {
-    var directory: TemporaryDirectory!
-    var tool: String!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-cli-scripts")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
-    func makePlaintext(rows: Int) throws -> String {
+final class FMDBCipherScriptTests: ToolTestCase {
+    func makeBigPlaintext(rows: Int) throws -> String {
         let file = directory.path("big.db")
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
@@ -449,7 +416,7 @@ final class FMDBCipherScriptTests: XCTestCase {
     }
 
     func testProgressOnlyOnATerminalAndNotWithQuiet() throws {
-        let plain = try makePlaintext(rows: 3000)
+        let plain = try makeBigPlaintext(rows: 3000)
         var env = ProcessInfo.processInfo.environment
         env["K"] = "k"
         let piped = try runProcess(tool, ["encrypt", plain, directory.path("a.db"), "--key-env", "K"], environment: env)
@@ -467,7 +434,7 @@ final class FMDBCipherScriptTests: XCTestCase {
     }
 
     func testRotateKeyScript() throws {
-        let plain = try makePlaintext(rows: 10)
+        let plain = try makeBigPlaintext(rows: 10)
         var env = ProcessInfo.processInfo.environment
         env["K"] = "old"
         XCTAssertEqual(try runProcess(tool, ["encrypt", plain, directory.path("app.db"), "--key-env", "K", "--quiet"], environment: env).status, 0)
@@ -493,7 +460,7 @@ final class FMDBCipherScriptTests: XCTestCase {
     }
 
     func testNoEchoPromptOnATerminal() throws {
-        let plain = try makePlaintext(rows: 5)
+        let plain = try makeBigPlaintext(rows: 5)
         let script = try XCTUnwrap(which("script"))
         // The answers arrive after the prompt (type-ahead is flushed when echo is turned off, as getpass does).
         func run(_ command: String, answers: [String]) throws -> (status: Int32, output: String) {

@@ -6,26 +6,13 @@ import XCTest
 
 /// `fmdb-cipher` and SQLCipher file formats, end to end on the binary, on whichever line it is linked
 /// with: `migrate`, `info`'s format line, `export --format`, and a SQLCipher 4 file on SQLCipher 3 (exit 69).
-final class FormatToolTests: XCTestCase {
-    var directory: TemporaryDirectory!
-    var tool: String!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-cli-formats")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
-    func path(_ name: String) -> String { directory.path(name) }
-
+final class FormatToolTests: ToolTestCase {
     @discardableResult
-    func run(_ arguments: [String], key: String = "format key") throws -> (status: Int32, stdout: String, stderr: String) {
+    func runKeyed(_ arguments: [String], key: String = "format key") throws -> (status: Int32, stdout: String, stderr: String) {
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = key
-        return try runProcess(tool, arguments, input: "", environment: environment)
+        return try runProcess("/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
+                              environment: environment)
     }
 
     /// An encrypted database in `format`, with 20 rows, made by the library.
@@ -41,7 +28,7 @@ final class FormatToolTests: XCTestCase {
     }
 
     func format(_ file: String, key: String = "format key") throws -> String? {
-        let result = try run(["info", file, "--key-env", "K", "--json"], key: key)
+        let result = try runKeyed(["info", file, "--key-env", "K", "--json"], key: key)
         XCTAssertEqual(result.status, 0, result.stderr)
         let info = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         return info["format"] as? String
@@ -52,7 +39,7 @@ final class FormatToolTests: XCTestCase {
         XCTAssertEqual(try format(current), CipherFormat.linkedDefault.description)
         let older = try makeDatabase("older.db", format: .v2)
         XCTAssertEqual(try format(older), "SQLCipher 2")
-        let text = try run(["info", older, "--key-env", "K"])
+        let text = try runKeyed(["info", older, "--key-env", "K"])
         XCTAssertTrue(text.stdout.contains("format: SQLCipher 2"), text.stdout)
     }
 
@@ -111,7 +98,7 @@ final class FormatToolTests: XCTestCase {
         let old = try makeDatabase("old.db", format: .v3)
         guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
             let before = try Data(contentsOf: URL(fileURLWithPath: old))
-            let result = try run(["migrate", old, "--key-env", "K"])
+            let result = try runKeyed(["migrate", old, "--key-env", "K"])
             XCTAssertEqual(result.status, 64, "SQLCipher 3 cannot write the new format")
             XCTAssertTrue(result.stderr.contains("install SQLCipher 4"), result.stderr)
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: old)), before)
@@ -119,25 +106,25 @@ final class FormatToolTests: XCTestCase {
         }
         // Into DEST: SRC untouched.
         let before = try Data(contentsOf: URL(fileURLWithPath: old))
-        var result = try run(["migrate", old, path("new.db"), "--key-env", "K", "--quiet"])
+        var result = try runKeyed(["migrate", old, path("new.db"), "--key-env", "K", "--quiet"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: old)), before, "SRC unchanged")
         XCTAssertEqual(try format(path("new.db")), "SQLCipher 4")
-        result = try run(["migrate", old, path("new.db"), "--key-env", "K", "--quiet"])
+        result = try runKeyed(["migrate", old, path("new.db"), "--key-env", "K", "--quiet"])
         XCTAssertEqual(result.status, 73, "DEST exists")
         // In place.
-        result = try run(["migrate", old, "--key-env", "K"])
+        result = try runKeyed(["migrate", old, "--key-env", "K"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("SQLCipher 3") && result.stderr.contains("(SQLCipher 4)"), result.stderr)
         XCTAssertEqual(try format(old), "SQLCipher 4")
-        let check = try run(["check", old, "--key-env", "K", "--json"])
+        let check = try runKeyed(["check", old, "--key-env", "K", "--json"])
         XCTAssertEqual(check.status, 0, check.stderr)
         let report = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(check.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(report["cipher_integrity_check"] as? String, "ok", "SQLCipher 4's HMAC check of every page ran")
-        let sql = try run(["sql", old, "select count(*) from t", "--key-env", "K", "--csv"])
+        let sql = try runKeyed(["sql", old, "select count(*) from t", "--key-env", "K", "--csv"])
         XCTAssertTrue(sql.stdout.contains("20"), sql.stdout)
         // Again: nothing to do. No staging file is left beside it.
-        result = try run(["migrate", old, "--key-env", "K"])
+        result = try runKeyed(["migrate", old, "--key-env", "K"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("already"), result.stderr)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.contains("fmdb-cipher-") }
@@ -157,7 +144,7 @@ final class FormatToolTests: XCTestCase {
         XCTAssertGreaterThan(bytes.count, 3 * 4096)
         bytes[2 * 4096 + 100] ^= 0x01   // page 3
         try bytes.write(to: URL(fileURLWithPath: file))
-        let result = try run(["check", file, "--key-env", "K"])
+        let result = try runKeyed(["check", file, "--key-env", "K"])
         XCTAssertEqual(result.status, 2, result.stderr)
         XCTAssertTrue(result.stdout.contains("page 3"), result.stdout)
     }
@@ -171,17 +158,17 @@ final class FormatToolTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("create table t (a)"))
         db.close()
         let plainBefore = try Data(contentsOf: URL(fileURLWithPath: plain))
-        var result = try run(["migrate", plain, "--key-env", "K"])
+        var result = try runKeyed(["migrate", plain, "--key-env", "K"])
         XCTAssertEqual(result.status, 65)
         XCTAssertTrue(result.stderr.contains("plaintext"), result.stderr)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: plain)), plainBefore)
 
         let old = try makeDatabase("old.db", format: .v3)
         let oldBefore = try Data(contentsOf: URL(fileURLWithPath: old))
-        result = try run(["migrate", old, "--key-env", "K"], key: "wrong key")
+        result = try runKeyed(["migrate", old, "--key-env", "K"], key: "wrong key")
         XCTAssertEqual(result.status, 65)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: old)), oldBefore)
-        result = try run(["migrate", path("missing.db"), "--key-env", "K"])
+        result = try runKeyed(["migrate", path("missing.db"), "--key-env", "K"])
         XCTAssertEqual(result.status, 66)
     }
 
@@ -193,14 +180,14 @@ final class FormatToolTests: XCTestCase {
         let file = path("v4.db")
         let made = try runSQLCipherShell(shell, file, "PRAGMA key = 'format key';\nCREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
         XCTAssertEqual(made.status, 0, made.stderr)
-        var result = try run(["info", file, "--key-env", "K", "--json"])
+        var result = try runKeyed(["info", file, "--key-env", "K", "--json"])
         XCTAssertEqual(result.status, 69, result.stderr)
         let info = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(info["format"] as? String, "SQLCipher 4")
         XCTAssertTrue(result.stderr.contains("the key is right"), result.stderr)
-        result = try run(["sql", file, "select 1", "--key-env", "K"])
+        result = try runKeyed(["sql", file, "select 1", "--key-env", "K"])
         XCTAssertEqual(result.status, 69)
-        result = try run(["info", file, "--key-env", "K"], key: "wrong key")
+        result = try runKeyed(["info", file, "--key-env", "K"], key: "wrong key")
         XCTAssertEqual(result.status, 65, "a wrong key is still exit 65")
     }
 }

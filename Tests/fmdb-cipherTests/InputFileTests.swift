@@ -5,14 +5,12 @@ import TestSupport
 import XCTest
 
 /// The tool judges its input files with the library's `FMDatabase.inspectFile(atPath:)`.
-final class InputFileTests: XCTestCase {
+final class InputFileTests: ToolTestCase {
     func testAFIFOIsRefusedAtOnceWithExit66() throws {
-        let tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
-        let directory = try TemporaryDirectory("fmdb-cli-fifo")
-        let fifo = directory.path("db.fifo")
+        let fifo = path("db.fifo")
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         for command in [["info", fifo], ["check", fifo, "--key-env", "K"], ["rekey", fifo, "--key-env", "K", "--new-key-env", "N"]] {
-            let result = try runProcess(tool, command, input: "", environment: ["K": "k", "N": "n"])
+            let result = try run(command, env: ["K": "k", "N": "n"])
             XCTAssertEqual(result.status, 66, "\(command[0]): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("not a regular file"), result.stderr)
         }

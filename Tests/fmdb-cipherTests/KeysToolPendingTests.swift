@@ -8,26 +8,7 @@ import XCTest
 /// slot file wraps the old and the new data key, the database is under the new one) while the file
 /// cannot be read at once: never drop the generation that opens it, never print a key that does not.
 /// Also the rotation's exit codes, a secret added twice, and a damaged slot file.
-final class KeysToolPendingTests: XCTestCase {
-    var directory: TemporaryDirectory!
-    var tool: String!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-keys-pending")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
-    @discardableResult
-    func run(_ arguments: [String], env: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        return try runProcess(tool, arguments, input: "", environment: environment)
-    }
-
+final class KeysToolPendingTests: ToolTestCase {
     /// "alpha" (slot 1) and "beta" (slot 2), cheap PBKDF2, one row; WAL when asked.
     func makeSlotted(wal: Bool = false) throws -> String {
         let path = directory.path("app.db")

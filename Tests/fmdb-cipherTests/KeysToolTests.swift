@@ -6,26 +6,7 @@ import XCTest
 
 /// End-to-end tests of `fmdb-cipher keys ...`, `rekey --data-key` and `--key-credential`, run as a
 /// subprocess (real scrypt slots: each unlock costs one KDF).
-final class KeysToolTests: XCTestCase {
-    var directory: TemporaryDirectory!
-    var tool: String!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-keys-cli")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
-    @discardableResult
-    func run(_ arguments: [String], env: [String: String] = [:], input: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        return try runProcess(tool, arguments, input: input ?? "", environment: environment)
-    }
-
+final class KeysToolTests: ToolTestCase {
     /// A slotted database: passphrases "alpha" (slot 1) and "beta" (slot 3), a recovery key (slot 2), one row.
     func makeSlotted() throws -> (path: String, recovery: String) {
         let db = directory.path("app.db")

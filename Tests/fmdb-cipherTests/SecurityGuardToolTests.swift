@@ -6,25 +6,14 @@ import XCTest
 
 /// Through the `fmdb-cipher` binary: SQL text cannot change the key, and new files
 /// get no KDF below the floor unless spelled `--unsafe-…`.
-final class SecurityGuardToolTests: XCTestCase {
-    var directory: TemporaryDirectory!
-    var tool: String!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-cli-guard")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class SecurityGuardToolTests: ToolTestCase {
     @discardableResult
-    func run(_ arguments: [String], key: String = "k1", newKey: String = "k2") throws -> (status: Int32, stdout: String, stderr: String) {
+    func runKeyed(_ arguments: [String], key: String = "k1", newKey: String = "k2") throws -> (status: Int32, stdout: String, stderr: String) {
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = key
         environment["NK"] = newKey
-        return try runProcess(tool, arguments, input: "", environment: environment)
+        return try runProcess("/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
+                              environment: environment)
     }
 
     func rows(_ path: String, key: String, iterations: Int? = nil) throws -> Int32? {
@@ -49,7 +38,7 @@ final class SecurityGuardToolTests: XCTestCase {
 
     func testSQLCannotChangeTheKey() throws {
         let db = directory.path("enc.db")
-        XCTAssertEqual(try run(["sql", db, "CREATE TABLE t (a); INSERT INTO t VALUES (1)", "--key-env", "K"]).status, 0)
+        XCTAssertEqual(try runKeyed(["sql", db, "CREATE TABLE t (a); INSERT INTO t VALUES (1)", "--key-env", "K"]).status, 0)
         for sql in [
             "INSERT INTO t VALUES (2); PRAGMA key='other'; INSERT INTO t VALUES (3)",
             "PRAGMA rekey='other'; INSERT INTO t VALUES (3)",
@@ -57,7 +46,7 @@ final class SecurityGuardToolTests: XCTestCase {
             "PRAGMA temp_store = FILE",
             "ATTACH DATABASE '\(directory.path("leak.db"))' AS p KEY ''; SELECT sqlcipher_export('p')",
         ] {
-            let result = try run(["sql", db, sql, "--key-env", "K"])
+            let result = try runKeyed(["sql", db, sql, "--key-env", "K"])
             XCTAssertEqual(result.status, 1, "an SQL error: \(sql)")
             XCTAssertTrue(result.stderr.contains("refused"), "\(sql): \(result.stderr)")
             XCTAssertFalse(result.stderr.contains("k1"), "the key is never printed")
@@ -71,23 +60,23 @@ final class SecurityGuardToolTests: XCTestCase {
     func testEncryptRefusesAWeakKDFUnlessSpelledUnsafe() throws {
         let plain = try makePlaintext()
         let weak = directory.path("weak.db")
-        let refused = try run(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "1", "--quiet"])
+        let refused = try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "1", "--quiet"])
         XCTAssertEqual(refused.status, 64, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("--unsafe-kdf-iter"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: weak))
-        XCTAssertEqual(try run(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "64000", "--quiet"]).status, 0)
+        XCTAssertEqual(try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "64000", "--quiet"]).status, 0)
         let unsafe = directory.path("unsafe.db")
-        let written = try run(["encrypt", plain, unsafe, "--key-env", "K", "--unsafe-kdf-iter", "1000", "--quiet"])
+        let written = try runKeyed(["encrypt", plain, unsafe, "--key-env", "K", "--unsafe-kdf-iter", "1000", "--quiet"])
         XCTAssertEqual(written.status, 0, written.stderr)
         XCTAssertEqual(try rows(unsafe, key: "k1", iterations: 1_000), 2)
         XCTAssertNil(try rows(unsafe, key: "k1"), "it really uses 1000 iterations")
         // A passphrase rekey would keep the weak count: refused, and the file still opens with its old key.
-        let rekey = try run(["rekey", unsafe, "--key-env", "K", "--kdf-iter", "1000", "--new-key-env", "NK"])
+        let rekey = try runKeyed(["rekey", unsafe, "--key-env", "K", "--kdf-iter", "1000", "--new-key-env", "NK"])
         XCTAssertNotEqual(rekey.status, 0, rekey.stderr)
         XCTAssertTrue(rekey.stderr.contains("export"), rekey.stderr)
         XCTAssertEqual(try rows(unsafe, key: "k1", iterations: 1_000), 2)
         // Opening an old file with its own low count still works.
-        let opened = try run(["sql", unsafe, "SELECT count(*) FROM t", "--key-env", "K", "--kdf-iter", "1000"])
+        let opened = try runKeyed(["sql", unsafe, "SELECT count(*) FROM t", "--key-env", "K", "--kdf-iter", "1000"])
         XCTAssertEqual(opened.status, 0, opened.stderr)
         XCTAssertTrue(opened.stdout.contains("2"))
     }
@@ -95,21 +84,21 @@ final class SecurityGuardToolTests: XCTestCase {
     func testExportRefusesAWeakKDFUnlessSpelledUnsafe() throws {
         let plain = try makePlaintext()
         let source = directory.path("src.db")
-        XCTAssertEqual(try run(["encrypt", plain, source, "--key-env", "K", "--quiet"]).status, 0)
+        XCTAssertEqual(try runKeyed(["encrypt", plain, source, "--key-env", "K", "--quiet"]).status, 0)
         let weak = directory.path("weak.db")
-        let refused = try run(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "1", "--quiet"])
+        let refused = try runKeyed(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "1", "--quiet"])
         XCTAssertEqual(refused.status, 64, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("--unsafe-new-kdf-iter"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: weak))
-        let both = try run(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "64000",
+        let both = try runKeyed(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "64000",
                             "--unsafe-new-kdf-iter", "1000", "--quiet"])
         XCTAssertEqual(both.status, 64, both.stderr)
-        let written = try run(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--unsafe-new-kdf-iter", "1000", "--quiet"])
+        let written = try runKeyed(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--unsafe-new-kdf-iter", "1000", "--quiet"])
         XCTAssertEqual(written.status, 0, written.stderr)
         XCTAssertEqual(try rows(weak, key: "k2", iterations: 1_000), 2)
         // Re-exporting the weak file (reading it with its own count) to a strong one works.
         let strong = directory.path("strong.db")
-        let upgraded = try run(["export", weak, strong, "--key-env", "NK", "--kdf-iter", "1000", "--new-key-env", "K", "--quiet"])
+        let upgraded = try runKeyed(["export", weak, strong, "--key-env", "NK", "--kdf-iter", "1000", "--new-key-env", "K", "--quiet"])
         XCTAssertEqual(upgraded.status, 0, upgraded.stderr)
         XCTAssertEqual(try rows(strong, key: "k1"), 2)
     }
