@@ -29,7 +29,7 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        // FMDBCipher's SQLCipher crypto provider (C, OpenSSL 3 EVP): README "SQLCipher crypto provider".
+        // FMDBCipher's SQLCipher crypto provider (C, OpenSSL 3 EVP): BENCHMARKS.md "SQLCipher crypto provider".
         .target(name: "CFMDBCrypto", dependencies: ["COpenSSL", "CSQLCipher"]),
         // The provider's known-answer self-test, for the tests only: the shipped library does not carry it.
         .target(

@@ -6,7 +6,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// FMDBCipher's SQLCipher crypto provider (README "SQLCipher crypto provider"): registered by default on
+/// FMDBCipher's SQLCipher crypto provider (BENCHMARKS.md "SQLCipher crypto provider"): registered by default on
 /// the SQLCipher versions whose provider layout was verified, byte-compatible with SQLCipher's own
 /// OpenSSL provider both ways (the `sqlcipher` shell of the same line runs SQLCipher's provider), and
 /// reusing its contexts across pages.

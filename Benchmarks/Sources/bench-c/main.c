@@ -71,7 +71,7 @@ static sqlite3 *open_db(const char *path, const char *mode) {
         snprintf(sql, sizeof sql, "PRAGMA cipher_page_size = %s", page);
         if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) die(db, "cipher_page_size");
     }
-    /* BENCH_KEYED_DEFAULTS: the settings FMDB applies to every keyed connection (README "Keyed
+    /* BENCH_KEYED_DEFAULTS: the settings FMDB applies to every keyed connection (BENCHMARKS.md "Keyed
        connection defaults"), so a table row shows raw C with the same settings as the library. */
     const char *tuned = getenv("BENCH_KEYED_DEFAULTS");
     if (tuned && strcmp(mode, "plain") != 0) {
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
         return 64;
     }
     const char *workload = argv[1], *mode = argv[2], *path = argv[3];
-    /* BENCH_PROVIDER=fmdb: raw C with FMDBCipher's crypto provider (README "SQLCipher crypto provider"),
+    /* BENCH_PROVIDER=fmdb: raw C with FMDBCipher's crypto provider (BENCHMARKS.md "SQLCipher crypto provider"),
        registered as the library does: while a scratch keyed in-memory connection, kept open, holds
        SQLCipher's activation, and only on the versions whose provider layout was verified. */
     const char *provider = getenv("BENCH_PROVIDER");

@@ -1,7 +1,7 @@
 internal import CFMDBCrypto
 import CSQLCipher
 
-/// Registers FMDBCipher's crypto provider with SQLCipher (README "SQLCipher crypto provider"), once per
+/// Registers FMDBCipher's crypto provider with SQLCipher (BENCHMARKS.md "SQLCipher crypto provider"), once per
 /// process, before the library keys its first connection.
 ///
 /// SQLCipher copies the registered provider into every codec context it creates, so the provider must be

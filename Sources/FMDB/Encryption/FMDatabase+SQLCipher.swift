@@ -239,7 +239,7 @@ extension FMDatabase {
         }
     }
 
-    /// The settings of a keyed connection whose key works (README "Keyed connection defaults"). Every
+    /// The settings of a keyed connection whose key works (BENCHMARKS.md "Keyed connection defaults"). Every
     /// page read from disk is authenticated and decrypted, so a page cache miss costs far more than on
     /// a plaintext file: keep more decrypted pages. Run only after the key is known to be right:
     /// `PRAGMA cache_size` reads the schema, which with a wrong key would spoil the connection for
