@@ -1,4 +1,3 @@
-internal import COpenSSL
 import Foundation
 
 /// Checks a key against page 1 of a SQLCipher 4 file with OpenSSL alone, for a SQLCipher 3 library that
@@ -65,19 +64,14 @@ enum SQLCipher4Verifier {
         var message = Data(page[16..<payloadEnd])
         message.append(contentsOf: [1, 0, 0, 0])
         let stored = page[payloadEnd..<(payloadEnd + hmacSize)]
-        var mac = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var macLength: UInt32 = 0
-        let ok = hmacKey.withUnsafeBytes { keyBytes in
-            message.withUnsafeBytes { messageBytes in
-                HMAC(EVP_sha512(), keyBytes.baseAddress, Int32(keyBytes.count),
-                     messageBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), messageBytes.count,
-                     &mac, &macLength)
-            }
-        }
-        guard ok != nil, macLength == UInt32(hmacSize) else { return false }
+        guard hmacSize == MessageAuthentication.Digest.sha512.size,
+              let mac = try? MessageAuthentication.hmac(.sha512, key: hmacKey, message) else { return false }
         // Constant time, as SQLCipher compares: the result says only "matches" or not.
         return stored.withUnsafeBytes { storedBytes in
-            mac.withUnsafeBytes { CRYPTO_memcmp(storedBytes.baseAddress, $0.baseAddress, hmacSize) == 0 }
+            mac.withUnsafeBytes { macBytes in
+                guard let left = storedBytes.baseAddress, let right = macBytes.baseAddress else { return false }
+                return OpenSSLMemory.equalInConstantTime(left, right, count: hmacSize)
+            }
         }
     }
 }

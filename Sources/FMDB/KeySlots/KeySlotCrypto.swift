@@ -1,4 +1,3 @@
-internal import COpenSSL
 import Foundation
 
 /// The cryptography of key slots, all through OpenSSL's libcrypto: AES-256-GCM to wrap the data key,
@@ -11,117 +10,33 @@ enum KeySlotCrypto {
 
     /// AES-256-GCM encryption of `plaintext` under `key` with a fresh random nonce: (nonce, ciphertext, tag).
     static func seal(_ plaintext: SecureBytes, key: SecureBytes, aad: Data) throws -> (nonce: Data, ciphertext: Data, tag: Data) {
-        let nonce = try secureRandomBytes(nonceLength).withUnsafeBytes { Data($0) }
-        var ciphertext = Data(count: plaintext.count)
-        var tag = Data(count: tagLength)
-        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
-        defer { EVP_CIPHER_CTX_free(context) }
-        let ok: Bool = key.withUnsafeBytes { keyBytes in
-            nonce.withUnsafeBytes { nonceBytes in
-                aad.withUnsafeBytes { aadBytes in
-                    plaintext.withUnsafeBytes { input in
-                        ciphertext.withUnsafeMutableBytes { output in
-                            tag.withUnsafeMutableBytes { tagBytes in
-                                var length: Int32 = 0
-                                guard EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
-                                      EVP_EncryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
-                                      EVP_EncryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
-                                      EVP_EncryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &length) == 1,
-                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
-                                else { return false }
-                                return true
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        guard ok else { throw failure("AES-256-GCM encryption") }
-        return (nonce, ciphertext, tag)
+        try AuthenticatedEncryption.seal(plaintext, key: key, aad: aad, nonceLength: nonceLength, tagLength: tagLength)
     }
 
     /// AES-256-GCM decryption; nil when the tag does not verify (wrong key, or altered data).
     static func open(ciphertext: Data, nonce: Data, tag: Data, key: SecureBytes, aad: Data) throws -> SecureBytes? {
         guard nonce.count == nonceLength, tag.count == tagLength, key.count == 32 else { return nil }
-        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
-        defer { EVP_CIPHER_CTX_free(context) }
-        var verified = false
-        let plaintext = SecureBytes(count: ciphertext.count) { output in
-            verified = key.withUnsafeBytes { keyBytes in
-                nonce.withUnsafeBytes { nonceBytes in
-                    aad.withUnsafeBytes { aadBytes in
-                        ciphertext.withUnsafeBytes { input in
-                            var tagCopy = tag
-                            return tagCopy.withUnsafeMutableBytes { tagBytes in
-                                var length: Int32 = 0
-                                guard EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
-                                      EVP_DecryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
-                                      EVP_DecryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
-                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
-                                else { return false }
-                                var finalLength: Int32 = 0
-                                return EVP_DecryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &finalLength) > 0
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        return verified ? plaintext : nil
+        return try AuthenticatedEncryption.open(ciphertext: ciphertext, nonce: nonce, tag: tag, key: key, aad: aad)
     }
 
     /// HMAC-SHA256(key, message) into secure storage.
     static func hmacSHA256(key: SecureBytes, _ message: Data) throws -> SecureBytes {
-        try SecureBytes(count: 32) { out in
-            var length: UInt32 = 32
-            let result = key.withUnsafeBytes { keyBytes in
-                message.withUnsafeBytes { messageBytes in
-                    HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count),
-                         u8(messageBytes), messageBytes.count, mu8(out), &length)
-                }
-            }
-            guard result != nil, length == 32 else { throw failure("HMAC-SHA256") }
-        }
+        try MessageAuthentication.hmac(.sha256, key: key, message)
     }
 
     /// SHA-256 of `bytes`.
     static func sha256(_ bytes: UnsafeRawBufferPointer) -> Data {
-        var digest = Data(count: 32)
-        digest.withUnsafeMutableBytes { out in
-            _ = SHA256(u8(bytes), bytes.count, mu8(out))
-        }
-        return digest
+        MessageAuthentication.sha256(bytes)
     }
 
     /// PBKDF2-HMAC-SHA512 of `secret` over `salt` (32 bytes).
     static func pbkdf2SHA512(_ secret: SecureBytes, salt: Data, iterations: Int) throws -> SecureBytes {
-        try PBKDF2KeyProvider.derive(passphrase: secret, salt: salt, digest: .sha512, iterations: iterations)
+        try KeyDerivation.pbkdf2(secret, salt: salt, digest: .sha512, iterations: iterations)
     }
 
-    /// scrypt of `secret` over `salt` (32 bytes), memory capped at 64 MiB beyond the parameters' need.
+    /// scrypt of `secret` over `salt` (32 bytes), OpenSSL allowed what the parameters need.
     static func scrypt(_ secret: SecureBytes, salt: Data, n: UInt64, r: UInt64, p: UInt64) throws -> SecureBytes {
-        let maxMemory = max(64 * 1024 * 1024, 129 * n * r * p + 1024 * 1024)
-        return try SecureBytes(count: 32) { out in
-            let ok = secret.withUnsafeBytes { pass in
-                salt.withUnsafeBytes { saltBytes in
-                    EVP_PBE_scrypt(pass.baseAddress?.assumingMemoryBound(to: CChar.self), pass.count,
-                                   u8(saltBytes), saltBytes.count, n, r, p, maxMemory, mu8(out), 32)
-                }
-            }
-            guard ok == 1 else { throw failure("scrypt (n=\(n), r=\(r), p=\(p))") }
-        }
-    }
-
-    private static func failure(_ what: String) -> FMDatabaseError {
-        FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
-    }
-
-    private static func u8(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
-    }
-
-    private static func mu8(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        try KeyDerivation.scrypt(secret, salt: salt, n: n, r: r, p: p)
     }
 }
 

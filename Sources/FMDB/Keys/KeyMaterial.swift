@@ -1,4 +1,3 @@
-internal import COpenSSL
 import Foundation
 
 /// Key bytes a program reads itself (from a file, an environment variable, a terminal), held in

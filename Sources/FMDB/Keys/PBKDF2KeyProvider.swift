@@ -1,4 +1,3 @@
-internal import COpenSSL
 import Foundation
 
 /// Derives a raw key from a passphrase with OpenSSL's PBKDF2-HMAC over the file's 16-byte salt, once
@@ -135,29 +134,6 @@ public final class PBKDF2KeyProvider: KeyProvider {
     }
 
     static func derive(passphrase: SecureBytes, salt: Data, digest: Digest, iterations: Int) throws -> SecureBytes {
-        let md: OpaquePointer?
-        switch digest {
-        case .sha1: md = EVP_sha1()
-        case .sha256: md = EVP_sha256()
-        case .sha512: md = EVP_sha512()
-        }
-        guard let count = Int32(exactly: iterations), count > 0 else {
-            throw FMDatabaseError.misuse("PBKDF2 iterations must be from 1 to \(Int32.max) (got \(iterations)).")
-        }
-        return try SecureBytes(count: 32) { out in
-            let ok = passphrase.withUnsafeBytes { pass in
-                salt.withUnsafeBytes { saltBytes in
-                    PKCS5_PBKDF2_HMAC(
-                        pass.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(pass.count),
-                        saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(saltBytes.count),
-                        count, md, 32,
-                        out.baseAddress?.assumingMemoryBound(to: UInt8.self)
-                    )
-                }
-            }
-            guard ok == 1 else {
-                throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL PKCS5_PBKDF2_HMAC failed.")
-            }
-        }
+        try KeyDerivation.pbkdf2(passphrase, salt: salt, digest: digest, iterations: iterations)
     }
 }

@@ -1,4 +1,3 @@
-internal import COpenSSL
 import Foundation
 
 /// A memory-hard key derivation: scrypt (OpenSSL `EVP_PBE_scrypt`) over the file's 16-byte salt, once
@@ -68,24 +67,7 @@ public final class ScryptKeyProvider: KeyProvider {
             throw FMDatabaseError.misuse("scrypt n=\(n) is below the floor of \(Self.minimumN).")
         }
         return try cache.key(for: request) { salt in
-            try SecureBytes(count: 32) { out in
-                let ok = passphrase.withUnsafeBytes { pass in
-                    salt.withUnsafeBytes { saltBytes in
-                        EVP_PBE_scrypt(
-                            pass.baseAddress?.assumingMemoryBound(to: CChar.self), pass.count,
-                            saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), saltBytes.count,
-                            n, r, p, maxMemory,
-                            out.baseAddress?.assumingMemoryBound(to: UInt8.self), 32
-                        )
-                    }
-                }
-                guard ok == 1 else {
-                    throw FMDatabaseError(
-                        code: SQLITE_ERROR,
-                        message: "OpenSSL EVP_PBE_scrypt failed (n=\(n), r=\(r), p=\(p) may need more than maxMemory=\(maxMemory) bytes)."
-                    )
-                }
-            }
+            try KeyDerivation.scrypt(passphrase, salt: salt, n: n, r: r, p: p, maxMemory: maxMemory)
         }
     }
 }

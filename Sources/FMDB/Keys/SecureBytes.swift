@@ -1,4 +1,3 @@
-internal import COpenSSL
 import Foundation
 
 /// Key bytes in memory that is wiped with `OPENSSL_cleanse` when the last copy goes.
@@ -18,7 +17,7 @@ struct SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConverti
 
         deinit {
             if let base = buffer.baseAddress {
-                OPENSSL_cleanse(base, buffer.count)
+                OpenSSLMemory.cleanse(base, count: buffer.count)
             }
             SecureBytes.notifyWiped(UnsafeRawBufferPointer(buffer))
             buffer.deallocate()
@@ -62,7 +61,7 @@ struct SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConverti
         return withUnsafeBytes { lhs in
             other.withUnsafeBytes { rhs in
                 guard let l = lhs.baseAddress, let r = rhs.baseAddress else { return false }
-                return CRYPTO_memcmp(l, r, count) == 0
+                return OpenSSLMemory.equalInConstantTime(l, r, count: count)
             }
         }
     }
@@ -113,8 +112,7 @@ struct SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConverti
 /// Fresh random bytes from OpenSSL's CSPRNG.
 func secureRandomBytes(_ count: Int) throws -> SecureBytes {
     try SecureBytes(count: count) { buffer in
-        guard let base = buffer.baseAddress,
-              RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(count)) == 1 else {
+        guard OpenSSLMemory.randomBytes(into: buffer) else {
             throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL RAND_bytes failed.")
         }
     }

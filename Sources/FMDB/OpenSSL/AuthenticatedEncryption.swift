@@ -1,0 +1,79 @@
+internal import COpenSSL
+import Foundation
+
+/// AES-256-GCM, the key slots' wrapping of the data key (`EVP_aes_256_gcm`).
+enum AuthenticatedEncryption {
+    /// AES-256-GCM encryption of `plaintext` under `key` with a fresh random nonce: (nonce, ciphertext, tag).
+    static func seal(_ plaintext: SecureBytes, key: SecureBytes, aad: Data, nonceLength: Int, tagLength: Int) throws
+        -> (nonce: Data, ciphertext: Data, tag: Data) {
+        let nonce = try secureRandomBytes(nonceLength).withUnsafeBytes { Data($0) }
+        var ciphertext = Data(count: plaintext.count)
+        var tag = Data(count: tagLength)
+        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        let ok: Bool = key.withUnsafeBytes { keyBytes in
+            nonce.withUnsafeBytes { nonceBytes in
+                aad.withUnsafeBytes { aadBytes in
+                    plaintext.withUnsafeBytes { input in
+                        ciphertext.withUnsafeMutableBytes { output in
+                            tag.withUnsafeMutableBytes { tagBytes in
+                                var length: Int32 = 0
+                                guard EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
+                                      EVP_EncryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
+                                      EVP_EncryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
+                                      EVP_EncryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &length) == 1,
+                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
+                                else { return false }
+                                return true
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        guard ok else { throw failure("AES-256-GCM encryption") }
+        return (nonce, ciphertext, tag)
+    }
+
+    /// AES-256-GCM decryption; nil when the tag does not verify (wrong key, or altered data).
+    static func open(ciphertext: Data, nonce: Data, tag: Data, key: SecureBytes, aad: Data) throws -> SecureBytes? {
+        let tagLength = tag.count
+        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        var verified = false
+        let plaintext = SecureBytes(count: ciphertext.count) { output in
+            verified = key.withUnsafeBytes { keyBytes in
+                nonce.withUnsafeBytes { nonceBytes in
+                    aad.withUnsafeBytes { aadBytes in
+                        ciphertext.withUnsafeBytes { input in
+                            var tagCopy = tag
+                            return tagCopy.withUnsafeMutableBytes { tagBytes in
+                                var length: Int32 = 0
+                                guard EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
+                                      EVP_DecryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
+                                      EVP_DecryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
+                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
+                                else { return false }
+                                var finalLength: Int32 = 0
+                                return EVP_DecryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &finalLength) > 0
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return verified ? plaintext : nil
+    }
+
+    private static func failure(_ what: String) -> FMDatabaseError {
+        FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
+    }
+
+    private static func u8(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    }
+
+    private static func mu8(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    }
+}

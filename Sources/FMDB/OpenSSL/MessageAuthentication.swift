@@ -1,0 +1,42 @@
+internal import COpenSSL
+import Foundation
+
+/// HMAC and SHA-256, once each: the key-slot file's tags and key-encryption keys (HMAC-SHA256), the
+/// SQLCipher 4 verifier's page MAC (HMAC-SHA512), the recovery key's check group (SHA-256).
+enum MessageAuthentication {
+    enum Digest {
+        case sha256, sha512
+
+        var size: Int { self == .sha256 ? 32 : 64 }
+
+        fileprivate var md: OpaquePointer? { self == .sha256 ? EVP_sha256() : EVP_sha512() }
+    }
+
+    /// HMAC(`key`, `message`) with `digest`, into wiped storage.
+    /// - Throws: SQLITE_ERROR when OpenSSL fails.
+    static func hmac(_ digest: Digest, key: SecureBytes, _ message: Data) throws -> SecureBytes {
+        try SecureBytes(count: digest.size) { out in
+            var length = UInt32(digest.size)
+            let result = key.withUnsafeBytes { keyBytes in
+                message.withUnsafeBytes { messageBytes in
+                    HMAC(digest.md, keyBytes.baseAddress, Int32(clamping: keyBytes.count),
+                         messageBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), messageBytes.count,
+                         out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length)
+                }
+            }
+            guard result != nil, length == UInt32(digest.size) else {
+                throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL HMAC failed.")
+            }
+        }
+    }
+
+    /// SHA-256 of `bytes`.
+    static func sha256(_ bytes: UnsafeRawBufferPointer) -> Data {
+        var digest = Data(count: 32)
+        digest.withUnsafeMutableBytes { out in
+            _ = SHA256(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
+                       out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        }
+        return digest
+    }
+}
