@@ -246,6 +246,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         var candidate: (database: FMDatabase, generation: Int)?
         while true {
             if !state.rekeying, let entry = state.checkedIn.popLast() {
+                // Checked out in the same critical section that took it from `checkedIn`: between the two
+                // it would count toward neither, and another caller could open a connection past the limit.
+                state.checkedOut[ObjectIdentifier(entry.database)] = Checkout(database: entry.database, thread: me, generation: entry.generation)
                 candidate = entry
                 break
             }
@@ -285,13 +288,17 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
         if let delegate, !delegate.databasePool(self, shouldAddDatabaseToPool: db) {
             db.close()
-            locked { if isNew { state.opening -= 1 } }
+            locked {
+                if isNew { state.opening -= 1 } else { state.checkedOut.removeValue(forKey: ObjectIdentifier(db)) }
+            }
             condition.broadcast()
             throw FMDatabaseError.misuse("The pool's delegate refused the connection (shouldAddDatabaseToPool returned false).")
         }
-        locked {
-            if isNew { state.opening -= 1 }
-            state.checkedOut[ObjectIdentifier(db)] = Checkout(database: db, thread: me, generation: candidate?.generation ?? generation)
+        if isNew {
+            locked {
+                state.opening -= 1
+                state.checkedOut[ObjectIdentifier(db)] = Checkout(database: db, thread: me, generation: generation)
+            }
         }
         db.checkedOut = true
         if isNew { delegate?.databasePool(self, didAddDatabase: db) }
