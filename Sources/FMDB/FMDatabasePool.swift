@@ -73,6 +73,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         var keyProvider: (any KeyProvider)?
         var rekeying = false
         var lastError: FMDatabaseError?
+        /// Open connections the delegate has not been told about yet (`didAddDatabase`): the one a keyed
+        /// init opens, before any delegate can be set, and one a rekey reopened. Told at their next checkout.
+        var unannounced: Set<ObjectIdentifier> = []
     }
 
     /// The path given at init (nil: in-memory).
@@ -92,6 +95,8 @@ public final class FMDatabasePool: @unchecked Sendable {
     private var queueTimeout: TimeInterval?
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
     private var maximum = 0
+    /// Runs on every new connection after keying, before any block gets it (immutable).
+    private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
 
     // MARK: - Initializers
 
@@ -121,12 +126,18 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     /// A pool that opens connections lazily, when blocks need them.
-    public init(path: String?, flags: Int32, vfs: String?) {
+    public convenience init(path: String?, flags: Int32, vfs: String?) {
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, prepareDatabase: nil)
+    }
+
+    /// The one designated initializer: sets up the pool without opening anything.
+    private init(uncheckedPath path: String?, flags: Int32, vfs: String?, prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
         self.logger = Logger(label: "fmdb")
         self.writeGate = WriteGate.shared(forPath: path)
+        self.prepareDatabase = prepareDatabase
     }
 
     /// A database at a file URL, opened with `flags` and a VFS.
@@ -143,10 +154,54 @@ public final class FMDatabasePool: @unchecked Sendable {
         vfs: String? = nil,
         keyProvider: any KeyProvider
     ) throws {
-        self.init(path: path, flags: flags, vfs: vfs)
+        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
+    }
+
+    /// A keyed pool whose every connection is set up by `prepareDatabase` before any block gets it.
+    ///
+    /// `prepareDatabase` runs once on each new connection, after it is keyed and verified: on the one
+    /// this initializer opens, on each one the pool opens later, and on one a rekey had to reopen. Put
+    /// per-connection settings there (`PRAGMA foreign_keys`, custom functions, `busy_timeout`): unlike a
+    /// delegate set after init, it cannot miss a connection. When it throws, the connection is closed
+    /// and not used, and the caller gets the error (this initializer, or the call that needed the
+    /// connection). It runs on the thread that opens the connection, outside the pool's lock; it must not
+    /// call the pool.
+    ///
+    /// ```swift
+    /// let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
+    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+    /// }
+    /// ```
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    ///   - keyProvider: Supplies the key of every connection.
+    ///   - prepareDatabase: Sets up each new connection; nil sets up nothing.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`). FMDB's
+    ///   `databasePool(_:didAddDatabase:)` is also told about every connection here, including the one
+    ///   this initializer opened, at its first checkout.
+    public init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    ) throws {
+        self.path = path
+        self.openFlags = flags
+        self.vfsName = vfs
+        self.logger = Logger(label: "fmdb")
+        self.writeGate = WriteGate.shared(forPath: path)
+        self.prepareDatabase = prepareDatabase
         state.keyProvider = keyProvider
         let first = try openConnection(keyProvider: keyProvider)
         state.checkedIn.append((first, 0))
+        state.unannounced.insert(ObjectIdentifier(first))
     }
 
     /// The keyed initializer, for a file URL.
@@ -212,6 +267,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     public func releaseAllDatabases() {
         let idle: [FMDatabase] = locked {
             state.generation += 1
+            state.unannounced.removeAll()  // Only ever idle connections, all closed here.
             defer { state.checkedIn.removeAll() }
             return state.checkedIn.map(\.database)
         }
@@ -227,8 +283,22 @@ public final class FMDatabasePool: @unchecked Sendable {
         return try body()
     }
 
+    /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails.
     private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
-        try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
+        let db = try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
+        try prepare(db)
+        return db
+    }
+
+    /// Runs `prepareDatabase` on a connection new to the pool; closes it when that throws.
+    private func prepare(_ db: FMDatabase) throws {
+        guard let prepareDatabase else { return }
+        do {
+            try prepareDatabase(db)
+        } catch {
+            db.close()
+            throw error
+        }
     }
 
     private func record(_ error: Error) -> FMDatabaseError {
@@ -243,12 +313,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         let me = pthread_self()
         condition.lock()
         var isNew = false
+        var announce = false
         var candidate: (database: FMDatabase, generation: Int)?
         while true {
             if !state.rekeying, let entry = state.checkedIn.popLast() {
                 // Checked out in the same critical section that took it from `checkedIn`: between the two
                 // it would count toward neither, and another caller could open a connection past the limit.
                 state.checkedOut[ObjectIdentifier(entry.database)] = Checkout(database: entry.database, thread: me, generation: entry.generation)
+                announce = state.unannounced.remove(ObjectIdentifier(entry.database)) != nil
                 candidate = entry
                 break
             }
@@ -256,6 +328,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             if !state.rekeying, maximum == 0 || total < maximum {
                 state.opening += 1
                 isNew = true
+                announce = true
                 break
             }
             if !state.rekeying, !state.checkedOut.isEmpty, state.opening == 0,
@@ -301,7 +374,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             }
         }
         db.checkedOut = true
-        if isNew { delegate?.databasePool(self, didAddDatabase: db) }
+        if announce { delegate?.databasePool(self, didAddDatabase: db) }
         return db
     }
 
@@ -330,7 +403,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             db = try checkOut()
         } catch {
-            throw record(error)
+            _ = record(error)
+            throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
         }
         defer { checkIn(db) }
         return try body(db)
@@ -456,6 +530,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         state.rekeying = true
         let idle = state.checkedIn.map(\.database)
         state.checkedIn.removeAll()
+        let wasUnannounced = idle.first.map { state.unannounced.contains(ObjectIdentifier($0)) } ?? false
+        state.unannounced.removeAll()
         let oldProvider = state.keyProvider
         condition.unlock()
         defer {
@@ -464,11 +540,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
         for db in idle.dropFirst() { db.close() }
         let db: FMDatabase
+        var announced = false
         if let first = idle.first, first.isOpen {
             db = first
+            announced = !wasUnannounced
         } else {
             db = try openConnection(keyProvider: oldProvider)
         }
+        let connectionBefore = db.connection.map(ObjectIdentifier.init)
         let outcome: FMRekeyOutcome
         do {
             outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
@@ -476,10 +555,22 @@ public final class FMDatabasePool: @unchecked Sendable {
             db.close()
             throw record(error)
         }
+        // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` and the
+        // delegate set on the old one is gone, so the new one is set up and announced again. When that
+        // fails, the key did change: the connection is dropped, and the next checkout opens a new one.
+        if db.isOpen, db.connection.map(ObjectIdentifier.init) != connectionBefore {
+            announced = false
+            do {
+                try prepare(db)
+            } catch {
+                logger.warning("After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)")
+            }
+        }
         locked {
             state.keyProvider = provider
             state.generation += 1
             state.checkedIn = db.isOpen ? [(db, state.generation)] : []
+            if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
         }
         return outcome
     }

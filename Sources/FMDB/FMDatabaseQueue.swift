@@ -47,6 +47,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private let queueKey = DispatchSpecificKey<ObjectIdentifier>()
     private var database: FMDatabase?
     private var keyProvider: (any KeyProvider)?
+    /// Runs on the connection each time the queue opens it, after keying, before any block (immutable).
+    private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
     private let lastErrorBox = Protected<FMDatabaseError?>(nil)
     private let interruptTarget = Protected<InterruptHandle?>(nil)
 
@@ -58,7 +60,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// An in-memory database.
     public convenience init() {
         // Opening an in-memory database only fails when memory is exhausted.
-        self.init(uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil)
+        self.init(uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil, prepareDatabase: nil)
         _ = try? onQueue { try self.openDatabase() }
     }
 
@@ -84,7 +86,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Opens the database at init; nil when it cannot be opened.
     public convenience init?(path: String?, flags: Int32, vfs: String?) {
-        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil)
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, prepareDatabase: nil)
         do {
             try onQueue { try self.openDatabase() }
         } catch {
@@ -105,7 +107,41 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         vfs: String? = nil,
         keyProvider: any KeyProvider
     ) throws {
-        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider)
+        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
+    }
+
+    /// A keyed queue whose connection is set up by `prepareDatabase` before any block gets it.
+    ///
+    /// `prepareDatabase` runs each time the queue opens its connection, after it is keyed and verified:
+    /// at this initializer, when a call reopens it after ``close()``, and when a rekey had to reopen it.
+    /// Put per-connection settings there (`PRAGMA foreign_keys`, custom functions). When it throws, the
+    /// connection is closed and not used, and the caller gets the error (this initializer, or the call
+    /// that needed the connection). It runs on the queue: it must not call the queue.
+    ///
+    /// ```swift
+    /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider) { db in
+    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+    /// }
+    /// ```
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    ///   - keyProvider: Supplies the key.
+    ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`).
+    public convenience init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    ) throws {
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: prepareDatabase)
         try onQueue { try self.openDatabase() }
     }
 
@@ -120,13 +156,17 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     }
 
     /// The one designated initializer: sets up the queue without opening anything.
-    private init(uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?) {
+    private init(
+        uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    ) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
         self.logger = Logger(label: "fmdb")
         self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
         self.keyProvider = keyProvider
+        self.prepareDatabase = prepareDatabase
         dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
     }
 
@@ -153,9 +193,21 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func openDatabase() throws -> FMDatabase {
         if let database, database.isOpen { return database }
         let db = try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
+        try prepare(db)
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
         return db
+    }
+
+    /// Runs `prepareDatabase` on a newly opened connection; closes it when that throws.
+    private func prepare(_ db: FMDatabase) throws {
+        guard let prepareDatabase else { return }
+        do {
+            try prepareDatabase(db)
+        } catch {
+            db.close()
+            throw error
+        }
     }
 
     private func record(_ error: Error) {
@@ -297,8 +349,19 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
             let db = try openDatabase()
+            let connectionBefore = db.connection.map(ObjectIdentifier.init)
             let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
             keyProvider = provider
+            // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` set
+            // on the old one is gone. When setting up the new one fails, it is closed (the key did change),
+            // and the next call reopens and sets it up again, or reports why not.
+            if db.isOpen, db.connection.map(ObjectIdentifier.init) != connectionBefore {
+                do {
+                    try prepare(db)
+                } catch {
+                    logger.warning("After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)")
+                }
+            }
             if !db.isOpen {
                 // The rekey took but the connection could not be reopened: the next call reopens it.
                 database = nil

@@ -63,4 +63,99 @@ final class FMDatabasePoolServiceTests: XCTestCase {
             }
         }
     }
+
+    // MARK: - Every connection is set up before a block sees it
+
+    final class ForeignKeysDelegate: FMDatabasePoolDelegate {
+        let added = Locked(0)
+        func databasePool(_ pool: FMDatabasePool, didAddDatabase database: FMDatabase) {
+            added.withLock { $0 += 1 }
+            database.executeUpdate("PRAGMA foreign_keys = ON")
+        }
+    }
+
+    /// Runs 40 blocks, up to 4 at once, and returns how many saw `PRAGMA foreign_keys` off.
+    func blocksWithForeignKeysOff(_ pool: FMDatabasePool) async throws -> Int {
+        pool.maximumNumberOfDatabasesToCreate = 4
+        let off = Locked(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<40 {
+                group.addTask {
+                    try await pool.perform { db in
+                        if db.int(forQuery: "PRAGMA foreign_keys") != 1 { off.withLock { $0 += 1 } }
+                        Thread.sleep(forTimeInterval: 0.001)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return off.withLock { $0 }
+    }
+
+    /// FMDB's way: a delegate set after init is told about every connection a block can get, the one the
+    /// keyed init opened to verify the key included.
+    func testDelegateSetAfterAKeyedInitIsToldAboutTheInitConnection() async throws {
+        let pool = try FMDatabasePool(path: directory.path("delegate.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider))
+        let delegate = ForeignKeysDelegate()
+        pool.delegate = delegate
+        let off = try await blocksWithForeignKeysOff(pool)
+        XCTAssertEqual(off, 0, "blocks that ran with foreign keys off")
+        XCTAssertEqual(delegate.added.withLock { $0 }, pool.countOfOpenDatabases, "told once per connection")
+    }
+
+    func testPrepareDatabaseSetsUpEveryConnectionBeforeItsFirstBlock() async throws {
+        let prepared = Locked(0)
+        let pool = try FMDatabasePool(path: directory.path("prepare.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { db in
+            XCTAssertEqual(db.int(forQuery: "PRAGMA temp_store"), 2, "keyed before it is set up")
+            try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+            prepared.withLock { $0 += 1 }
+        }
+        XCTAssertEqual(prepared.withLock { $0 }, 1, "the connection the init opened")
+        let off = try await blocksWithForeignKeysOff(pool)
+        XCTAssertEqual(off, 0)
+        XCTAssertEqual(prepared.withLock { $0 }, pool.countOfOpenDatabases)
+        XCTAssertGreaterThan(pool.countOfOpenDatabases, 1)
+    }
+
+    struct SetUpFailed: Error {}
+
+    func testPrepareDatabaseThatThrowsAtInitFailsTheInit() throws {
+        XCTAssertThrowsError(try FMDatabasePool(
+            path: directory.path("throws.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
+        ) { _ in throw SetUpFailed() }) { error in
+            XCTAssertTrue(error is SetUpFailed, "\(error)")
+        }
+    }
+
+    func testConnectionWhosePrepareDatabaseThrowsIsNotUsed() throws {
+        let calls = Locked(0)
+        let pool = try FMDatabasePool(path: directory.path("second.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { _ in
+            let call = calls.withLock { $0 += 1; return $0 }
+            if call == 2 { throw SetUpFailed() }
+        }
+        var ranNested = false
+        pool.inDatabase { _ in
+            do {
+                try pool.inDatabase { _ in ranNested = true; try Task.checkCancellation() }
+                XCTFail("the nested call did not throw")
+            } catch {
+                XCTAssertTrue(error is SetUpFailed, "\(error)")
+            }
+        }
+        XCTAssertFalse(ranNested, "no block got the connection that failed its set-up")
+        XCTAssertEqual(pool.countOfOpenDatabases, 1, "the failed connection was closed, not pooled")
+        XCTAssertEqual(pool.countOfCheckedOutDatabases, 0)
+        pool.inDatabase { _ in pool.inDatabase { db in XCTAssertTrue(db.isOpen) } }
+        XCTAssertEqual(pool.countOfOpenDatabases, 2)
+    }
+
+    func testRekeyKeepsEveryConnectionSetUp() async throws {
+        let pool = try FMDatabasePool(path: directory.path("rekey.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { db in
+            try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+        }
+        _ = try await blocksWithForeignKeysOff(pool)
+        try pool.rekey(using: PassphraseKeyProvider("new key"))
+        let off = try await blocksWithForeignKeysOff(pool)
+        XCTAssertEqual(off, 0)
+    }
 }
