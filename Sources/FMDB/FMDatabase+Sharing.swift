@@ -12,11 +12,14 @@ extension FMDatabase {
         flags: Int32,
         vfs: String?,
         keyProvider: (any KeyProvider)?,
-        logger: Logger
+        logger: Logger,
+        logsErrors: Bool = true
     ) throws -> FMDatabase {
         let db = FMDatabase(path: path)
         db.logger = logger
-        guard db.open(withFlags: multiThreadFlags(flags), vfs: vfs) else { throw db.lastError() }
+        db.logsErrors = logsErrors
+        // The throwing open: the caller gets its error (the queue or pool logs it when nobody else does).
+        try db.recording { try db.openConnection(flags: multiThreadFlags(flags), vfs: vfs) }
         if let keyProvider {
             do {
                 try db.setKey(using: keyProvider)

@@ -67,7 +67,14 @@ public final class FMDatabase {
     ///
     /// - Note: FMDB compatibility: lines go to ``logger`` (swift-log, label `fmdb`), not `NSLog`.
     @exclusivity(unchecked) public var traceExecution = false
-    /// Log every error, at `.error`. On by default, as FMDB.
+    /// Log every error the FMDB forms (those that return false or nil) meet, at `.error`. On by default,
+    /// as FMDB. Errors the throwing forms throw are not logged: the caller has them, and logging them
+    /// too would report a handled error (a caught UNIQUE violation) as a failure.
+    ///
+    /// ```swift
+    /// db.logsErrors = false
+    /// ```
+    /// - Note: FMDB compatibility: FMDB's `...error:` forms both logged and returned the error.
     public var logsErrors = true
     /// Stop the process on any error (a debugging aid the program opts into, as FMDB's).
     public var crashOnErrors = false
@@ -244,6 +251,7 @@ public final class FMDatabase {
                 try connection.close()
             } catch {
                 record(error)
+                logError(error)
             }
         }
         connection = nil
@@ -310,7 +318,8 @@ public final class FMDatabase {
     // MARK: - Errors
 
     /// The one way an FMDB entry point runs: clears the last error, runs `body`, and records what it
-    /// throws for `lastError()` (logging it when `logsErrors`) before rethrowing it. Every entry point goes
+    /// throws for `lastError()` before rethrowing it (not logged: the caller has it; the Bool and
+    /// optional forms log it). Every entry point goes
     /// through this, directly or through `recordingBool` / `recordingOptional`, so none can forget to
     /// reset the error (FMDB's stale-`lastError` bug).
     @inline(__always)
@@ -338,29 +347,40 @@ public final class FMDatabase {
             try recording(body)
             return true
         } catch {
+            logError(error)
             return false
         }
     }
 
     /// FMDB's optional shape of `recording`: nil on error.
     func recordingOptional<T>(_ body: () throws -> T) -> T? {
-        try? recording(body)
+        do {
+            return try recording(body)
+        } catch {
+            logError(error)
+            return nil
+        }
     }
 
-    /// Stores an error for `lastError()`, logs it when `logsErrors`. Only `recording` and the close path
-    /// call it.
+    /// Stores an error for `lastError()`. Only `recording` and the close path call it.
     private func record(_ error: Error) {
         let value = (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         lastErrorValue = value
-        if logsErrors {
-            logger.error("DB Error: \(value.code) \"\(value.message)\"")
-            if let sql = value.sql { logger.error("DB Query: \(sql)") }
-            logger.error("DB Path: \(databasePath ?? ":memory:")")
-        }
         if crashOnErrors {
             programmingError("FMDatabase.crashOnErrors is set and an error occurred: \(value)")
         }
+    }
+
+    /// Logs an error an FMDB form met and did not throw, when `logsErrors`: the forms that return false
+    /// or nil call it (the throwing forms leave the error to their caller).
+    func logError(_ error: Error) {
+        guard logsErrors else { return }
+        let value = (error as? FMDatabaseError)
+            ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
+        logger.error("DB Error: \(value.code) \"\(value.message)\"")
+        if let sql = value.sql { logger.error("DB Query: \(sql)") }
+        logger.error("DB Path: \(databasePath ?? ":memory:")")
     }
 
     /// The message of the last error, or SQLite's current message.

@@ -84,8 +84,16 @@ public final class FMDatabasePool: @unchecked Sendable {
     public let openFlags: Int32
     /// The VFS name given at init.
     public let vfsName: String?
-    /// Where the pool logs. Set before sharing the pool.
+    /// Where the pool and its connections log (each connection's `FMDatabase/logger`).
     public let logger: Logger
+    /// Whether the pool logs the errors its FMDB forms meet and do not throw, and each connection's
+    /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
+    /// logged: the caller has them. True unless the keyed initializer was given false.
+    ///
+    /// ```swift
+    /// let pool = try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false)
+    /// ```
+    public let logsErrors: Bool
 
     private let condition = NSCondition()
     private var state = State()
@@ -126,18 +134,14 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     /// A pool that opens connections lazily, when blocks need them.
-    public convenience init(path: String?, flags: Int32, vfs: String?) {
-        self.init(uncheckedPath: path, flags: flags, vfs: vfs, prepareDatabase: nil)
-    }
-
-    /// The one designated initializer: sets up the pool without opening anything.
-    private init(uncheckedPath path: String?, flags: Int32, vfs: String?, prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?) {
+    public init(path: String?, flags: Int32, vfs: String?) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
         self.logger = Logger(label: "fmdb")
+        self.logsErrors = true
         self.writeGate = WriteGate.shared(forPath: path)
-        self.prepareDatabase = prepareDatabase
+        self.prepareDatabase = nil
     }
 
     /// A database at a file URL, opened with `flags` and a VFS.
@@ -157,7 +161,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
     }
 
-    /// A keyed pool whose every connection is set up by `prepareDatabase` before any block gets it.
+    /// A keyed pool whose every connection is set up by `prepareDatabase` before any block gets it, and
+    /// logs to `logger`.
     ///
     /// `prepareDatabase` runs once on each new connection, after it is keyed and verified: on the one
     /// this initializer opens, on each one the pool opens later, and on one a rekey had to reopen. Put
@@ -180,6 +185,8 @@ public final class FMDatabasePool: @unchecked Sendable {
     ///   - flags: `sqlite3_open_v2` flags.
     ///   - vfs: The VFS name, or nil for the default.
     ///   - keyProvider: Supplies the key of every connection.
+    ///   - logger: Where the pool and its connections log.
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
     ///   - prepareDatabase: Sets up each new connection; nil sets up nothing.
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
     /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`). FMDB's
@@ -190,12 +197,15 @@ public final class FMDatabasePool: @unchecked Sendable {
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
         keyProvider: any KeyProvider,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+        logger: Logger = Logger(label: "fmdb"),
+        logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
     ) throws {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
+        self.logger = logger
+        self.logsErrors = logsErrors
         self.writeGate = WriteGate.shared(forPath: path)
         self.prepareDatabase = prepareDatabase
         state.keyProvider = keyProvider
@@ -285,7 +295,8 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails.
     private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
-        let db = try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
+        let db = try FMDatabase.openShared(
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors)
         try prepare(db)
         return db
     }
@@ -301,11 +312,19 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
     }
 
+    /// Keeps an error for `lastError` (not logged: see `logUnthrown`).
+    @discardableResult
     private func record(_ error: Error) -> FMDatabaseError {
         let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
         locked { state.lastError = value }
-        logger.error("FMDatabasePool could not supply a database for \(path ?? ":memory:"): \(value.message)")
         return value
+    }
+
+    /// Logs an error an FMDB form met and could not hand to its caller, when `logsErrors`.
+    private func logUnthrown(_ error: Error) {
+        guard logsErrors else { return }
+        let message = (error as? FMDatabaseError)?.message ?? "\(error)"
+        logger.error("FMDatabasePool could not supply a database for \(path ?? ":memory:"): \(message)")
     }
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached.
@@ -403,7 +422,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             db = try checkOut()
         } catch {
-            _ = record(error)
+            record(error)
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
         }
         defer { checkIn(db) }
@@ -414,7 +433,11 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Runs `block` with a connection of the pool (calls may nest: each gets its own connection).
     public func inDatabase(_ block: (FMDatabase) -> Void) {
-        _ = try? withDatabase { block($0) }
+        do {
+            try withDatabase { block($0) }
+        } catch {
+            logUnthrown(error)
+        }
     }
 
     /// Runs `block` in an exclusive transaction (as FMDB 2.7); `rollback.pointee = true` rolls it back.
@@ -458,15 +481,17 @@ public final class FMDatabasePool: @unchecked Sendable {
                         do {
                             try db.runTransaction(kind: kind, block)
                         } catch {
-                            _ = record(error)
+                            record(error)
+                            logUnthrown(error)
                         }
                     }
                 } catch {
-                    // Already recorded and logged by withDatabase.
+                    logUnthrown(error)  // Already recorded by withDatabase.
                 }
             }
         } catch {
-            _ = record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
+            record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
+            logUnthrown(error)
         }
     }
 
@@ -476,6 +501,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             return try inTurn { try withDatabase { db in db.inSavePoint { rollback in block(db, rollback) } } }
         } catch {
+            record(error)
             return error
         }
     }
@@ -580,7 +606,12 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Runs `block` with a connection and returns its result; nil when none could be supplied.
     @discardableResult
     public func inDatabase<T>(_ block: (FMDatabase) -> T) -> T? {
-        try? withDatabase(block)
+        do {
+            return try withDatabase(block)
+        } catch {
+            logUnthrown(error)
+            return nil
+        }
     }
 
     /// Runs a throwing `block` with a connection and returns its result.

@@ -40,8 +40,16 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     public let openFlags: Int32
     /// The VFS name given at init.
     public let vfsName: String?
-    /// Where the queue logs (errors it could not hand to a block). Set before sharing the queue.
+    /// Where the queue and its connection log (the connection's `FMDatabase/logger`).
     public let logger: Logger
+    /// Whether the queue logs the errors its FMDB forms meet and do not throw, and the connection's
+    /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
+    /// logged: the caller has them. True unless the keyed initializer was given false.
+    ///
+    /// ```swift
+    /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider, logsErrors: false)
+    /// ```
+    public let logsErrors: Bool
 
     private let dispatchQueue: DispatchQueue
     private let queueKey = DispatchSpecificKey<ObjectIdentifier>()
@@ -60,7 +68,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// An in-memory database.
     public convenience init() {
         // Opening an in-memory database only fails when memory is exhausted.
-        self.init(uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil, prepareDatabase: nil)
+        self.init(
+            uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil,
+            logger: Logger(label: "fmdb"), logsErrors: true, prepareDatabase: nil)
         _ = try? onQueue { try self.openDatabase() }
     }
 
@@ -86,7 +96,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Opens the database at init; nil when it cannot be opened.
     public convenience init?(path: String?, flags: Int32, vfs: String?) {
-        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, prepareDatabase: nil)
+        self.init(
+            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: Logger(label: "fmdb"), logsErrors: true,
+            prepareDatabase: nil)
         do {
             try onQueue { try self.openDatabase() }
         } catch {
@@ -110,7 +122,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
     }
 
-    /// A keyed queue whose connection is set up by `prepareDatabase` before any block gets it.
+    /// A keyed queue whose connection is set up by `prepareDatabase` before any block gets it, and logs
+    /// to `logger`.
     ///
     /// `prepareDatabase` runs each time the queue opens its connection, after it is keyed and verified:
     /// at this initializer, when a call reopens it after ``close()``, and when a rekey had to reopen it.
@@ -131,6 +144,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     ///   - flags: `sqlite3_open_v2` flags.
     ///   - vfs: The VFS name, or nil for the default.
     ///   - keyProvider: Supplies the key.
+    ///   - logger: Where the queue and its connection log.
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
     ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
     /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`).
@@ -139,9 +154,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
         keyProvider: any KeyProvider,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+        logger: Logger = Logger(label: "fmdb"),
+        logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
     ) throws {
-        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: prepareDatabase)
+        self.init(
+            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
         try onQueue { try self.openDatabase() }
     }
 
@@ -158,12 +177,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// The one designated initializer: sets up the queue without opening anything.
     private init(
         uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+        logger: Logger, logsErrors: Bool, prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
     ) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
+        self.logger = logger
+        self.logsErrors = logsErrors
         self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
         self.keyProvider = keyProvider
         self.prepareDatabase = prepareDatabase
@@ -192,7 +212,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// The open database, opening and keying it when needed. Runs on the queue.
     private func openDatabase() throws -> FMDatabase {
         if let database, database.isOpen { return database }
-        let db = try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
+        let db = try FMDatabase.openShared(
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors)
         try prepare(db)
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
@@ -210,9 +231,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
-    private func record(_ error: Error) {
+    /// Keeps an error for `lastError`, and logs it when `logs` and `logsErrors` (the FMDB forms that
+    /// cannot hand it to their caller).
+    private func record(_ error: Error, logs: Bool = true) {
         let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
         lastErrorBox.withLock { $0 = value }
+        guard logs, logsErrors else { return }
         logger.error("FMDatabaseQueue could not supply a database for \(path ?? ":memory:"): \(value.message)")
     }
 
@@ -292,7 +316,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                 defer { tidy(db) }
                 return db.inSavePoint { rollback in block(db, rollback) }
             } catch {
-                record(error)
+                record(error, logs: false)
                 return error
             }
         }

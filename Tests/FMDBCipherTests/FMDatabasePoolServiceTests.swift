@@ -158,4 +158,22 @@ final class FMDatabasePoolServiceTests: XCTestCase {
         let off = try await blocksWithForeignKeysOff(pool)
         XCTAssertEqual(off, 0)
     }
+
+    // MARK: - Errors are reported once
+
+    func testAnErrorTheCallerCatchesIsNotAlsoLogged() async throws {
+        let capture = LogCapture()
+        let pool = try FMDatabasePool(
+            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger())
+        try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil); try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
+        XCTAssertThrowsError(try pool.inDatabase { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
+        XCTAssertThrowsError(try pool.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
+        do {
+            try await pool.performTransaction { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
+            XCTFail("no error")
+        } catch {}
+        XCTAssertEqual(capture.all.filter { $0.hasPrefix("error") }, [])
+        pool.inDatabase { db in XCTAssertFalse(db.executeUpdate("INSERT INTO t VALUES (1)")) }
+        XCTAssertEqual(capture.all.filter { $0.hasPrefix("error") }.count, 3, "the Bool form logs, as FMDB")
+    }
 }

@@ -56,4 +56,67 @@ final class FMDatabaseQueueServiceTests: XCTestCase {
         queue.inDatabase { _ in ran = true }
         XCTAssertTrue(ran)
     }
+
+    // MARK: - Errors are reported once
+
+    func errorLines(_ capture: LogCapture) -> [String] { capture.all.filter { $0.hasPrefix("error") } }
+
+    /// A UNIQUE violation the caller catches from a throwing form is not also logged; the FMDB Bool form
+    /// still logs it (FMDB's `logsErrors`), and not when the queue was told not to.
+    func testAnErrorTheCallerCatchesIsNotAlsoLogged() async throws {
+        let capture = LogCapture()
+        let queue = try FMDatabaseQueue(
+            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger())
+        try queue.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil); try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
+        XCTAssertThrowsError(try queue.inDatabase { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }) { error in
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_CONSTRAINT))
+        }
+        XCTAssertThrowsError(try queue.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
+        do {
+            try await queue.perform { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
+            XCTFail("no error")
+        } catch {}
+        XCTAssertEqual(errorLines(capture), [], "a thrown error is the caller's to report")
+        queue.inDatabase { db in XCTAssertFalse(db.executeUpdate("INSERT INTO t VALUES (1)")) }
+        XCTAssertEqual(errorLines(capture).count, 3, "the Bool form logs, as FMDB: \(capture.all)")
+
+        let quiet = LogCapture()
+        let silent = try FMDatabaseQueue(
+            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: quiet.logger(),
+            logsErrors: false)
+        silent.inDatabase { db in
+            XCTAssertFalse(db.logsErrors, "the setting reaches the connection")
+            XCTAssertFalse(db.executeUpdate("INSERT INTO t VALUES (1)"))
+            db.traceExecution = true
+            _ = db.int(forQuery: "SELECT 1")
+        }
+        XCTAssertEqual(errorLines(quiet), [])
+        XCTAssertTrue(quiet.all.contains { $0.contains("SELECT 1") }, "the logger reaches the connection: \(quiet.all)")
+    }
+
+    func testAFailedOpenTheCallerCatchesIsNotAlsoLogged() throws {
+        let capture = LogCapture()
+        let path = directory.path("no-such-dir/x.db")
+        XCTAssertThrowsError(try FMDatabaseQueue(
+            path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
+        XCTAssertThrowsError(try FMDatabasePool(
+            path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
+        XCTAssertEqual(errorLines(capture), [])
+    }
+
+    func testFMDatabaseThrowingFormsDoNotLog() throws {
+        let capture = LogCapture()
+        let db = FMDatabase(path: directory.path("db.db"))
+        db.logger = capture.logger()
+        XCTAssertTrue(db.open())
+        try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil)
+        try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)
+        XCTAssertThrowsError(try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil))
+        XCTAssertThrowsError(try db.executeQuery("SELECT nope FROM t", values: nil))
+        XCTAssertEqual(errorLines(capture), [])
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_ERROR, "still kept for lastError()")
+        XCTAssertNil(db.executeQuery("SELECT nope FROM t"))
+        XCTAssertEqual(errorLines(capture).count, 3)
+        db.close()
+    }
 }
