@@ -639,32 +639,75 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Runs `block` with a connection without blocking the calling task (the wait for a connection and
     /// the work happen on a Dispatch thread).
+    ///
+    /// ```swift
+    /// let count = try await pool.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+    /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`): it fails
+    /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
+    /// it returned or threw). A call cancelled while it waits for a connection does not run the block. What
+    /// the block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
+    /// connection goes back to the pool, usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled, the block's error, or the error met
+    ///   supplying a connection.
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    continuation.resume(returning: try self.withDatabase(block))
-                } catch {
-                    continuation.resume(throwing: error)
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    // The connection is checked in before the task resumes.
+                    let result = Result { try self.withDatabase { db in try cancellation.run(on: db) { try block(db) } } }
+                    continuation.resume(with: result)
                 }
             }
+        } onCancel: {
+            cancellation.cancel()
         }
     }
 
     /// `inTransaction(_:_:)` without blocking the calling task.
+    ///
+    /// ```swift
+    /// try await pool.performTransaction(.immediate) { db in
+    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
+    /// }
+    /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), rolls the
+    /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
+    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn or a connection does
+    /// not begin a transaction. The connection goes back to the pool, usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), or what
+    ///   ``inTransaction(_:_:)`` throws.
     public func performTransaction<T: Sendable>(
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    continuation.resume(returning: try self.inTransaction(kind, block))
-                } catch {
-                    continuation.resume(throwing: error)
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    let result = Result {
+                        try self.inTurn {
+                            try self.withDatabase { db in
+                                if cancellation.isCancelled { throw CancellationError() }
+                                return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) } }
+                            }
+                        }
+                    }
+                    continuation.resume(with: result)
                 }
             }
+        } onCancel: {
+            cancellation.cancel()
         }
     }
 }

@@ -459,26 +459,74 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// ```swift
     /// let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
     /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`): it fails
+    /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
+    /// it returned or threw). A call cancelled before its turn on the queue does not run the block. What the
+    /// block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
+    /// connection stays usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled, the block's error, or the error met
+    ///   opening or keying the database.
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            dispatchQueue.async {
-                do {
-                    let db = try self.openDatabase()
-                    defer { self.tidy(db) }
-                    continuation.resume(returning: try block(db))
-                } catch {
-                    continuation.resume(throwing: error)
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                dispatchQueue.async {
+                    // The connection is tidied (result sets closed, a transaction left open rolled back)
+                    // before the task resumes.
+                    let result = Result { () throws -> T in
+                        let db = try self.openDatabase()
+                        defer { self.tidy(db) }
+                        return try cancellation.run(on: db) { try block(db) }
+                    }
+                    continuation.resume(with: result)
                 }
             }
+        } onCancel: {
+            cancellation.cancel()
         }
     }
 
     /// `inTransaction(_:_:)` without blocking the calling task.
+    ///
+    /// ```swift
+    /// try await queue.performTransaction(.immediate) { db in
+    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
+    /// }
+    /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), rolls the
+    /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
+    /// and before COMMIT rolls back too. A call cancelled before its turn does not begin a transaction. The
+    /// connection stays usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), BEGIN's or
+    ///   COMMIT's error, or what `block` throws (after rolling back).
     public func performTransaction<T: Sendable>(
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        try await perform { db in try db.inTransaction(kind, block) }
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                dispatchQueue.async {
+                    let result = Result { () throws -> T in
+                        let db = try self.openDatabase()
+                        defer { self.tidy(db) }
+                        if cancellation.isCancelled { throw CancellationError() }
+                        return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) } }
+                    }
+                    continuation.resume(with: result)
+                }
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
     }
 }
