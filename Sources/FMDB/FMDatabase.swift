@@ -112,6 +112,11 @@ public final class FMDatabase {
     /// The key this connection was keyed with through this API (kept to allow the same key again,
     /// to refuse a different one, and to restore the old key after a failed rekey).
     var appliedKey: SecureBytes?
+    /// The files `open` created (the database did not exist), until a key is set.
+    var filesCreatedByOpen: CreatedFiles?
+    /// A keying of the file `open` created failed (`setKey(using:settings:)`): `close()` removes the file
+    /// while it is still empty.
+    var keyingFailedOnCreatedFile = false
     /// The cipher settings `setKey(using:settings:)` applied with that key (re-applied on reopen).
     var keySettings = CipherSettings()
     /// Set only by `KeySlots.rotateDataKey`: this connection's rekey is a data key rotation, which
@@ -203,7 +208,11 @@ public final class FMDatabase {
     @discardableResult
     public func open(withFlags flags: Int32, vfs vfsName: String?) -> Bool {
         if connection != nil { return true }
-        return recordingBool { try openConnection(flags: flags, vfs: vfsName) }
+        let created = CreatedFiles(databasePath: isFileBacked ? databasePath : nil)
+        let opened = recordingBool { try openConnection(flags: flags, vfs: vfsName) }
+        filesCreatedByOpen = opened && created?.databaseWasCreated == true ? created : nil
+        keyingFailedOnCreatedFile = false
+        return opened
     }
 
     func openConnection(flags: Int32, vfs vfsName: String?) throws {
@@ -236,10 +245,20 @@ public final class FMDatabase {
 
     /// Closes the database: finalizes cached statements, closes open result sets, closes the handle.
     /// A temporary ("") database is deleted. Returns true when it was not open.
+    ///
+    /// When this `open` created the file and `setKey(using:)` then failed on it, and the file is still
+    /// empty, the file (and any `-journal`, `-wal`, `-shm` the open made) is removed: a failed keying of a
+    /// new database leaves nothing behind.
     @discardableResult
     public func close() -> Bool {
         guard connection != nil else { return true }
         recordingBool { closeConnection() }
+        if keyingFailedOnCreatedFile, let created = filesCreatedByOpen, let path = databasePath, DatabaseFile.kind(atPath: path).isNew {
+            // A failed keying of a file this open created leaves nothing behind.
+            created.removeCreated()
+        }
+        filesCreatedByOpen = nil
+        keyingFailedOnCreatedFile = false
         return true
     }
 

@@ -293,12 +293,12 @@ public final class FMDatabasePool: @unchecked Sendable {
         return try body()
     }
 
-    /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails.
+    /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails, and
+    /// removes the files it created when the database did not exist.
     private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
-        let db = try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors)
-        try prepare(db)
-        return db
+        try FMDatabase.openShared(
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepare: { try self.prepareDatabase?($0) })
     }
 
     /// Runs `prepareDatabase` on a connection new to the pool; closes it when that throws.

@@ -212,9 +212,10 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// The open database, opening and keying it when needed. Runs on the queue.
     private func openDatabase() throws -> FMDatabase {
         if let database, database.isOpen { return database }
+        // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
         let db = try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors)
-        try prepare(db)
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepare: { try self.prepareDatabase?($0) })
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
         return db
