@@ -321,10 +321,10 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     /// Logs an error an FMDB form met and could not hand to its caller, when `logsErrors`.
-    private func logUnthrown(_ error: Error) {
+    private func logUnthrown(_ error: Error, _ what: String = "could not supply a database") {
         guard logsErrors else { return }
         let message = (error as? FMDatabaseError)?.message ?? "\(error)"
-        logger.error("FMDatabasePool could not supply a database for \(path ?? ":memory:"): \(message)")
+        logger.error("FMDatabasePool \(what) for \(path ?? ":memory:"): \(message)")
     }
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached.
@@ -482,7 +482,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                             try db.runTransaction(kind: kind, block)
                         } catch {
                             record(error)
-                            logUnthrown(error)
+                            logUnthrown(error, "transaction failed")
                         }
                     }
                 } catch {
@@ -491,7 +491,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             }
         } catch {
             record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
-            logUnthrown(error)
+            logUnthrown(error, "could not start a transaction")
         }
     }
 
