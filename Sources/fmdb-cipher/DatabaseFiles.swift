@@ -30,6 +30,13 @@ enum DatabaseFiles {
         }
     }
 
+    /// Keeps the library's own log lines (an error, a pending WAL checkpoint after a rekey) off the
+    /// tool's standard error: the tool reports every outcome itself, once, in its own words.
+    static func quiet(_ db: FMDatabase) {
+        db.logsErrors = false
+        db.logger.logLevel = .critical
+    }
+
     /// Opens a database, keyed with `provider` when given (verified: a wrong key throws code 26).
     static func open(
         _ path: String,
@@ -39,7 +46,7 @@ enum DatabaseFiles {
         canAttachNewFiles: Bool = false
     ) throws -> FMDatabase {
         let db = FMDatabase(path: path)
-        db.logsErrors = false
+        quiet(db)
         // Attached databases inherit the main connection's flags: creating DEST needs SQLITE_OPEN_CREATE
         // (harmless for SRC, which exists).
         let flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (canAttachNewFiles ? SQLITE_OPEN_CREATE : 0)

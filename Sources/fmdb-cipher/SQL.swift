@@ -59,7 +59,7 @@ struct SQL: ParsableCommand {
             if kind == .missing {
                 try PrivateOutput.createEmptyDatabase(at: database)
                 db = FMDatabase(path: database)
-                db.logsErrors = false
+                DatabaseFiles.quiet(db)
                 guard db.open() else { throw CLIError.from(db.lastError(), context: database) }
                 if let provider {
                     do {

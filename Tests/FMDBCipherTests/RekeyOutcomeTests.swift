@@ -287,6 +287,7 @@ final class RekeyOutcomeTests: XCTestCase {
         holder.release()
         XCTAssertEqual(result.status, 3, result.stderr)
         XCTAssertTrue(result.stderr.contains("only the new key opens it"), result.stderr)
+        XCTAssertFalse(result.stderr.contains(" fmdb: "), "only the tool's own message, not the library's log lines: \(result.stderr)")
         XCTAssertEqual(try whichKeyOpens(pending), .new)
 
         // A writer: not done, exit 75, the old key opens it.

@@ -7,23 +7,38 @@ extension FMDatabase {
     /// Opens a connection for a queue or a pool: in multi-thread mode (the owner hands it to one thread
     /// at a time), keyed and verified with `keyProvider` when there is one. A connection that cannot be
     /// keyed is closed before the error is thrown.
+    ///
+    /// When any step fails (open, keying, verification, `prepare`) on a database file that did not exist,
+    /// what the open created is removed (`CreatedFiles`); a ``KeySlotKeyProvider`` is asked first, so one
+    /// that needs an existing database fails before any file is made.
     static func openShared(
         path: String?,
         flags: Int32,
         vfs: String?,
         keyProvider: (any KeyProvider)?,
-        logger: Logger
+        logger: Logger,
+        logsErrors: Bool = true,
+        prepare: (FMDatabase) throws -> Void = { _ in }
     ) throws -> FMDatabase {
+        let created = CreatedFiles(databasePath: path)
+        if created != nil, let slots = keyProvider as? KeySlotKeyProvider {
+            // Key slots make a database only through KeySlots.createDatabase or a provider asked to create
+            // one: anything else answers "no database here" now, before a file exists. (A provider that may
+            // create it derives the key here once; it keeps it for the keying below.)
+            _ = try slots.key(for: KeyRequest(databasePath: path, salt: nil))
+        }
         let db = FMDatabase(path: path)
         db.logger = logger
-        guard db.open(withFlags: multiThreadFlags(flags), vfs: vfs) else { throw db.lastError() }
-        if let keyProvider {
-            do {
-                try db.setKey(using: keyProvider)
-            } catch {
-                db.close()
-                throw error
-            }
+        db.logsErrors = logsErrors
+        do {
+            // The throwing open: the caller gets its error (the queue or pool logs it when nobody else does).
+            try db.recording { try db.openConnection(flags: multiThreadFlags(flags), vfs: vfs) }
+            if let keyProvider { try db.setKey(using: keyProvider) }
+            try prepare(db)
+        } catch {
+            db.close()
+            created?.removeCreated()
+            throw error
         }
         return db
     }

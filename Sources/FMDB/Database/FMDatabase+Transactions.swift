@@ -52,8 +52,9 @@ extension FMDatabase {
             if isInTransaction { rollback() }
             throw error
         }
-        guard commit() else {
-            let error = lastError()
+        do {
+            try runThrowing("commit transaction")  // Thrown, not logged: the caller gets it.
+        } catch {
             if isInTransaction { rollback() }
             throw error
         }

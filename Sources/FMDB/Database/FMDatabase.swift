@@ -67,7 +67,14 @@ public final class FMDatabase {
     ///
     /// - Note: FMDB compatibility: lines go to ``logger`` (swift-log, label `fmdb`), not `NSLog`.
     @exclusivity(unchecked) public var traceExecution = false
-    /// Log every error, at `.error`. On by default, as FMDB.
+    /// Log every error the FMDB forms (those that return false or nil) meet, at `.error`. On by default,
+    /// as FMDB. Errors the throwing forms throw are not logged: the caller has them, and logging them
+    /// too would report a handled error (a caught UNIQUE violation) as a failure.
+    ///
+    /// ```swift
+    /// db.logsErrors = false
+    /// ```
+    /// - Note: FMDB compatibility: FMDB's `...error:` forms both logged and returned the error.
     public var logsErrors = true
     /// Stop the process on any error (a debugging aid the program opts into, as FMDB's).
     public var crashOnErrors = false
@@ -105,6 +112,11 @@ public final class FMDatabase {
     /// The key this connection was keyed with through this API (kept to allow the same key again,
     /// to refuse a different one, and to restore the old key after a failed rekey).
     var appliedKey: SecureBytes?
+    /// The files `open` created (the database did not exist), until a key is set.
+    var filesCreatedByOpen: CreatedFiles?
+    /// A keying of the file `open` created failed (`setKey(using:settings:)`): `close()` removes the file
+    /// while it is still empty.
+    var keyingFailedOnCreatedFile = false
     /// The cipher settings `setKey(using:settings:)` applied with that key (re-applied on reopen).
     var keySettings = CipherSettings()
     /// Set only by `KeySlots.rotateDataKey`: this connection's rekey is a data key rotation, which
@@ -196,7 +208,11 @@ public final class FMDatabase {
     @discardableResult
     public func open(withFlags flags: Int32, vfs vfsName: String?) -> Bool {
         if connection != nil { return true }
-        return recordingBool { try openConnection(flags: flags, vfs: vfsName) }
+        let created = CreatedFiles(databasePath: isFileBacked ? databasePath : nil)
+        let opened = recordingBool { try openConnection(flags: flags, vfs: vfsName) }
+        filesCreatedByOpen = opened && created?.databaseWasCreated == true ? created : nil
+        keyingFailedOnCreatedFile = false
+        return opened
     }
 
     func openConnection(flags: Int32, vfs vfsName: String?) throws {
@@ -229,10 +245,20 @@ public final class FMDatabase {
 
     /// Closes the database: finalizes cached statements, closes open result sets, closes the handle.
     /// A temporary ("") database is deleted. Returns true when it was not open.
+    ///
+    /// When this `open` created the file and `setKey(using:)` then failed on it, and the file is still
+    /// empty, the file (and any `-journal`, `-wal`, `-shm` the open made) is removed: a failed keying of a
+    /// new database leaves nothing behind.
     @discardableResult
     public func close() -> Bool {
         guard connection != nil else { return true }
         recordingBool { closeConnection() }
+        if keyingFailedOnCreatedFile, let created = filesCreatedByOpen, let path = databasePath, DatabaseFile.kind(atPath: path).isNew {
+            // A failed keying of a file this open created leaves nothing behind.
+            created.removeCreated()
+        }
+        filesCreatedByOpen = nil
+        keyingFailedOnCreatedFile = false
         return true
     }
 
@@ -244,6 +270,7 @@ public final class FMDatabase {
                 try connection.close()
             } catch {
                 record(error)
+                logError(error)
             }
         }
         connection = nil
@@ -310,7 +337,8 @@ public final class FMDatabase {
     // MARK: - Errors
 
     /// The one way an FMDB entry point runs: clears the last error, runs `body`, and records what it
-    /// throws for `lastError()` (logging it when `logsErrors`) before rethrowing it. Every entry point goes
+    /// throws for `lastError()` before rethrowing it (not logged: the caller has it; the Bool and
+    /// optional forms log it). Every entry point goes
     /// through this, directly or through `recordingBool` / `recordingOptional`, so none can forget to
     /// reset the error (FMDB's stale-`lastError` bug).
     @inline(__always)
@@ -338,29 +366,40 @@ public final class FMDatabase {
             try recording(body)
             return true
         } catch {
+            logError(error)
             return false
         }
     }
 
     /// FMDB's optional shape of `recording`: nil on error.
     func recordingOptional<T>(_ body: () throws -> T) -> T? {
-        try? recording(body)
+        do {
+            return try recording(body)
+        } catch {
+            logError(error)
+            return nil
+        }
     }
 
-    /// Stores an error for `lastError()`, logs it when `logsErrors`. Only `recording` and the close path
-    /// call it.
+    /// Stores an error for `lastError()`. Only `recording` and the close path call it.
     private func record(_ error: Error) {
         let value = (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         lastErrorValue = value
-        if logsErrors {
-            logger.error("DB Error: \(value.code) \"\(value.message)\"")
-            if let sql = value.sql { logger.error("DB Query: \(sql)") }
-            logger.error("DB Path: \(databasePath ?? ":memory:")")
-        }
         if crashOnErrors {
             programmingError("FMDatabase.crashOnErrors is set and an error occurred: \(value)")
         }
+    }
+
+    /// Logs an error an FMDB form met and did not throw, when `logsErrors`: the forms that return false
+    /// or nil call it (the throwing forms leave the error to their caller).
+    func logError(_ error: Error) {
+        guard logsErrors else { return }
+        let value = (error as? FMDatabaseError)
+            ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
+        logger.error("DB Error: \(value.code) \"\(value.message)\"")
+        if let sql = value.sql { logger.error("DB Query: \(sql)") }
+        logger.error("DB Path: \(databasePath ?? ":memory:")")
     }
 
     /// The message of the last error, or SQLite's current message.

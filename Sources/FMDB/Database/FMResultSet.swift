@@ -87,7 +87,12 @@ public final class FMResultSet {
     /// on error (see the database's `lastError()`).
     @discardableResult
     public func next() -> Bool {
-        (try? internalStep()) == SQLITE_ROW
+        do {
+            return try internalStep() == SQLITE_ROW
+        } catch {
+            parent?.logError(error)
+            return false
+        }
     }
 
     /// Moves to the next row; throws on error, and with code 21 (SQLITE_MISUSE) on a closed or
@@ -100,7 +105,12 @@ public final class FMResultSet {
     /// Runs the statement one step; true when it completed (SQLITE_DONE), as FMDB's `step`.
     @discardableResult
     public func step() -> Bool {
-        (try? internalStep()) == SQLITE_DONE
+        do {
+            return try internalStep() == SQLITE_DONE
+        } catch {
+            parent?.logError(error)
+            return false
+        }
     }
 
     /// Runs `body` through the parent database's one error-recording path; a closed set has no parent
@@ -183,6 +193,7 @@ public final class FMResultSet {
             }
             return true
         } catch {
+            parent?.logError(error)
             return false
         }
     }

@@ -91,11 +91,19 @@ extension FMDatabase {
                 // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
                 try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
             } catch {
-                // A program that goes on after this error must not write a new file in plaintext (an
-                // existing encrypted file cannot be written without its key anyway).
-                if appliedKey == nil, kind?.isNew ?? true { connection?.requireKey() }
+                if appliedKey == nil, kind?.isNew ?? true {
+                    // A program that goes on after this error must not write a new file in plaintext (an
+                    // existing encrypted file cannot be written without its key anyway).
+                    connection?.requireKey()
+                    // The file did not exist before this FMDatabase's open made it: `close()` removes it
+                    // while it is still empty, so a failed keying leaves nothing behind (a file left there
+                    // would block a later create, such as KeySlots.createDatabase).
+                    keyingFailedOnCreatedFile = filesCreatedByOpen != nil
+                }
                 throw error
             }
+            filesCreatedByOpen = nil
+            keyingFailedOnCreatedFile = false
             try applyKeyedConnectionDefaults(on: requireConnection())
             // Any key "works" on an empty file, which SQLCipher creates on the first write. Write the
             // first page now, so the salt the key was made for is on disk before another connection

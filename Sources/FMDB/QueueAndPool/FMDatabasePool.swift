@@ -73,6 +73,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         var keyProvider: (any KeyProvider)?
         var rekeying = false
         var lastError: FMDatabaseError?
+        /// Open connections the delegate has not been told about yet (`didAddDatabase`): the one a keyed
+        /// init opens, before any delegate can be set, and one a rekey reopened. Told at their next checkout.
+        var unannounced: Set<ObjectIdentifier> = []
     }
 
     /// The path given at init (nil: in-memory).
@@ -81,8 +84,16 @@ public final class FMDatabasePool: @unchecked Sendable {
     public let openFlags: Int32
     /// The VFS name given at init.
     public let vfsName: String?
-    /// Where the pool logs. Set before sharing the pool.
+    /// Where the pool and its connections log (each connection's `FMDatabase/logger`).
     public let logger: Logger
+    /// Whether the pool logs the errors its FMDB forms meet and do not throw, and each connection's
+    /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
+    /// logged: the caller has them. True unless the keyed initializer was given false.
+    ///
+    /// ```swift
+    /// let pool = try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false)
+    /// ```
+    public let logsErrors: Bool
 
     private let condition = NSCondition()
     private var state = State()
@@ -92,6 +103,8 @@ public final class FMDatabasePool: @unchecked Sendable {
     private var queueTimeout: TimeInterval?
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
     private var maximum = 0
+    /// Runs on every new connection after keying, before any block gets it (immutable).
+    private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
 
     // MARK: - Initializers
 
@@ -126,7 +139,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         self.openFlags = flags
         self.vfsName = vfs
         self.logger = Logger(label: "fmdb")
+        self.logsErrors = true
         self.writeGate = WriteGate.shared(forPath: path)
+        self.prepareDatabase = nil
     }
 
     /// A database at a file URL, opened with `flags` and a VFS.
@@ -143,10 +158,60 @@ public final class FMDatabasePool: @unchecked Sendable {
         vfs: String? = nil,
         keyProvider: any KeyProvider
     ) throws {
-        self.init(path: path, flags: flags, vfs: vfs)
+        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
+    }
+
+    /// A keyed pool whose every connection is set up by `prepareDatabase` before any block gets it, and
+    /// logs to `logger`.
+    ///
+    /// `prepareDatabase` runs once on each new connection, after it is keyed and verified: on the one
+    /// this initializer opens, on each one the pool opens later, and on one a rekey had to reopen. Put
+    /// per-connection settings there (`PRAGMA foreign_keys`, custom functions, `busy_timeout`): unlike a
+    /// delegate set after init, it cannot miss a connection. When it throws, the connection is closed
+    /// and not used, and the caller gets the error (this initializer, or the call that needed the
+    /// connection). It runs on the thread that opens the connection, outside the pool's lock; it must not
+    /// call the pool.
+    ///
+    /// ```swift
+    /// let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
+    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+    /// }
+    /// ```
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    ///   - keyProvider: Supplies the key of every connection.
+    ///   - logger: Where the pool and its connections log.
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
+    ///   - prepareDatabase: Sets up each new connection; nil sets up nothing.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`). FMDB's
+    ///   `databasePool(_:didAddDatabase:)` is also told about every connection here, including the one
+    ///   this initializer opened, at its first checkout.
+    public init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider,
+        logger: Logger = Logger(label: "fmdb"),
+        logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) throws {
+        self.path = path
+        self.openFlags = flags
+        self.vfsName = vfs
+        self.logger = logger
+        self.logsErrors = logsErrors
+        self.writeGate = WriteGate.shared(forPath: path)
+        self.prepareDatabase = prepareDatabase
         state.keyProvider = keyProvider
         let first = try openConnection(keyProvider: keyProvider)
         state.checkedIn.append((first, 0))
+        state.unannounced.insert(ObjectIdentifier(first))
     }
 
     /// The keyed initializer, for a file URL.
@@ -212,6 +277,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     public func releaseAllDatabases() {
         let idle: [FMDatabase] = locked {
             state.generation += 1
+            state.unannounced.removeAll()  // Only ever idle connections, all closed here.
             defer { state.checkedIn.removeAll() }
             return state.checkedIn.map(\.database)
         }
@@ -227,15 +293,38 @@ public final class FMDatabasePool: @unchecked Sendable {
         return try body()
     }
 
+    /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails, and
+    /// removes the files it created when the database did not exist.
     private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
-        try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
+        try FMDatabase.openShared(
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepare: { try self.prepareDatabase?($0) })
     }
 
+    /// Runs `prepareDatabase` on a connection new to the pool; closes it when that throws.
+    private func prepare(_ db: FMDatabase) throws {
+        guard let prepareDatabase else { return }
+        do {
+            try prepareDatabase(db)
+        } catch {
+            db.close()
+            throw error
+        }
+    }
+
+    /// Keeps an error for `lastError` (not logged: see `logUnthrown`).
+    @discardableResult
     private func record(_ error: Error) -> FMDatabaseError {
         let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
         locked { state.lastError = value }
-        logger.error("FMDatabasePool could not supply a database for \(path ?? ":memory:"): \(value.message)")
         return value
+    }
+
+    /// Logs an error an FMDB form met and could not hand to its caller, when `logsErrors`.
+    private func logUnthrown(_ error: Error, _ what: String = "could not supply a database") {
+        guard logsErrors else { return }
+        let message = (error as? FMDatabaseError)?.message ?? "\(error)"
+        logger.error("FMDatabasePool \(what) for \(path ?? ":memory:"): \(message)")
     }
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached.
@@ -243,9 +332,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         let me = pthread_self()
         condition.lock()
         var isNew = false
+        var announce = false
         var candidate: (database: FMDatabase, generation: Int)?
         while true {
             if !state.rekeying, let entry = state.checkedIn.popLast() {
+                // Checked out in the same critical section that took it from `checkedIn`: between the two
+                // it would count toward neither, and another caller could open a connection past the limit.
+                state.checkedOut[ObjectIdentifier(entry.database)] = Checkout(database: entry.database, thread: me, generation: entry.generation)
+                announce = state.unannounced.remove(ObjectIdentifier(entry.database)) != nil
                 candidate = entry
                 break
             }
@@ -253,6 +347,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             if !state.rekeying, maximum == 0 || total < maximum {
                 state.opening += 1
                 isNew = true
+                announce = true
                 break
             }
             if !state.rekeying, !state.checkedOut.isEmpty, state.opening == 0,
@@ -285,16 +380,20 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
         if let delegate, !delegate.databasePool(self, shouldAddDatabaseToPool: db) {
             db.close()
-            locked { if isNew { state.opening -= 1 } }
+            locked {
+                if isNew { state.opening -= 1 } else { state.checkedOut.removeValue(forKey: ObjectIdentifier(db)) }
+            }
             condition.broadcast()
             throw FMDatabaseError.misuse("The pool's delegate refused the connection (shouldAddDatabaseToPool returned false).")
         }
-        locked {
-            if isNew { state.opening -= 1 }
-            state.checkedOut[ObjectIdentifier(db)] = Checkout(database: db, thread: me, generation: candidate?.generation ?? generation)
+        if isNew {
+            locked {
+                state.opening -= 1
+                state.checkedOut[ObjectIdentifier(db)] = Checkout(database: db, thread: me, generation: generation)
+            }
         }
         db.checkedOut = true
-        if isNew { delegate?.databasePool(self, didAddDatabase: db) }
+        if announce { delegate?.databasePool(self, didAddDatabase: db) }
         return db
     }
 
@@ -323,7 +422,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             db = try checkOut()
         } catch {
-            throw record(error)
+            record(error)
+            throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
         }
         defer { checkIn(db) }
         return try body(db)
@@ -333,7 +433,11 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Runs `block` with a connection of the pool (calls may nest: each gets its own connection).
     public func inDatabase(_ block: (FMDatabase) -> Void) {
-        _ = try? withDatabase { block($0) }
+        do {
+            try withDatabase { block($0) }
+        } catch {
+            logUnthrown(error)
+        }
     }
 
     /// Runs `block` in an exclusive transaction (as FMDB 2.7); `rollback.pointee = true` rolls it back.
@@ -377,15 +481,17 @@ public final class FMDatabasePool: @unchecked Sendable {
                         do {
                             try db.runTransaction(kind: kind, block)
                         } catch {
-                            _ = record(error)
+                            record(error)
+                            logUnthrown(error, "transaction failed")
                         }
                     }
                 } catch {
-                    // Already recorded and logged by withDatabase.
+                    logUnthrown(error)  // Already recorded by withDatabase.
                 }
             }
         } catch {
-            _ = record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
+            record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
+            logUnthrown(error, "could not start a transaction")
         }
     }
 
@@ -395,6 +501,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             return try inTurn { try withDatabase { db in db.inSavePoint { rollback in block(db, rollback) } } }
         } catch {
+            record(error)
             return error
         }
     }
@@ -449,6 +556,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         state.rekeying = true
         let idle = state.checkedIn.map(\.database)
         state.checkedIn.removeAll()
+        let wasUnannounced = idle.first.map { state.unannounced.contains(ObjectIdentifier($0)) } ?? false
+        state.unannounced.removeAll()
         let oldProvider = state.keyProvider
         condition.unlock()
         defer {
@@ -457,11 +566,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
         for db in idle.dropFirst() { db.close() }
         let db: FMDatabase
+        var announced = false
         if let first = idle.first, first.isOpen {
             db = first
+            announced = !wasUnannounced
         } else {
             db = try openConnection(keyProvider: oldProvider)
         }
+        let connectionBefore = db.connection.map(ObjectIdentifier.init)
         let outcome: FMRekeyOutcome
         do {
             outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
@@ -469,10 +581,22 @@ public final class FMDatabasePool: @unchecked Sendable {
             db.close()
             throw record(error)
         }
+        // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` and the
+        // delegate set on the old one is gone, so the new one is set up and announced again. When that
+        // fails, the key did change: the connection is dropped, and the next checkout opens a new one.
+        if db.isOpen, db.connection.map(ObjectIdentifier.init) != connectionBefore {
+            announced = false
+            do {
+                try prepare(db)
+            } catch {
+                logger.warning("After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)")
+            }
+        }
         locked {
             state.keyProvider = provider
             state.generation += 1
             state.checkedIn = db.isOpen ? [(db, state.generation)] : []
+            if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
         }
         return outcome
     }
@@ -482,7 +606,12 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Runs `block` with a connection and returns its result; nil when none could be supplied.
     @discardableResult
     public func inDatabase<T>(_ block: (FMDatabase) -> T) -> T? {
-        try? withDatabase(block)
+        do {
+            return try withDatabase(block)
+        } catch {
+            logUnthrown(error)
+            return nil
+        }
     }
 
     /// Runs a throwing `block` with a connection and returns its result.
@@ -510,32 +639,75 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Runs `block` with a connection without blocking the calling task (the wait for a connection and
     /// the work happen on a Dispatch thread).
+    ///
+    /// ```swift
+    /// let count = try await pool.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+    /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`): it fails
+    /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
+    /// it returned or threw). A call cancelled while it waits for a connection does not run the block. What
+    /// the block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
+    /// connection goes back to the pool, usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled, the block's error, or the error met
+    ///   supplying a connection.
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    continuation.resume(returning: try self.withDatabase(block))
-                } catch {
-                    continuation.resume(throwing: error)
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    // The connection is checked in before the task resumes.
+                    let result = Result { try self.withDatabase { db in try cancellation.run(on: db) { try block(db) } } }
+                    continuation.resume(with: result)
                 }
             }
+        } onCancel: {
+            cancellation.cancel()
         }
     }
 
     /// `inTransaction(_:_:)` without blocking the calling task.
+    ///
+    /// ```swift
+    /// try await pool.performTransaction(.immediate) { db in
+    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
+    /// }
+    /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), rolls the
+    /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
+    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn or a connection does
+    /// not begin a transaction. The connection goes back to the pool, usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), or what
+    ///   ``inTransaction(_:_:)`` throws.
     public func performTransaction<T: Sendable>(
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    continuation.resume(returning: try self.inTransaction(kind, block))
-                } catch {
-                    continuation.resume(throwing: error)
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    let result = Result {
+                        try self.inTurn {
+                            try self.withDatabase { db in
+                                if cancellation.isCancelled { throw CancellationError() }
+                                return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) } }
+                            }
+                        }
+                    }
+                    continuation.resume(with: result)
                 }
             }
+        } onCancel: {
+            cancellation.cancel()
         }
     }
 }

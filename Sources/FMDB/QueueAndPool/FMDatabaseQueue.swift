@@ -40,13 +40,23 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     public let openFlags: Int32
     /// The VFS name given at init.
     public let vfsName: String?
-    /// Where the queue logs (errors it could not hand to a block). Set before sharing the queue.
+    /// Where the queue and its connection log (the connection's `FMDatabase/logger`).
     public let logger: Logger
+    /// Whether the queue logs the errors its FMDB forms meet and do not throw, and the connection's
+    /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
+    /// logged: the caller has them. True unless the keyed initializer was given false.
+    ///
+    /// ```swift
+    /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider, logsErrors: false)
+    /// ```
+    public let logsErrors: Bool
 
     private let dispatchQueue: DispatchQueue
     private let queueKey = DispatchSpecificKey<ObjectIdentifier>()
     private var database: FMDatabase?
     private var keyProvider: (any KeyProvider)?
+    /// Runs on the connection each time the queue opens it, after keying, before any block (immutable).
+    private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
     private let lastErrorBox = Protected<FMDatabaseError?>(nil)
     private let interruptTarget = Protected<InterruptHandle?>(nil)
 
@@ -58,7 +68,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// An in-memory database.
     public convenience init() {
         // Opening an in-memory database only fails when memory is exhausted.
-        self.init(uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil)
+        self.init(
+            uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil,
+            logger: Logger(label: "fmdb"), logsErrors: true, prepareDatabase: nil)
         _ = try? onQueue { try self.openDatabase() }
     }
 
@@ -84,7 +96,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Opens the database at init; nil when it cannot be opened.
     public convenience init?(path: String?, flags: Int32, vfs: String?) {
-        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil)
+        self.init(
+            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: Logger(label: "fmdb"), logsErrors: true,
+            prepareDatabase: nil)
         do {
             try onQueue { try self.openDatabase() }
         } catch {
@@ -105,7 +119,48 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         vfs: String? = nil,
         keyProvider: any KeyProvider
     ) throws {
-        self.init(uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider)
+        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
+    }
+
+    /// A keyed queue whose connection is set up by `prepareDatabase` before any block gets it, and logs
+    /// to `logger`.
+    ///
+    /// `prepareDatabase` runs each time the queue opens its connection, after it is keyed and verified:
+    /// at this initializer, when a call reopens it after ``close()``, and when a rekey had to reopen it.
+    /// Put per-connection settings there (`PRAGMA foreign_keys`, custom functions). When it throws, the
+    /// connection is closed and not used, and the caller gets the error (this initializer, or the call
+    /// that needed the connection). It runs on the queue: it must not call the queue.
+    ///
+    /// ```swift
+    /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider) { db in
+    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+    /// }
+    /// ```
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    ///   - keyProvider: Supplies the key.
+    ///   - logger: Where the queue and its connection log.
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
+    ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`).
+    public convenience init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider,
+        logger: Logger = Logger(label: "fmdb"),
+        logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) throws {
+        self.init(
+            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
         try onQueue { try self.openDatabase() }
     }
 
@@ -120,13 +175,18 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     }
 
     /// The one designated initializer: sets up the queue without opening anything.
-    private init(uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?) {
+    private init(
+        uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?,
+        logger: Logger, logsErrors: Bool, prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    ) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
+        self.logger = logger
+        self.logsErrors = logsErrors
         self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
         self.keyProvider = keyProvider
+        self.prepareDatabase = prepareDatabase
         dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
     }
 
@@ -152,15 +212,32 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// The open database, opening and keying it when needed. Runs on the queue.
     private func openDatabase() throws -> FMDatabase {
         if let database, database.isOpen { return database }
-        let db = try FMDatabase.openShared(path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger)
+        // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
+        let db = try FMDatabase.openShared(
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepare: { try self.prepareDatabase?($0) })
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
         return db
     }
 
-    private func record(_ error: Error) {
+    /// Runs `prepareDatabase` on a newly opened connection; closes it when that throws.
+    private func prepare(_ db: FMDatabase) throws {
+        guard let prepareDatabase else { return }
+        do {
+            try prepareDatabase(db)
+        } catch {
+            db.close()
+            throw error
+        }
+    }
+
+    /// Keeps an error for `lastError`, and logs it when `logs` and `logsErrors` (the FMDB forms that
+    /// cannot hand it to their caller).
+    private func record(_ error: Error, logs: Bool = true) {
         let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
         lastErrorBox.withLock { $0 = value }
+        guard logs, logsErrors else { return }
         logger.error("FMDatabaseQueue could not supply a database for \(path ?? ":memory:"): \(value.message)")
     }
 
@@ -240,7 +317,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                 defer { tidy(db) }
                 return db.inSavePoint { rollback in block(db, rollback) }
             } catch {
-                record(error)
+                record(error, logs: false)
                 return error
             }
         }
@@ -297,8 +374,19 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
             let db = try openDatabase()
+            let connectionBefore = db.connection.map(ObjectIdentifier.init)
             let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
             keyProvider = provider
+            // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` set
+            // on the old one is gone. When setting up the new one fails, it is closed (the key did change),
+            // and the next call reopens and sets it up again, or reports why not.
+            if db.isOpen, db.connection.map(ObjectIdentifier.init) != connectionBefore {
+                do {
+                    try prepare(db)
+                } catch {
+                    logger.warning("After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)")
+                }
+            }
             if !db.isOpen {
                 // The rekey took but the connection could not be reopened: the next call reopens it.
                 database = nil
@@ -372,26 +460,74 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// ```swift
     /// let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
     /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`): it fails
+    /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
+    /// it returned or threw). A call cancelled before its turn on the queue does not run the block. What the
+    /// block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
+    /// connection stays usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled, the block's error, or the error met
+    ///   opening or keying the database.
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            dispatchQueue.async {
-                do {
-                    let db = try self.openDatabase()
-                    defer { self.tidy(db) }
-                    continuation.resume(returning: try block(db))
-                } catch {
-                    continuation.resume(throwing: error)
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                dispatchQueue.async {
+                    // The connection is tidied (result sets closed, a transaction left open rolled back)
+                    // before the task resumes.
+                    let result = Result { () throws -> T in
+                        let db = try self.openDatabase()
+                        defer { self.tidy(db) }
+                        return try cancellation.run(on: db) { try block(db) }
+                    }
+                    continuation.resume(with: result)
                 }
             }
+        } onCancel: {
+            cancellation.cancel()
         }
     }
 
     /// `inTransaction(_:_:)` without blocking the calling task.
+    ///
+    /// ```swift
+    /// try await queue.performTransaction(.immediate) { db in
+    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
+    /// }
+    /// ```
+    ///
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), rolls the
+    /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
+    /// and before COMMIT rolls back too. A call cancelled before its turn does not begin a transaction. The
+    /// connection stays usable.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), BEGIN's or
+    ///   COMMIT's error, or what `block` throws (after rolling back).
     public func performTransaction<T: Sendable>(
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        try await perform { db in try db.inTransaction(kind, block) }
+        let cancellation = BlockCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                dispatchQueue.async {
+                    let result = Result { () throws -> T in
+                        let db = try self.openDatabase()
+                        defer { self.tidy(db) }
+                        if cancellation.isCancelled { throw CancellationError() }
+                        return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) } }
+                    }
+                    continuation.resume(with: result)
+                }
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
     }
 }

@@ -1,0 +1,54 @@
+import Foundation
+
+/// Ties one `perform` / `performTransaction` call of a queue or pool to its Swift task's cancellation.
+///
+/// The task's cancellation handler calls `cancel()` from any thread; the thread running the block calls
+/// `run(on:_:)`. While the block runs, `cancel()` interrupts the block's connection
+/// (`sqlite3_interrupt`, which SQLite allows from another thread while the connection is open): the
+/// running statement stops with `SQLITE_INTERRUPT`. The interrupt handle is only held between the start
+/// and the end of `run`, under the lock `cancel()` takes, so no interrupt can reach the connection after
+/// the block is done with it (when it may already serve another block, or be closed).
+///
+/// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
+///
+/// Sendable: its one mutable value is `Protected`.
+final class BlockCancellation: Sendable {
+    private struct State {
+        var isCancelled = false
+        var target: InterruptHandle?
+    }
+
+    private let state = Protected(State())
+
+    init() {}
+
+    /// Whether the task was cancelled (at any time so far).
+    var isCancelled: Bool { state.withLock { $0.isCancelled } }
+
+    /// Marks the call cancelled and interrupts the statement its block is running, if any.
+    func cancel() {
+        state.withLock { state in
+            state.isCancelled = true
+            state.target?.interrupt()
+        }
+    }
+
+    /// Runs `body` with `db` open to interrupts from `cancel()`.
+    ///
+    /// - Throws: `CancellationError` without running `body` when the call was cancelled before it started;
+    ///   `CancellationError` in place of whatever `body` threw or returned when the call was cancelled
+    ///   while it ran (inside a transaction, throwing rolls it back); otherwise what `body` throws.
+    func run<T>(on db: FMDatabase, _ body: () throws -> T) throws -> T {
+        try state.withLock { state in
+            if state.isCancelled { throw CancellationError() }
+            state.target = db.interruptHandle
+        }
+        let result = Result { try body() }
+        let cancelled = state.withLock { state in
+            state.target = nil
+            return state.isCancelled
+        }
+        if cancelled { throw CancellationError() }
+        return try result.get()
+    }
+}
