@@ -25,15 +25,17 @@ struct Check: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let kind = try DatabaseFiles.requireInput(database)
-            let provider: (any KeyProvider)? = kind == .plaintext && key.source == nil
+            let provider: (any KeyProvider)? =
+                kind == .plaintext && key.source == nil
                 ? nil
                 : try key.kdf.provider(KeyReader().read(key.source, what: "key for \(database)"))
             // A journal or WAL left by a crash (a killed rekey, say) must be rolled back before the file can be
             // read, which a read-only connection cannot do: then open read-write, so SQLite recovers it first.
             let recover = InputFiles.mayNeedRecovery(database)
             if recover {
-                Output.message("fmdb-cipher: \(database) has a journal or WAL beside it (an interrupted write?); "
-                                + "opening it read-write so SQLite can recover it before the check")
+                Output.message(
+                    "fmdb-cipher: \(database) has a journal or WAL beside it (an interrupted write?); "
+                        + "opening it read-write so SQLite can recover it before the check")
             }
             let db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: !recover)
             defer { db.close() }
@@ -66,13 +68,18 @@ struct Check: ParsableCommand {
                 if ns.code == Int(SQLITE_CORRUPT) || ns.code == Int(SQLITE_NOTADB) {
                     problems.append(CLIError.fromOpened(error, context: "integrity_check", keyed: true).message)
                 } else if !problems.isEmpty {
-                    problems.append("integrity_check: stopped (\(ns.localizedDescription)) after the pages above failed their HMAC check")
+                    problems.append(
+                        "integrity_check: stopped (\(ns.localizedDescription)) after the pages above failed their HMAC check"
+                    )
                 } else {
                     throw CLIError.from(error, context: database)
                 }
             }
             if json {
-                try Output.json(["path": database, "ok": problems.isEmpty, "problems": problems, "cipher_integrity_check": cipherCheck])
+                try Output.json([
+                    "path": database, "ok": problems.isEmpty, "problems": problems,
+                    "cipher_integrity_check": cipherCheck,
+                ])
             } else {
                 Output.line(problems.isEmpty ? "ok" : problems.joined(separator: "\n"))
             }
@@ -84,12 +91,15 @@ struct Check: ParsableCommand {
     /// keeps them there). The checkpoint itself only moves committed pages into the main file, as SQLite does
     /// when the last connection closes.
     static func walKeepsFrames(_ db: FMDatabase, _ path: String) -> Bool {
-        guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int, size > 0 else {
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int, size > 0
+        else {
             return false
         }
         var frames: Int32 = 0
         var copied: Int32 = 0
-        guard (try? db.checkpoint(.truncate, name: nil, logFrameCount: &frames, checkpointCount: &copied)) != nil else { return true }
+        guard (try? db.checkpoint(.truncate, name: nil, logFrameCount: &frames, checkpointCount: &copied)) != nil else {
+            return true
+        }
         return copied < frames
     }
 }

@@ -24,7 +24,8 @@ enum DatabaseFiles {
         switch kind {
         case .missing: throw CLIError("\(path): no such file", code: Exit.noInput)
         case .directory: throw CLIError("\(path): is a directory, not a database file", code: Exit.noInput)
-        case .notRegularFile: throw CLIError("\(path): is not a regular file (a FIFO, device or socket)", code: Exit.noInput)
+        case .notRegularFile:
+            throw CLIError("\(path): is not a regular file (a FIFO, device or socket)", code: Exit.noInput)
         case .unreadable: throw CLIError("\(path): not readable (permission denied)", code: Exit.noInput)
         default: return kind
         }
@@ -49,7 +50,8 @@ enum DatabaseFiles {
         quiet(db)
         // Attached databases inherit the main connection's flags: creating DEST needs SQLITE_OPEN_CREATE
         // (harmless for SRC, which exists).
-        let flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (canAttachNewFiles ? SQLITE_OPEN_CREATE : 0)
+        let flags =
+            readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (canAttachNewFiles ? SQLITE_OPEN_CREATE : 0)
         guard db.open(withFlags: flags) else { throw CLIError.from(db.lastError(), context: path) }
         if let provider {
             do {
@@ -66,7 +68,8 @@ enum DatabaseFiles {
     static func tableCounts(_ db: FMDatabase) throws -> [(String, Int64)] {
         var names: [String] = []
         let rs = try db.executeQuery(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name", values: nil)
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            values: nil)
         while try rs.nextWithError() { if let name = rs.string(forColumnIndex: 0) { names.append(name) } }
         return try names.map { name in
             let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
@@ -131,8 +134,9 @@ struct DatabaseCopy {
     /// Runs the copy; returns the recovery key (and its slot) of a new slot file made with one, to be shown once.
     @discardableResult
     func run() throws -> (key: RecoveryKey, slot: KeySlotInfo)? {
-        let output = try PrivateOutput(destination: destination, force: force, source: source,
-                                       carriesSlotFile: slots != nil && placesSlotFile)
+        let output = try PrivateOutput(
+            destination: destination, force: force, source: source,
+            carriesSlotFile: slots != nil && placesSlotFile)
         let temporary = output.file
         let progress = ProgressReporter(quiet: quiet)
         var recoveryKey: (key: RecoveryKey, slot: KeySlotInfo)?
@@ -140,7 +144,8 @@ struct DatabaseCopy {
             switch slots {
             case .source?: try KeySlots.copySlotFile(from: source, to: temporary)
             case .new(let secret, let kdf, let recovery)?:
-                let made = try KeySlots.createSlotFile(forNewDatabaseAt: temporary, secret: secret, kdf: kdf, addingRecoveryKey: recovery)
+                let made = try KeySlots.createSlotFile(
+                    forNewDatabaseAt: temporary, secret: secret, kdf: kdf, addingRecoveryKey: recovery)
                 if let key = made.recoveryKey, let slot = made.slots.first(where: { $0.kind == .recoveryKey }) {
                     recoveryKey = (key, slot)
                 }
@@ -151,11 +156,14 @@ struct DatabaseCopy {
         }
         // Only the new file this run made, beside the slot file it just wrote, is created under that slot file's
         // identity: a KeySlotKeyProvider adopts no other slot file for a missing or empty database.
-        let newFileProvider = slots == nil
+        let newFileProvider =
+            slots == nil
             ? destinationProvider
-            : (destinationProvider as? KeySlotKeyProvider).map { $0.creatingDatabase(at: temporary) } ?? destinationProvider
+            : (destinationProvider as? KeySlotKeyProvider).map { $0.creatingDatabase(at: temporary) }
+                ?? destinationProvider
 
-        let db = try DatabaseFiles.open(source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
+        let db = try DatabaseFiles.open(
+            source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
         defer { db.close() }
         let clock = ContinuousClock()
         let sourceCheckStarted = clock.now
@@ -164,8 +172,9 @@ struct DatabaseCopy {
         do {
             let problems = try DatabaseFiles.integrityCheck(db, quick: true)
             guard problems.isEmpty else {
-                throw CLIError("\(source) fails its integrity check, so it is not copied: \(problems.prefix(3).joined(separator: "; "))",
-                               code: Exit.integrity)
+                throw CLIError(
+                    "\(source) fails its integrity check, so it is not copied: \(problems.prefix(3).joined(separator: "; "))",
+                    code: Exit.integrity)
             }
             expected = try DatabaseFiles.tableCounts(db)
         } catch {
@@ -175,12 +184,14 @@ struct DatabaseCopy {
         let copyStarted = clock.now
         progress.start(verb) { Double(fileSize(temporary)) / total }
         do {
-            try db.attachDatabase(atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: newFileProvider, settings: settings)
+            try db.attachDatabase(
+                atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: newFileProvider, settings: settings)
             try db.exportContents(to: "fmdb_cipher_dest")
             try db.detachDatabase(schema: "fmdb_cipher_dest")
         } catch {
             progress.finish("\(verb): failed")
-            throw CLIError.fromOpened(error, context: "\(verb) \(source) → \(destination)", keyed: sourceProvider != nil)
+            throw CLIError.fromOpened(
+                error, context: "\(verb) \(source) → \(destination)", keyed: sourceProvider != nil)
         }
         progress.finish("\(verb): verifying")
         let verifyStarted = clock.now
@@ -191,8 +202,10 @@ struct DatabaseCopy {
             let copy = seconds(copyStarted.duration(to: verifyStarted))
             let sourceCheck = seconds(sourceCheckStarted.duration(to: copyStarted))
             let check = seconds(verifyStarted.duration(to: clock.now))
-            Output.message(String(format: "%@: %.1f MB in %.2f s (%.1f MB/s); source check %.2f s; verification %.2f s",
-                                  verb, total / 1e6, copy, total / 1e6 / max(copy, 1e-9), sourceCheck, check))
+            Output.message(
+                String(
+                    format: "%@: %.1f MB in %.2f s (%.1f MB/s); source check %.2f s; verification %.2f s",
+                    verb, total / 1e6, copy, total / 1e6 / max(copy, 1e-9), sourceCheck, check))
         }
         return recoveryKey
     }
@@ -208,11 +221,14 @@ struct DatabaseCopy {
         do {
             let problems = try DatabaseFiles.integrityCheck(copy)
             guard problems.isEmpty else {
-                throw CLIError("the new database failed its integrity check: \(problems.prefix(3).joined(separator: "; "))", code: Exit.integrity)
+                throw CLIError(
+                    "the new database failed its integrity check: \(problems.prefix(3).joined(separator: "; "))",
+                    code: Exit.integrity)
             }
             let actual = try DatabaseFiles.tableCounts(copy)
             guard actual.map(\.0) == expected.map(\.0), actual.map(\.1) == expected.map(\.1) else {
-                throw CLIError("the new database does not hold the same tables and rows as \(source)", code: Exit.integrity)
+                throw CLIError(
+                    "the new database does not hold the same tables and rows as \(source)", code: Exit.integrity)
             }
         } catch {
             throw CLIError.fromOpened(error, context: "verifying the new database", keyed: provider != nil)

@@ -17,13 +17,16 @@ struct Decrypt: ParsableCommand {
     @Argument(help: "The encrypted database to read.") var source: String
     @Argument(help: "The plaintext database to create.") var destination: String
     @OptionGroup var key: KeyOptions
-    @Flag(help: "Replace DEST if it exists; a DEST-keyslots beside it is removed (said on standard error).") var force = false
+    @Flag(help: "Replace DEST if it exists; a DEST-keyslots beside it is removed (said on standard error).") var force =
+        false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
         try runReportingErrors {
             let kind = try DatabaseFiles.requireInput(source)
-            if kind == .plaintext { throw CLIError("\(source): is already a plaintext SQLite database", code: Exit.wrongKey) }
+            if kind == .plaintext {
+                throw CLIError("\(source): is already a plaintext SQLite database", code: Exit.wrongKey)
+            }
             let material = try KeyReader().read(key.source, what: "key for \(source)")
             let provider = try key.kdf.provider(material)
             try DatabaseCopy(

@@ -26,15 +26,27 @@ struct Encrypt: ParsableCommand {
     @Argument(help: "The plaintext database to read.") var source: String
     @Argument(help: "The encrypted database to create.") var destination: String
     @OptionGroup var key: KeyOptions
-    @Option(name: .customLong("page-size"), help: ArgumentHelp("Cipher page size of the new file (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x).", valueName: "BYTES"))
+    @Option(
+        name: .customLong("page-size"),
+        help: ArgumentHelp(
+            "Cipher page size of the new file (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x).",
+            valueName: "BYTES"))
     var pageSize: Int?
-    @Option(name: .customLong("unsafe-kdf-iter"), help: ArgumentHelp(
-        "KDF iterations of the new file below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
+    @Option(
+        name: .customLong("unsafe-kdf-iter"),
+        help: ArgumentHelp(
+            "KDF iterations of the new file below the 64000 floor (weak: only for a reader that needs it).",
+            valueName: "N"))
     var unsafeKDFIterations: Int?
-    @Option(name: .customLong("slot-kdf"), help: "With --kdf slot: the KDF of the passphrase slot, scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000).")
+    @Option(
+        name: .customLong("slot-kdf"),
+        help: "With --kdf slot: the KDF of the passphrase slot, scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000)."
+    )
     var slotKDF: SlotKDF?
-    @Flag(help: "With --kdf slot or slot-raw: also add a recovery-key slot and print the recovery key (once).") var recovery = false
-    @Flag(help: "Replace DEST and DEST-keyslots if they exist (without --kdf slot*, DEST-keyslots is removed).") var force = false
+    @Flag(help: "With --kdf slot or slot-raw: also add a recovery-key slot and print the recovery key (once).")
+    var recovery = false
+    @Flag(help: "Replace DEST and DEST-keyslots if they exist (without --kdf slot*, DEST-keyslots is removed).")
+    var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func validate() throws {
@@ -49,19 +61,24 @@ struct Encrypt: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let settings = try KDFFloor.newFileSettings(
-                pageSize: pageSize ?? key.cipherPageSize, pageSizeOption: pageSize == nil ? "--cipher-page-size" : "--page-size",
+                pageSize: pageSize ?? key.cipherPageSize,
+                pageSizeOption: pageSize == nil ? "--cipher-page-size" : "--page-size",
                 iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
                 option: "--kdf-iter", unsafeOption: "--unsafe-kdf-iter")
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {
             case .plaintext: break
             case .empty: throw CLIError("\(source): is empty, not a database", code: Exit.wrongKey)
-            default: throw CLIError("\(source): is not a plaintext SQLite database (already encrypted? use export)", code: Exit.wrongKey)
+            default:
+                throw CLIError(
+                    "\(source): is not a plaintext SQLite database (already encrypted? use export)", code: Exit.wrongKey
+                )
             }
             let material = try KeyReader().read(key.source, what: "key for \(destination)", confirm: true)
             let provider = try key.kdf.provider(material)
             // Slotted: a new slot file beside the new file, whose identity the KeySlotKeyProvider gives it.
-            let slots: SlotFileOrigin? = key.kdf.opensSlot
+            let slots: SlotFileOrigin? =
+                key.kdf.opensSlot
                 ? .new(try key.kdf.slotSecret(material), (slotKDF ?? .scrypt).kdf, recoveryKey: recovery) : nil
             let recoveryKey = try DatabaseCopy(
                 source: source, sourceProvider: nil, sourceSettings: CipherSettings(),
@@ -70,7 +87,8 @@ struct Encrypt: ParsableCommand {
                 force: force, quiet: quiet, verb: "encrypt", slots: slots
             ).run()
             if !quiet {
-                let slotted = slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
+                let slotted =
+                    slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
                 Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
             if let recoveryKey { printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot) }

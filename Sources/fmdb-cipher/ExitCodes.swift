@@ -9,13 +9,13 @@ enum Exit {
     static let integrity: Int32 = 2
     static let checkpointPending: Int32 = 3  // rekey: the key changed, but the WAL checkpoint is pending
     static let rekeyUnchecked: Int32 = 4  // rekey: which key opens the file afterwards could not be checked
-    static let usage: Int32 = 64          // EX_USAGE, as swift-argument-parser's own
-    static let wrongKey: Int32 = 65       // EX_DATAERR: wrong key, or not a database
-    static let noInput: Int32 = 66        // EX_NOINPUT: missing or unreadable input file
+    static let usage: Int32 = 64  // EX_USAGE, as swift-argument-parser's own
+    static let wrongKey: Int32 = 65  // EX_DATAERR: wrong key, or not a database
+    static let noInput: Int32 = 66  // EX_NOINPUT: missing or unreadable input file
     static let unsupportedFormat: Int32 = 69  // EX_UNAVAILABLE: a SQLCipher 4 file, the key right, SQLCipher 3 linked
-    static let cannotCreate: Int32 = 73   // EX_CANTCREAT: output exists or cannot be created
-    static let ioError: Int32 = 74        // EX_IOERR: I/O error, disk full, read-only
-    static let busy: Int32 = 75           // EX_TEMPFAIL: busy or locked, try again
+    static let cannotCreate: Int32 = 73  // EX_CANTCREAT: output exists or cannot be created
+    static let ioError: Int32 = 74  // EX_IOERR: I/O error, disk full, read-only
+    static let busy: Int32 = 75  // EX_TEMPFAIL: busy or locked, try again
 }
 
 /// An error the tool reports: a message for standard error and an exit code.

@@ -37,28 +37,43 @@ struct Export: ParsableCommand {
     @Argument(help: "The encrypted database to create.") var destination: String
     @OptionGroup var key: KeyOptions
     @OptionGroup var newKey: NewKeyOptions
-    @Option(name: .customLong("new-page-size"), help: ArgumentHelp("Cipher page size of DEST (default: the format's, 1024 for 3, 4096 for 4).", valueName: "BYTES"))
+    @Option(
+        name: .customLong("new-page-size"),
+        help: ArgumentHelp(
+            "Cipher page size of DEST (default: the format's, 1024 for 3, 4096 for 4).", valueName: "BYTES"))
     var newPageSize: Int?
-    @Option(name: .customLong("new-kdf-iter"), help: ArgumentHelp("SQLCipher KDF iterations of DEST for passphrase keys (default: the format's, 64000 for 3, 256000 for 4).", valueName: "N"))
+    @Option(
+        name: .customLong("new-kdf-iter"),
+        help: ArgumentHelp(
+            "SQLCipher KDF iterations of DEST for passphrase keys (default: the format's, 64000 for 3, 256000 for 4).",
+            valueName: "N"))
     var newKDFIterations: Int?
-    @Option(name: .customLong("unsafe-new-kdf-iter"), help: ArgumentHelp(
-        "KDF iterations of DEST below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
+    @Option(
+        name: .customLong("unsafe-new-kdf-iter"),
+        help: ArgumentHelp(
+            "KDF iterations of DEST below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
     var unsafeNewKDFIterations: Int?
-    @Option(help: ArgumentHelp("File format of DEST: 3 or 4 (SQLCipher 3 or 4; default: the linked SQLCipher's).", valueName: "N"))
+    @Option(
+        help: ArgumentHelp(
+            "File format of DEST: 3 or 4 (SQLCipher 3 or 4; default: the linked SQLCipher's).", valueName: "N"))
     var format: Int?
     @Flag(name: .customLong("sqlcipher4"), help: "Same as --format 4.")
     var sqlcipher4 = false
-    @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).") var force = false
+    @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
+    var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     func run() throws {
         try runReportingErrors {
             let destinationFormat = try Self.format(sqlcipher4 ? 4 : format)
             let settings = try KDFFloor.newFileSettings(
-                pageSize: newPageSize, pageSizeOption: "--new-page-size", iterations: newKDFIterations, unsafeIterations: unsafeNewKDFIterations,
+                pageSize: newPageSize, pageSizeOption: "--new-page-size", iterations: newKDFIterations,
+                unsafeIterations: unsafeNewKDFIterations,
                 option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter", format: destinationFormat)
             let kind = try DatabaseFiles.requireInput(source)
-            if kind == .plaintext { throw CLIError("\(source): is a plaintext database: use encrypt", code: Exit.wrongKey) }
+            if kind == .plaintext {
+                throw CLIError("\(source): is a plaintext database: use encrypt", code: Exit.wrongKey)
+            }
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key for \(source)")
             let provider = try key.kdf.provider(material)
@@ -71,16 +86,18 @@ struct Export: ParsableCommand {
             } else {
                 let newKDF = newKey.newKDF ?? key.kdf.singleKey
                 if newKDF.opensSlot {
-                    throw CLIError.usage("--new-kdf \(newKDF.rawValue): a copy under a new key has no key slots; "
-                                            + "to keep SRC's slots give no --new-key-* and no --new-kdf")
+                    throw CLIError.usage(
+                        "--new-kdf \(newKDF.rawValue): a copy under a new key has no key slots; "
+                            + "to keep SRC's slots give no --new-key-* and no --new-kdf")
                 }
                 let newMaterial = try reader.read(newKey.source, what: "new key for \(destination)", confirm: true)
                 newProvider = try newKDF.provider(newMaterial)
                 var status = stat()
                 if lstat(KeySlots.slotFilePath(forDatabaseAt: source), &status) == 0 {
-                    Output.message("fmdb-cipher: note: \(destination) is a single-key database under the new key: the key slots "
-                                    + "of \(source) are not carried (they are when SRC is opened through a slot, --kdf slot, "
-                                    + "slot-raw or slot-recovery, and no --new-key-* is given)")
+                    Output.message(
+                        "fmdb-cipher: note: \(destination) is a single-key database under the new key: the key slots "
+                            + "of \(source) are not carried (they are when SRC is opened through a slot, --kdf slot, "
+                            + "slot-raw or slot-recovery, and no --new-key-* is given)")
                 }
             }
             try DatabaseCopy(
@@ -91,7 +108,8 @@ struct Export: ParsableCommand {
                 slots: carriesSlots ? .source : nil
             ).run()
             if !quiet {
-                let slots = carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
+                let slots =
+                    carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
                 Output.message("exported \(source) → \(destination)\(slots)")
             }
         }

@@ -6,7 +6,8 @@ import Foundation
 struct FMDBCipherCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fmdb-cipher",
-        abstract: "Encrypted SQLite (SQLCipher) databases from scripts: rekey, encrypt, decrypt, export, inspect, check, query.",
+        abstract:
+            "Encrypted SQLite (SQLCipher) databases from scripts: rekey, encrypt, decrypt, export, inspect, check, query.",
         discussion: """
             Keys are never taken on the command line (every user on the machine can read it). Give them \
             with --key-env VAR, --key-file PATH or --key-stdin (and --new-key-env, --new-key-file, \
@@ -19,8 +20,12 @@ struct FMDBCipherCommand: ParsableCommand {
             73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only, or standard output could not be written; \
             75 database busy or locked (try again).
             """,
-        version: "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
-        subcommands: [Rekey.self, Encrypt.self, Decrypt.self, Export.self, Migrate.self, Info.self, Check.self, SQL.self, Keys.self]
+        version:
+            "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
+        subcommands: [
+            Rekey.self, Encrypt.self, Decrypt.self, Export.self, Migrate.self, Info.self, Check.self, SQL.self,
+            Keys.self,
+        ]
     )
 
     /// Turns core dumps off before anything else, then parses and runs; a usage error never repeats a
@@ -35,8 +40,9 @@ struct FMDBCipherCommand: ParsableCommand {
             let code = exitCode(for: error)
             if code == .success { exit(withError: error) }
             let names = Set(configuration.subcommands.map { $0._commandName } + ["help"])
-            let message = ProcessHardening.redacted(fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()),
-                                                    keeping: names)
+            let message = ProcessHardening.redacted(
+                fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()),
+                keeping: names)
             if !message.isEmpty { Output.message(message) }
             Foundation.exit(code.rawValue)
         }

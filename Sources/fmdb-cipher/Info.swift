@@ -37,14 +37,18 @@ struct Info: ParsableCommand {
             var lines = ["file: \(database)", "size: \(fileSize(database)) bytes", "header: \(header)"]
 
             if key.source != nil || kind == .plaintext {
-                let provider: (any KeyProvider)? = try key.source.map { try key.kdf.provider(KeyReader().read($0, what: "key for \(database)")) }
+                let provider: (any KeyProvider)? = try key.source.map {
+                    try key.kdf.provider(KeyReader().read($0, what: "key for \(database)"))
+                }
                 let db: FMDatabase
                 do {
                     db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: true)
                 } catch let error as CLIError where error.code == Exit.unsupportedFormat {
                     // The key is right and the file is SQLCipher 4, which the linked 3.x cannot read: say so.
                     info["format"] = CipherFormat.v4.description
-                    lines.append("format: \(CipherFormat.v4) (cannot be read by the linked SQLCipher \(FMDBCipherVersion.sqlcipher))")
+                    lines.append(
+                        "format: \(CipherFormat.v4) (cannot be read by the linked SQLCipher \(FMDBCipherVersion.sqlcipher))"
+                    )
                     if json { try Output.json(info) } else { lines.forEach(Output.line) }
                     throw error
                 }
@@ -70,11 +74,16 @@ struct Info: ParsableCommand {
                 }
                 details["tables"] = tables.map { ["name": $0.0, "rows": $0.1] as [String: Any] }
                 info.merge(details) { _, new in new }
-                for name in ["format", "cipher_version", "cipher", "cipher_page_size", "kdf", "kdf_iter", "page_size", "journal_mode", "user_version", "application_id"] {
+                for name in [
+                    "format", "cipher_version", "cipher", "cipher_page_size", "kdf", "kdf_iter", "page_size",
+                    "journal_mode", "user_version", "application_id",
+                ] {
                     if let value = details[name] { lines.append("\(name): \(value)") }
                 }
                 lines.append("tables: \(tables.count)")
-                lines += RowFormat.table(columns: ["table", "rows"], rows: tables.map { [$0.0, String($0.1)] }).map { "  " + $0 }
+                lines += RowFormat.table(columns: ["table", "rows"], rows: tables.map { [$0.0, String($0.1)] }).map {
+                    "  " + $0
+                }
             }
             if json {
                 try Output.json(info)

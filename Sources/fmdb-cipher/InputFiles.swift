@@ -15,8 +15,9 @@ enum InputFiles {
         }
         for suffix in sideFileSuffixes {
             if let what = specialFileKind(path + suffix) {
-                throw CLIError("\(path)\(suffix): is not a regular file (\(what)); SQLite or the key slots would open it "
-                                + "beside the database: remove it", code: Exit.noInput)
+                throw CLIError(
+                    "\(path)\(suffix): is not a regular file (\(what)); SQLite or the key slots would open it "
+                        + "beside the database: remove it", code: Exit.noInput)
             }
         }
     }
@@ -58,11 +59,13 @@ extension CLIError {
         if let cli = error as? CLIError { return cli }
         let ns = error as NSError
         guard ns.domain == "FMDatabase", !ns.localizedDescription.contains(KeySlotFileDamage.marker),
-              ns.code == Int(SQLITE_CORRUPT) || (keyed && ns.code == Int(SQLITE_NOTADB)) else {
+            ns.code == Int(SQLITE_CORRUPT) || (keyed && ns.code == Int(SQLITE_NOTADB))
+        else {
             return from(error, context: context)
         }
-        return CLIError("\(context): the database is damaged (\(ns.localizedDescription)); \(damagedPages(db))",
-                        code: Exit.integrity)
+        return CLIError(
+            "\(context): the database is damaged (\(ns.localizedDescription)); \(damagedPages(db))",
+            code: Exit.integrity)
     }
 
     /// The first damaged page the linked SQLCipher names, or why it is not known: on SQLCipher 4, PRAGMA
@@ -75,7 +78,8 @@ extension CLIError {
         if v4, let failed = try? DatabaseFiles.cipherIntegrityCheck(db), let first = failed.first {
             return "first problem cipher_integrity_check reports: \(hmacFailure(first))\(more(failed.count))"
         }
-        let unknown = v4
+        let unknown =
+            v4
             ? "the damaged page is not known (neither cipher_integrity_check nor integrity_check of SQLCipher \(version) names it)"
             : "the damaged page is not known (SQLCipher \(version) does not say which page failed its check)"
         guard let problems = try? DatabaseFiles.integrityCheck(db) else { return unknown }
@@ -92,7 +96,8 @@ extension CLIError {
     private static func hmacFailure(_ line: String) -> String {
         let suffix = " for page "
         guard let range = line.range(of: suffix, options: .backwards),
-              let page = Int(line[range.upperBound...]) else { return line }
+            let page = Int(line[range.upperBound...])
+        else { return line }
         return "Page \(page): \(line[..<range.lowerBound])"
     }
 }

@@ -56,25 +56,42 @@ enum KeySource {
 
 /// The key of the database being read (for `encrypt`: of the file being written).
 struct KeyOptions: ParsableArguments {
-    @Option(name: .customLong("key-env"), help: ArgumentHelp("Read the key from this environment variable.", valueName: "VAR"))
+    @Option(
+        name: .customLong("key-env"),
+        help: ArgumentHelp("Read the key from this environment variable.", valueName: "VAR"))
     var keyEnv: String?
 
-    @Option(name: .customLong("key-file"), help: ArgumentHelp("Read the key from this file (one trailing newline is stripped).", valueName: "PATH"))
+    @Option(
+        name: .customLong("key-file"),
+        help: ArgumentHelp("Read the key from this file (one trailing newline is stripped).", valueName: "PATH"))
     var keyFile: String?
 
     @Flag(name: .customLong("key-stdin"), help: "Read the key from the first line of standard input.")
     var keyStdin = false
 
-    @Option(name: .customLong("key-credential"), help: ArgumentHelp("Read the key from the systemd credential $CREDENTIALS_DIRECTORY/NAME.", valueName: "NAME"))
+    @Option(
+        name: .customLong("key-credential"),
+        help: ArgumentHelp("Read the key from the systemd credential $CREDENTIALS_DIRECTORY/NAME.", valueName: "NAME"))
     var keyCredential: String?
 
-    @Option(help: "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot).")
+    @Option(
+        help:
+            "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot)."
+    )
     var kdf: KDF = .passphrase
 
-    @Option(name: .customLong("cipher-page-size"), help: ArgumentHelp("The database's cipher page size, when it is not its format's (1024 for SQLCipher 3, 4096 for 4).", valueName: "BYTES"))
+    @Option(
+        name: .customLong("cipher-page-size"),
+        help: ArgumentHelp(
+            "The database's cipher page size, when it is not its format's (1024 for SQLCipher 3, 4096 for 4).",
+            valueName: "BYTES"))
     var cipherPageSize: Int?
 
-    @Option(name: .customLong("kdf-iter"), help: ArgumentHelp("The database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).", valueName: "N"))
+    @Option(
+        name: .customLong("kdf-iter"),
+        help: ArgumentHelp(
+            "The database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).",
+            valueName: "N"))
     var kdfIterations: Int?
 
     var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
@@ -112,13 +129,19 @@ struct KeyOptions: ParsableArguments {
 
 /// The new key of `rekey` and `export`.
 struct NewKeyOptions: ParsableArguments {
-    @Option(name: .customLong("new-key-env"), help: ArgumentHelp("Read the new key from this environment variable.", valueName: "VAR"))
+    @Option(
+        name: .customLong("new-key-env"),
+        help: ArgumentHelp("Read the new key from this environment variable.", valueName: "VAR"))
     var newKeyEnv: String?
 
-    @Option(name: .customLong("new-key-file"), help: ArgumentHelp("Read the new key from this file (one trailing newline is stripped).", valueName: "PATH"))
+    @Option(
+        name: .customLong("new-key-file"),
+        help: ArgumentHelp("Read the new key from this file (one trailing newline is stripped).", valueName: "PATH"))
     var newKeyFile: String?
 
-    @Flag(name: .customLong("new-key-stdin"), help: "Read the new key from standard input (the second line when --key-stdin is given too).")
+    @Flag(
+        name: .customLong("new-key-stdin"),
+        help: "Read the new key from standard input (the second line when --key-stdin is given too).")
     var newKeyStdin = false
 
     @Option(name: .customLong("new-kdf"), help: "How the new key is used (default: the same as --kdf).")
@@ -160,8 +183,9 @@ final class KeyReader {
         case .environment(let name):
             // The name is not repeated: it may be the key itself, given by mistake (`--key-env "$KEY"`).
             guard let value = getenv(name) else {
-                throw CLIError.usage("the environment variable given for the \(what) is not set "
-                                        + "(its name is not shown, in case it is a key given by mistake)")
+                throw CLIError.usage(
+                    "the environment variable given for the \(what) is not set "
+                        + "(its name is not shown, in case it is a key given by mistake)")
             }
             let length = strlen(value)
             material = KeyMaterial(copying: UnsafeRawBufferPointer(start: value, count: length))
@@ -186,7 +210,9 @@ final class KeyReader {
             material = line
         case .prompt:
             guard isatty(STDIN_FILENO) == 1 else {
-                throw CLIError.usage("no \(what) given: use --key-env VAR, --key-file PATH or --key-stdin (or run on a terminal to be prompted)")
+                throw CLIError.usage(
+                    "no \(what) given: use --key-env VAR, --key-file PATH or --key-stdin (or run on a terminal to be prompted)"
+                )
             }
             material = try prompt("Enter \(what): ")
             if confirm {
@@ -207,13 +233,15 @@ final class KeyReader {
         // `--key-file <(pass show db)`, is read to its end as before.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
-            throw CLIError("cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
+            throw CLIError(
+                "cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
         }
         defer { close(fd) }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var status = stat()
         guard fstat(fd, &status) == 0 else {
-            throw CLIError("cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
+            throw CLIError(
+                "cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
         }
         let type = status.st_mode & S_IFMT
         if type == S_IFDIR {
@@ -225,13 +253,15 @@ final class KeyReader {
         // library refuses such a systemd credential.
         if type == S_IFREG, status.st_mode & 0o022 != 0 {
             let mode = String(status.st_mode & 0o7777, radix: 8)
-            throw CLIError("the file holding the \(what) has mode 0\(mode): group or others can change it, so it is not used; "
-                            + "chmod 600 it", code: Exit.noInput)
+            throw CLIError(
+                "the file holding the \(what) has mode 0\(mode): group or others can change it, so it is not used; "
+                    + "chmod 600 it", code: Exit.noInput)
         }
         if type == S_IFREG, status.st_mode & 0o077 != 0 {
             let mode = String(status.st_mode & 0o7777, radix: 8)
-            Output.message("fmdb-cipher: warning: the file holding the \(what) has mode 0\(mode): group or others can "
-                            + "read or change it; chmod 600 it")
+            Output.message(
+                "fmdb-cipher: warning: the file holding the \(what) has mode 0\(mode): group or others can "
+                    + "read or change it; chmod 600 it")
         }
         let material = try KeyMaterial(capacity: Self.maxKeyLength + 1) { buffer in
             var total = 0
@@ -280,7 +310,9 @@ final class KeyReader {
         defer { if tty >= 0 { close(tty) } }
         _ = text.withCString { write(fd == STDIN_FILENO ? STDERR_FILENO : fd, $0, strlen($0)) }
         defer { _ = write(fd == STDIN_FILENO ? STDERR_FILENO : fd, "\n", 1) }
-        guard let line = try Terminal.withEchoOff(fd, { try readLine(fd: fd) }) else { throw CLIError.usage("no key was entered") }
+        guard let line = try Terminal.withEchoOff(fd, { try readLine(fd: fd) }) else {
+            throw CLIError.usage("no key was entered")
+        }
         return line
     }
 }

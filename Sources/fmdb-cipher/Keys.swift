@@ -5,7 +5,8 @@ import Foundation
 /// `fmdb-cipher keys ...`: key slots (see `KeySlots` in the library).
 struct Keys: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Key slots: several passphrases, raw keys and a recovery key for one database; change one in milliseconds.",
+        abstract:
+            "Key slots: several passphrases, raw keys and a recovery key for one database; change one in milliseconds.",
         discussion: """
             A slotted database is encrypted with a random data key that is never shown or stored in clear. \
             Each way to open it is a slot in DB-keyslots (keep it with the database: without it the database \
@@ -22,7 +23,10 @@ struct Keys: ParsableCommand {
               fmdb-cipher sql app.db --kdf slot --key-env OPS "SELECT count(*) FROM t"
               fmdb-cipher rekey --data-key app.db --key-env ADMIN --slot-key-file ops.pass --slot-key-file recovery.txt
             """,
-        subcommands: [KeysInit.self, KeysAdd.self, KeysRecovery.self, KeysRemove.self, KeysList.self, KeysChange.self, KeysExportRaw.self]
+        subcommands: [
+            KeysInit.self, KeysAdd.self, KeysRecovery.self, KeysRemove.self, KeysList.self, KeysChange.self,
+            KeysExportRaw.self,
+        ]
     )
 }
 
@@ -113,12 +117,15 @@ struct KeysInit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
         abstract: "Create a new encrypted database with a random data key and its first slot.",
-        discussion: "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf raw makes it a raw-key slot."
+        discussion:
+            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf raw makes it a raw-key slot."
     )
 
     @Argument(help: "The database to create (must not exist).") var database: String
     @OptionGroup var key: KeyOptions
-    @Option(name: .customLong("slot-kdf"), help: "The KDF of a passphrase slot: scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000).")
+    @Option(
+        name: .customLong("slot-kdf"),
+        help: "The KDF of a passphrase slot: scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000).")
     var slotKDF: SlotKDF = .scrypt
     @Flag(help: "Also add a recovery-key slot and print the recovery key (once).") var recovery = false
 
@@ -128,7 +135,8 @@ struct KeysInit: ParsableCommand {
             // library refuses it again when it creates the file (O_EXCL|O_NOFOLLOW, mode 0600).
             var existing = stat()
             if lstat(database, &existing) == 0 {
-                throw CLIError("\(database): already exists (keys init creates a new database)", code: Exit.cannotCreate)
+                throw CLIError(
+                    "\(database): already exists (keys init creates a new database)", code: Exit.cannotCreate)
             }
             // A slot file already there is refused by the library (exit 73), unless it is what an interrupted
             // `keys init` of this path left (its database never appeared): then it is removed and init runs.
@@ -137,14 +145,20 @@ struct KeysInit: ParsableCommand {
             let secret = try key.kdf.slotSecret(material)
             let first: KeySlotInfo
             do {
-                first = try reportingSlotWarnings { try KeySlots.createDatabase(at: database, secret: secret, kdf: slotKDF.kdf) }
+                first = try reportingSlotWarnings {
+                    try KeySlots.createDatabase(at: database, secret: secret, kdf: slotKDF.kdf)
+                }
             } catch {
                 let cli = CLIError.from(error, context: "keys init \(database)")
                 throw cli.code == Exit.noInput ? CLIError(cli.message, code: Exit.cannotCreate) : cli
             }
-            Output.message("created \(database) with \(describe(first)); slots in \(KeySlots.slotFilePath(forDatabaseAt: database))")
+            Output.message(
+                "created \(database) with \(describe(first)); slots in \(KeySlots.slotFilePath(forDatabaseAt: database))"
+            )
             if recovery {
-                let (slot, key) = try reportingSlotWarnings { try KeySlots.addRecoverySlot(to: database, unlockingWith: secret) }
+                let (slot, key) = try reportingSlotWarnings {
+                    try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
+                }
                 printRecoveryKey(key, slot: slot)
             }
         }
@@ -169,7 +183,8 @@ struct KeysAdd: ParsableCommand {
             let newSecret = try newSlotSecret(newKey, reader: reader, database: slotted.database)
             do {
                 let slot = try reportingSlotWarnings {
-                    try KeySlots.addSlot(to: slotted.database, unlockingWith: secret, newSecret: newSecret, kdf: slotKDF.kdf)
+                    try KeySlots.addSlot(
+                        to: slotted.database, unlockingWith: secret, newSecret: newSecret, kdf: slotKDF.kdf)
                 }
                 Output.message("added \(describe(slot))")
             } catch {
@@ -191,7 +206,9 @@ struct KeysRecovery: ParsableCommand {
         try runReportingErrors {
             let secret = try slotted.unlockingSecret(KeyReader())
             do {
-                let (slot, key) = try reportingSlotWarnings { try KeySlots.addRecoverySlot(to: slotted.database, unlockingWith: secret) }
+                let (slot, key) = try reportingSlotWarnings {
+                    try KeySlots.addRecoverySlot(to: slotted.database, unlockingWith: secret)
+                }
                 printRecoveryKey(key, slot: slot)
             } catch {
                 throw CLIError.from(error, context: "keys recovery \(slotted.database)")
@@ -213,7 +230,9 @@ struct KeysRemove: ParsableCommand {
         try runReportingErrors {
             let secret = try slotted.unlockingSecret(KeyReader())
             do {
-                try reportingSlotWarnings { try KeySlots.removeSlot(slot, from: slotted.database, unlockingWith: secret) }
+                try reportingSlotWarnings {
+                    try KeySlots.removeSlot(slot, from: slotted.database, unlockingWith: secret)
+                }
                 Output.message("removed slot \(slot)")
             } catch {
                 throw CLIError.fromSlotChange(error, context: "keys remove \(slotted.database)")
@@ -241,9 +260,13 @@ struct KeysList: ParsableCommand {
             }
             let formatter = ISO8601DateFormatter()
             if json {
-                try Output.json(slots.map { slot -> [String: Any] in
-                    ["id": slot.id, "kind": slot.kind.rawValue, "kdf": slot.kdf, "created": formatter.string(from: slot.created)]
-                })
+                try Output.json(
+                    slots.map { slot -> [String: Any] in
+                        [
+                            "id": slot.id, "kind": slot.kind.rawValue, "kdf": slot.kdf,
+                            "created": formatter.string(from: slot.created),
+                        ]
+                    })
             } else {
                 let rows = slots.map { [String($0.id), $0.kind.rawValue, $0.kdf, formatter.string(from: $0.created)] }
                 RowFormat.table(columns: ["id", "kind", "kdf", "created"], rows: rows).forEach(Output.line)
@@ -255,7 +278,8 @@ struct KeysList: ParsableCommand {
 struct KeysChange: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "change",
-        abstract: "Change the secret of the slot the current key opens (one KDF and one small file write; no page is rewritten).",
+        abstract:
+            "Change the secret of the slot the current key opens (one KDF and one small file write; no page is rewritten).",
         discussion: """
             The old key stops opening the database. It does not protect against someone who kept a copy of \
             the old DB-keyslots and knows the old key: they can still unwrap the data key from that copy. \
@@ -289,16 +313,20 @@ struct KeysExportRaw: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export-raw",
         abstract: "Print the data key (64 hex digits) for escrow or the sqlcipher shell: PRAGMA key = \"x'<hex>'\".",
-        discussion: "Whoever holds the data key reads the database without any slot, and changing slots does not revoke it (only rekey --data-key does)."
+        discussion:
+            "Whoever holds the data key reads the database without any slot, and changing slots does not revoke it (only rekey --data-key does)."
     )
 
     @OptionGroup var slotted: SlotDatabaseOptions
-    @Flag(name: .customLong("i-understand-this-reveals-the-data-key"), help: "Required: confirms that the data key is to be printed.")
+    @Flag(
+        name: .customLong("i-understand-this-reveals-the-data-key"),
+        help: "Required: confirms that the data key is to be printed.")
     var confirmed = false
 
     func validate() throws {
         guard confirmed else {
-            throw ValidationError("export-raw prints the database's data key in clear: add --i-understand-this-reveals-the-data-key")
+            throw ValidationError(
+                "export-raw prints the database's data key in clear: add --i-understand-this-reveals-the-data-key")
         }
     }
 
@@ -319,7 +347,8 @@ struct KeysExportRaw: ParsableCommand {
 /// `fmdb-cipher rekey --data-key`: a new random data key, every page re-encrypted, every slot re-wrapped.
 enum DataKeyRotation {
     static func run(
-        database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool, quiet: Bool
+        database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool,
+        quiet: Bool
     ) throws {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
@@ -341,7 +370,10 @@ enum DataKeyRotation {
                 destination: backup, destinationProvider: provider, settings: key.settings,
                 force: force, quiet: quiet, verb: "backup", slots: .source
             ).run()
-            if !quiet { Output.message("backup written to \(backup) (its key slots in \(KeySlots.slotFilePath(forDatabaseAt: backup)))") }
+            if !quiet {
+                Output.message(
+                    "backup written to \(backup) (its key slots in \(KeySlots.slotFilePath(forDatabaseAt: backup)))")
+            }
         }
         let progress = ProgressReporter(quiet: quiet)
         progress.start("rekey --data-key") { nil }
@@ -363,10 +395,13 @@ enum DataKeyRotation {
                 code: Exit.rekeyUnchecked
             )
         } catch {
-            let neitherKey = (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
+            let neitherKey =
+                (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
                 && !(error as NSError).localizedDescription.contains(KeySlotFileDamage.marker)
-            progress.finish(neitherKey ? "rekey --data-key: failed; neither data key opens the database"
-                                       : "rekey --data-key: failed; the database and its slots still use the old data key")
+            progress.finish(
+                neitherKey
+                    ? "rekey --data-key: failed; neither data key opens the database"
+                    : "rekey --data-key: failed; the database and its slots still use the old data key")
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }
         progress.finish("rekey --data-key: done")
@@ -378,6 +413,10 @@ enum DataKeyRotation {
                 code: Exit.checkpointPending
             )
         }
-        if !quiet { Output.message("rotated the data key of \(database); slots: \(try KeySlots.list(forDatabaseAt: database).map { String($0.id) }.joined(separator: ", "))") }
+        if !quiet {
+            Output.message(
+                "rotated the data key of \(database); slots: \(try KeySlots.list(forDatabaseAt: database).map { String($0.id) }.joined(separator: ", "))"
+            )
+        }
     }
 }

@@ -30,7 +30,8 @@ struct Migrate: ParsableCommand {
     @Argument(help: "The encrypted database to upgrade.") var source: String
     @Argument(help: "Write the upgraded database here instead of replacing SRC.") var destination: String?
     @OptionGroup var key: KeyOptions
-    @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).") var force = false
+    @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
+    var force = false
     @Flag(help: "No progress output.") var quiet = false
 
     /// Refuses (exit 75) when another process has SRC open: after the rename it would go on writing to the
@@ -40,14 +41,17 @@ struct Migrate: ParsableCommand {
     func refuseIfOpenElsewhere() throws {
         var status = stat()
         guard let open = OpenElsewhere.check(source), stat(source, &status) == 0,
-              open.unreadable == 0 || (status.st_mode & 0o022) == 0 else {
-            throw CLIError("cannot check whether another process has \(source) open: not replaced; migrate into a new "
-                           + "file (fmdb-cipher migrate SRC DEST) instead", code: Exit.busy)
+            open.unreadable == 0 || (status.st_mode & 0o022) == 0
+        else {
+            throw CLIError(
+                "cannot check whether another process has \(source) open: not replaced; migrate into a new "
+                    + "file (fmdb-cipher migrate SRC DEST) instead", code: Exit.busy)
         }
         if !open.holders.isEmpty {
             let pids = open.holders.prefix(5).map(String.init).joined(separator: ", ")
-            throw CLIError("\(source) is open in another process (pid \(pids)): not replaced; stop it and try again, "
-                           + "or migrate into a new file (fmdb-cipher migrate SRC DEST)", code: Exit.busy)
+            throw CLIError(
+                "\(source) is open in another process (pid \(pids)): not replaced; stop it and try again, "
+                    + "or migrate into a new file (fmdb-cipher migrate SRC DEST)", code: Exit.busy)
         }
     }
 
@@ -61,7 +65,8 @@ struct Migrate: ParsableCommand {
             }
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {
-            case .plaintext: throw CLIError("\(source): is a plaintext database, not SQLCipher: use encrypt", code: Exit.wrongKey)
+            case .plaintext:
+                throw CLIError("\(source): is a plaintext database, not SQLCipher: use encrypt", code: Exit.wrongKey)
             case .empty, .truncated: throw CLIError("\(source): is not a database", code: Exit.wrongKey)
             default: break
             }
@@ -78,7 +83,8 @@ struct Migrate: ParsableCommand {
             let provider = try key.kdf.provider(KeyReader().read(key.source, what: "key for \(source)"))
             // In place, this connection holds SRC's write lock from before the copy until after the rename, so
             // no other connection commits a write the copy would not hold.
-            let holder = try DatabaseFiles.open(source, provider: provider, settings: key.settings, readOnly: destination != nil)
+            let holder = try DatabaseFiles.open(
+                source, provider: provider, settings: key.settings, readOnly: destination != nil)
             defer { holder.close() }
             let current = holder.cipherFormat
             if current == .v4, destination == nil {
@@ -96,16 +102,23 @@ struct Migrate: ParsableCommand {
             defer { if destination == nil, holder.isInTransaction { holder.rollback() } }
             let target = destination ?? source
             // In place, the copy goes to a staging file first: DatabaseCopy never writes over its SRC.
-            let staged = destination == nil
+            let staged =
+                destination == nil
                 ? URL(fileURLWithPath: source).deletingLastPathComponent()
-                    .appendingPathComponent(".\(URL(fileURLWithPath: source).lastPathComponent).fmdb-cipher-migrate-\(UUID().uuidString.prefix(8))").path
+                    .appendingPathComponent(
+                        ".\(URL(fileURLWithPath: source).lastPathComponent).fmdb-cipher-migrate-\(UUID().uuidString.prefix(8))"
+                    ).path
                 : target
             var committed = false
             defer { if !committed, destination == nil { unlink(staged) } }
             // In place, a slotted SRC's slot file is locked (as every slot change and rekey --data-key lock it) from
             // before the copy until SRC is replaced: no data key rotation starts or ends in between.
             let whileSlotsAreLocked: (() throws -> Void) throws -> Void = { body in
-                if slotted, destination == nil { try KeySlots.withSlotFileLock(forDatabaseAt: source, body) } else { try body() }
+                if slotted, destination == nil {
+                    try KeySlots.withSlotFileLock(forDatabaseAt: source, body)
+                } else {
+                    try body()
+                }
             }
             try whileSlotsAreLocked {
                 let slotsBefore = slotted ? FileManager.default.contents(atPath: slotPath) : nil
@@ -120,20 +133,24 @@ struct Migrate: ParsableCommand {
                 if destination == nil {
                     // A slot change meanwhile (a data key rotation, say) would not match the copy: not replaced.
                     if slotted, FileManager.default.contents(atPath: slotPath) != slotsBefore {
-                        throw CLIError("the key slots of \(source) changed during the migration: not replaced; try again", code: Exit.busy)
+                        throw CLIError(
+                            "the key slots of \(source) changed during the migration: not replaced; try again",
+                            code: Exit.busy)
                     }
                     // The copy's own connection to SRC is closed and this one holds the write lock: a side file
                     // with content belongs to another process, whose writes the upgraded copy would not hold. A
                     // process that has SRC open would go on writing to the replaced file: refused too.
                     try refuseIfOpenElsewhere()
                     for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {
-                        throw CLIError("\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
-                                       code: Exit.busy)
+                        throw CLIError(
+                            "\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
+                            code: Exit.busy)
                     }
                     // The migrated copy (0600, or SRC's stricter mode) replaces SRC: in place was asked for.
                     guard rename(staged, source) == 0 else {
-                        throw CLIError("cannot replace \(source) with its migrated copy: \(String(cString: strerror(errno)))",
-                                       code: Exit.ioError)
+                        throw CLIError(
+                            "cannot replace \(source) with its migrated copy: \(String(cString: strerror(errno)))",
+                            code: Exit.ioError)
                     }
                     try? FileManager.default.removeItem(atPath: source + "-shm")
                 }

@@ -17,7 +17,9 @@ struct OpenElsewhere {
         guard let processes = opendir("/proc") else { return nil }
         defer { closedir(processes) }
         while let entry = readdir(processes) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             guard let pid = Int32(name), pid != own else { continue }
             guard let descriptors = opendir("/proc/\(pid)/fd") else {
                 // The process may have ended meanwhile (ENOENT): nothing to count.
@@ -26,7 +28,9 @@ struct OpenElsewhere {
             }
             defer { closedir(descriptors) }
             while let fd = readdir(descriptors) {
-                let fdName = withUnsafeBytes(of: fd.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let fdName = withUnsafeBytes(of: fd.pointee.d_name) {
+                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+                }
                 guard Int(fdName) != nil else { continue }
                 var info = stat()
                 // stat follows the descriptor's magic link to the open file itself, even when it was renamed.

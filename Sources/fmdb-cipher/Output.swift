@@ -48,8 +48,9 @@ enum Output {
         guard let (what, code) = failure else { return nil }
         failure = nil
         let secret = what == "the output" ? "" : " (it was not shown: do not rely on having seen it)"
-        return CLIError("cannot write \(what) to standard output: \(String(cString: strerror(code)))\(secret)",
-                        code: Exit.ioError)
+        return CLIError(
+            "cannot write \(what) to standard output: \(String(cString: strerror(code)))\(secret)",
+            code: Exit.ioError)
     }
 
     private static func write(_ data: Data, to fd: Int32, what: String) {

@@ -84,8 +84,9 @@ final class PrivateOutput {
             }
             if !force {
                 let what = (status.st_mode & S_IFMT) == S_IFLNK ? "a symbolic link" : "something"
-                throw CLIError("\(destination): already exists (\(what) is there; use --force to replace it)",
-                               code: Exit.cannotCreate)
+                throw CLIError(
+                    "\(destination): already exists (\(what) is there; use --force to replace it)",
+                    code: Exit.cannotCreate)
             }
         }
         try Self.refuseJournalFiles(of: destination)
@@ -97,7 +98,9 @@ final class PrivateOutput {
             }
             if !force {
                 let action = carriesSlotFile ? "replace it" : "remove it: the new DEST has no key slots"
-                throw CLIError("\(slots): already exists (the key slot file of DEST; use --force to \(action))", code: Exit.cannotCreate)
+                throw CLIError(
+                    "\(slots): already exists (the key slot file of DEST; use --force to \(action))",
+                    code: Exit.cannotCreate)
             }
         }
         let folder = dest.deletingLastPathComponent().path
@@ -113,8 +116,9 @@ final class PrivateOutput {
             buffer.baseAddress.map { fmdb_tool_make_private_directory($0) } ?? -1
         }
         guard slot != -1 else {
-            throw CLIError("cannot create a private directory in \(folder): \(String(cString: strerror(errno)))",
-                           code: Exit.cannotCreate)
+            throw CLIError(
+                "cannot create a private directory in \(folder): \(String(cString: strerror(errno)))",
+                code: Exit.cannotCreate)
         }
         directory = template.withUnsafeBufferPointer { buffer in
             buffer.baseAddress.map { String(cString: $0) } ?? ""
@@ -191,8 +195,9 @@ final class PrivateOutput {
             try commitPair(slotDestination: slotDestination)
         }
         if removedOldSlotFile, !carriesSlotFile {
-            Output.message("fmdb-cipher: note: removed \(slotDestination), the key slot file of the DEST that was replaced: "
-                            + "it does not open the new \(destination), which has no key slots")
+            Output.message(
+                "fmdb-cipher: note: removed \(slotDestination), the key slot file of the DEST that was replaced: "
+                    + "it does not open the new \(destination), which has no key slots")
         }
     }
 
@@ -240,15 +245,17 @@ final class PrivateOutput {
                 if linkedOldSlotFile { steps.append(.removedSlotFile(original: slotDestination, aside: oldSlotFile)) }
                 var placed = stat()
                 if lstat(slotDestination, &placed) == 0 {
-                    steps.append(.placed(path: slotDestination, device: UInt64(placed.st_dev), inode: UInt64(placed.st_ino)))
+                    steps.append(
+                        .placed(path: slotDestination, device: UInt64(placed.st_dev), inode: UInt64(placed.st_ino)))
                 }
                 // The slot file reaches the disk before the database that needs it.
                 try syncDirectories()
             } else if linkedOldSlotFile {
                 guard unlink(slotDestination) == 0 else {
                     let reason = String(cString: strerror(errno))
-                    throw CLIError("cannot remove \(slotDestination), the key slot file of the DEST being replaced: \(reason)",
-                                   code: Exit.ioError)
+                    throw CLIError(
+                        "cannot remove \(slotDestination), the key slot file of the DEST being replaced: \(reason)",
+                        code: Exit.ioError)
                 }
                 steps.append(.removedSlotFile(original: slotDestination, aside: oldSlotFile))
                 try syncDirectories()
@@ -274,8 +281,9 @@ final class PrivateOutput {
             keepsDirectory = true
             discard()
             done = true
-            throw CLIError(error.message + "; could not put back " + notRestored.joined(separator: ", ")
-                            + ": move them back by hand", code: error.code)
+            throw CLIError(
+                error.message + "; could not put back " + notRestored.joined(separator: ", ")
+                    + ": move them back by hand", code: error.code)
         }
         // 4. The old pair goes with the private directory.
         done = true
@@ -294,7 +302,9 @@ final class PrivateOutput {
                 if lstat(path, &now) == 0, UInt64(now.st_dev) == device, UInt64(now.st_ino) == inode { unlink(path) }
             case .movedAside(let original, let aside), .removedSlotFile(let original, let aside):
                 // Back without replacing anything that appeared at the original path meanwhile.
-                if !Self.renameWithoutReplacing(aside, to: original) { notRestored.append("\(aside) (was \(original))") }
+                if !Self.renameWithoutReplacing(aside, to: original) {
+                    notRestored.append("\(aside) (was \(original))")
+                }
             }
         }
         if !steps.isEmpty { syncDirectoriesQuietly() }
@@ -326,7 +336,9 @@ final class PrivateOutput {
     /// journal's 0xd9d505f9; their headers are not encrypted): an empty or zeroed one, as journal_mode
     /// TRUNCATE and PERSIST leave, is not replayed.
     static func refuseJournalFiles(of destination: String) throws {
-        let magic: [String: [[UInt8]]] = ["-wal": [[0x37, 0x7F, 0x06, 0x82], [0x37, 0x7F, 0x06, 0x83]], "-journal": [[0xD9, 0xD5, 0x05, 0xF9]]]
+        let magic: [String: [[UInt8]]] = [
+            "-wal": [[0x37, 0x7F, 0x06, 0x82], [0x37, 0x7F, 0x06, 0x83]], "-journal": [[0xD9, 0xD5, 0x05, 0xF9]],
+        ]
         for suffix in ["-wal", "-journal"] {
             // O_NONBLOCK: opening a FIFO planted there returns at once (and is refused below) instead of
             // waiting for a writer forever; a regular file reads as usual.
@@ -338,17 +350,21 @@ final class PrivateOutput {
             let count = isRegular ? head.withUnsafeMutableBytes { read(fd, $0.baseAddress, 4) } : 0
             close(fd)
             guard isRegular else {
-                throw CLIError("\(destination)\(suffix): is not a regular file (\(InputFiles.specialFileKind(destination + suffix) ?? "not a file")): "
-                    + "SQLite would open it beside the new database; remove it, then run again", code: Exit.cannotCreate)
+                throw CLIError(
+                    "\(destination)\(suffix): is not a regular file (\(InputFiles.specialFileKind(destination + suffix) ?? "not a file")): "
+                        + "SQLite would open it beside the new database; remove it, then run again",
+                    code: Exit.cannotCreate)
             }
             guard count == 4, magic[suffix]?.contains(head) == true else { continue }
             if exists(destination) {
-                throw CLIError("\(destination)\(suffix): exists: DEST is open in another program or was not closed cleanly, "
-                    + "and SQLite would apply that file to the new database; close the program, or open DEST once "
-                    + "with its key so SQLite finishes it, then run again", code: Exit.busy)
+                throw CLIError(
+                    "\(destination)\(suffix): exists: DEST is open in another program or was not closed cleanly, "
+                        + "and SQLite would apply that file to the new database; close the program, or open DEST once "
+                        + "with its key so SQLite finishes it, then run again", code: Exit.busy)
             }
-            throw CLIError("\(destination)\(suffix): exists without \(destination): SQLite would apply it to the new "
-                + "database; remove it if it is not needed, then run again", code: Exit.cannotCreate)
+            throw CLIError(
+                "\(destination)\(suffix): exists without \(destination): SQLite would apply it to the new "
+                    + "database; remove it if it is not needed, then run again", code: Exit.cannotCreate)
         }
     }
 
@@ -363,12 +379,14 @@ final class PrivateOutput {
         for folder in [URL(fileURLWithPath: destination).deletingLastPathComponent().path, directory] {
             let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard fd >= 0 else {
-                throw CLIError("cannot open \(folder) to sync it: \(String(cString: strerror(errno)))", code: Exit.ioError)
+                throw CLIError(
+                    "cannot open \(folder) to sync it: \(String(cString: strerror(errno)))", code: Exit.ioError)
             }
             defer { close(fd) }
             guard fsync(fd) == 0 else {
-                throw CLIError("cannot sync the directory \(folder): \(String(cString: strerror(errno))); the new database "
-                               + "is not in place", code: Exit.ioError)
+                throw CLIError(
+                    "cannot sync the directory \(folder): \(String(cString: strerror(errno))); the new database "
+                        + "is not in place", code: Exit.ioError)
             }
         }
     }
@@ -401,14 +419,16 @@ final class PrivateOutput {
             }
             failure = errno
             if failure == EPERM || failure == EOPNOTSUPP {
-                throw CLIError("\(target): this file system can neither rename without replacing nor link, so the "
-                                + "tool cannot be sure not to replace a file created meanwhile; use --force",
-                               code: Exit.cannotCreate)
+                throw CLIError(
+                    "\(target): this file system can neither rename without replacing nor link, so the "
+                        + "tool cannot be sure not to replace a file created meanwhile; use --force",
+                    code: Exit.cannotCreate)
             }
         }
         if failure == EEXIST {
-            throw CLIError("\(target): appeared while the new \(what) was being written, and was not replaced "
-                            + "(use --force to replace it)", code: Exit.cannotCreate)
+            throw CLIError(
+                "\(target): appeared while the new \(what) was being written, and was not replaced "
+                    + "(use --force to replace it)", code: Exit.cannotCreate)
         }
         let reason = String(cString: strerror(failure))
         throw CLIError("cannot move the new \(what) into place at \(target): \(reason)", code: Exit.ioError)
@@ -426,11 +446,13 @@ final class PrivateOutput {
         for entry in entries where entry.hasPrefix(prefix) {
             let rest = entry.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0,
-                  kill(pid, 0) == -1, errno == ESRCH else { continue }
+                kill(pid, 0) == -1, errno == ESRCH
+            else { continue }
             let directory = folder + "/" + entry
             var status = stat()
             guard lstat(directory, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR, status.st_uid == getuid(),
-                  lstat(directory + "/old.db", &status) != 0 else { continue }
+                lstat(directory + "/old.db", &status) != 0
+            else { continue }
             for file in ["new.db", "new.db-journal", "new.db-wal", "new.db-shm", "new.db-keyslots"] {
                 unlink(directory + "/" + file)
             }
@@ -460,7 +482,8 @@ final class PrivateOutput {
     static func createEmptyDatabase(at path: String) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            let reason = errno == EEXIST
+            let reason =
+                errno == EEXIST
                 ? "something is already there (a symbolic link?)"
                 : String(cString: strerror(errno))
             throw CLIError("cannot create the database \(path): \(reason)", code: Exit.cannotCreate)

@@ -18,8 +18,9 @@ enum ProcessHardening {
     /// tool was started ignoring (nohup) stays ignored. Called in `main`, before any file is made.
     static func installCleanupHandlers() {
         if fmdb_tool_install_cleanup_handlers() != 0 {
-            Output.message("fmdb-cipher: warning: could not install the signal handlers that remove partial output: "
-                            + String(cString: strerror(errno)))
+            Output.message(
+                "fmdb-cipher: warning: could not install the signal handlers that remove partial output: "
+                    + String(cString: strerror(errno)))
         }
     }
 

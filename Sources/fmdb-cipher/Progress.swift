@@ -23,8 +23,9 @@ final class ProgressReporter: @unchecked Sendable {
                 if let fraction = measure() {
                     let clamped = min(max(fraction, 0), 1)
                     let filled = Int(clamped * 30)
-                    line = String(format: "\r%@ [%@%@] %3d%%", label, String(repeating: "#", count: filled),
-                                  String(repeating: " ", count: 30 - filled), Int(clamped * 100))
+                    line = String(
+                        format: "\r%@ [%@%@] %3d%%", label, String(repeating: "#", count: filled),
+                        String(repeating: " ", count: 30 - filled), Int(clamped * 100))
                 } else {
                     line = String(format: "\r%@ … %.1fs", label, Date().timeIntervalSince(began))
                 }

@@ -32,22 +32,35 @@ struct Rekey: ParsableCommand {
     @Argument(help: "The encrypted database.") var database: String
     @OptionGroup var key: KeyOptions
     @OptionGroup var newKey: NewKeyOptions
-    @Option(help: ArgumentHelp("First write a verified encrypted copy (old key) here; with --data-key also PATH-keyslots (the old slots).", valueName: "PATH"))
+    @Option(
+        help: ArgumentHelp(
+            "First write a verified encrypted copy (old key) here; with --data-key also PATH-keyslots (the old slots).",
+            valueName: "PATH"))
     var backup: String?
-    @Option(name: .customLong("busy-timeout"), help: ArgumentHelp("Seconds to wait for other connections' locks.", valueName: "SECONDS"))
+    @Option(
+        name: .customLong("busy-timeout"),
+        help: ArgumentHelp("Seconds to wait for other connections' locks.", valueName: "SECONDS"))
     var busyTimeout: Double = 5
-    @Flag(help: "Replace the --backup file and PATH-keyslots if they exist (without --data-key, PATH-keyslots is removed).")
+    @Flag(
+        help:
+            "Replace the --backup file and PATH-keyslots if they exist (without --data-key, PATH-keyslots is removed).")
     var force = false
     @Flag(help: "No progress output.") var quiet = false
-    @Flag(name: .customLong("data-key"), help: "Slotted database (keys): rotate the random data key; every slot is re-wrapped.")
+    @Flag(
+        name: .customLong("data-key"),
+        help: "Slotted database (keys): rotate the random data key; every slot is re-wrapped.")
     var dataKey = false
-    @Option(name: .customLong("slot-key-file"), help: ArgumentHelp("With --data-key: a file with the key of another slot to keep (repeat).", valueName: "PATH"))
+    @Option(
+        name: .customLong("slot-key-file"),
+        help: ArgumentHelp("With --data-key: a file with the key of another slot to keep (repeat).", valueName: "PATH"))
     var slotKeyFiles: [String] = []
     @Flag(name: .customLong("drop-other-slots"), help: "With --data-key: remove the slots no given key opens.")
     var dropOtherSlots = false
 
     func validate() throws {
-        guard busyTimeout >= 0, busyTimeout.isFinite else { throw ValidationError("--busy-timeout must be 0 or more seconds") }
+        guard busyTimeout >= 0, busyTimeout.isFinite else {
+            throw ValidationError("--busy-timeout must be 0 or more seconds")
+        }
         if dataKey, newKey.source != nil {
             throw ValidationError("--data-key makes a random new key: no --new-key-*")
         }
@@ -59,8 +72,9 @@ struct Rekey: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             if dataKey {
-                try DataKeyRotation.run(database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots,
-                                        backup: backup, force: force, quiet: quiet)
+                try DataKeyRotation.run(
+                    database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots,
+                    backup: backup, force: force, quiet: quiet)
                 return
             }
             if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
@@ -70,7 +84,9 @@ struct Rekey: ParsableCommand {
             }
             let kind = try DatabaseFiles.requireInput(database)
             switch kind {
-            case .plaintext: throw CLIError("\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)
+            case .plaintext:
+                throw CLIError(
+                    "\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)
             case .empty, .truncated: throw CLIError("\(database): is not a database", code: Exit.wrongKey)
             default: break
             }
@@ -106,9 +122,12 @@ struct Rekey: ParsableCommand {
                 )
             } catch {
                 // SQLITE_CORRUPT is the one throw after which the old key does not open the file either.
-                let neitherKey = (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
-                progress.finish(neitherKey ? "rekey: failed; neither key opens the database"
-                                           : "rekey: failed; the database still uses the old key")
+                let neitherKey =
+                    (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
+                progress.finish(
+                    neitherKey
+                        ? "rekey: failed; neither key opens the database"
+                        : "rekey: failed; the database still uses the old key")
                 throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: done")

@@ -27,16 +27,21 @@ struct SQL: ParsableCommand {
     @Flag(help: "Print JSON lines (one row object per line).") var jsonl = false
 
     func validate() throws {
-        if [csv, json, jsonl].filter({ $0 }).count > 1 { throw ValidationError("choose one of --csv, --json and --jsonl") }
+        if [csv, json, jsonl].filter({ $0 }).count > 1 {
+            throw ValidationError("choose one of --csv, --json and --jsonl")
+        }
     }
 
     func run() throws {
         try runReportingErrors {
             try InputFiles.requireRegularFile(database)
             let kind = FileKind(path: database)
-            if kind == .directory { throw CLIError("\(database): is a directory, not a database file", code: Exit.noInput) }
+            if kind == .directory {
+                throw CLIError("\(database): is a directory, not a database file", code: Exit.noInput)
+            }
             let reader = KeyReader()
-            let provider: (any KeyProvider)? = kind == .plaintext && key.source == nil
+            let provider: (any KeyProvider)? =
+                kind == .plaintext && key.source == nil
                 ? nil
                 : try key.kdf.provider(reader.read(key.source, what: "key for \(database)"))
             let script: String
@@ -47,7 +52,8 @@ struct SQL: ParsableCommand {
                 do {
                     script = String(decoding: try FileHandle.standardInput.readToEnd() ?? Data(), as: UTF8.self)
                 } catch {
-                    let reason = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)
+                    let reason =
+                        ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)
                         .map { String(cString: strerror(Int32($0.code))) } ?? (error as NSError).localizedDescription
                     throw CLIError("cannot read the SQL from standard input: \(reason)", code: Exit.ioError)
                 }
@@ -86,7 +92,8 @@ struct SQL: ParsableCommand {
                 let cli = CLIError.fromOpened(error, context: "SQL error", keyed: provider != nil, db: db)
                 // A statement the library's key guard refused (SQLITE_AUTH) is an SQL error, not a missing input.
                 let ns = error as NSError
-                throw ns.domain == "FMDatabase" && ns.code == Int(SQLITE_AUTH) ? CLIError(cli.message, code: Exit.failure) : cli
+                throw ns.domain == "FMDatabase" && ns.code == Int(SQLITE_AUTH)
+                    ? CLIError(cli.message, code: Exit.failure) : cli
             }
             try writer.finish()
         }

@@ -72,7 +72,9 @@ case "kdf-costs":
     do {
         for (name, make) in providers {
             let ms = try median(5) { _ = try make().key(for: request) }
-            say(name.padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per derivation (once per salt)", ms))
+            say(
+                name.padding(toLength: 62, withPad: " ", startingAt: 0)
+                    + String(format: "%8.1f ms per derivation (once per salt)", ms))
         }
         let path = folder.appendingPathComponent("open.db").path
         let seed = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("p"))
@@ -84,7 +86,9 @@ case "kdf-costs":
             try db.setKey(using: PassphraseKeyProvider("p"))
             db.close()
         }
-        say("open + key + verify, PassphraseKeyProvider (SQLCipher KDF)".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", passphraseOpen))
+        say(
+            "open + key + verify, PassphraseKeyProvider (SQLCipher KDF)".padding(
+                toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", passphraseOpen))
         let cached = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p")
         let cachedOpen = try median(5) {
             let db = FMDatabase(path: path)
@@ -92,9 +96,13 @@ case "kdf-costs":
             try db.setKey(using: cached)
             db.close()
         }
-        say("open + key + verify, reused sqlcipherCompatible provider".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", cachedOpen))
+        say(
+            "open + key + verify, reused sqlcipherCompatible provider".padding(
+                toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per connection", cachedOpen))
         // Key slots: opening through a slot (one unwrap), and a passphrase change (unwrap + new slot + write).
-        for (name, kdf) in [("scrypt N=2^15 r=8 p=1", KeySlotKDF.scrypt()), ("PBKDF2-HMAC-SHA512 x 256,000", KeySlotKDF.pbkdf2SHA512())] {
+        for (name, kdf) in [
+            ("scrypt N=2^15 r=8 p=1", KeySlotKDF.scrypt()), ("PBKDF2-HMAC-SHA512 x 256,000", KeySlotKDF.pbkdf2SHA512()),
+        ] {
             let slotted = folder.appendingPathComponent("slots-\(UUID().uuidString).db").path
             try KeySlots.createDatabase(at: slotted, secret: .passphrase("p0"), kdf: kdf)
             let slotOpen = try median(5) {
@@ -103,13 +111,18 @@ case "kdf-costs":
                 try db.setKey(using: KeySlotKeyProvider(secret: .passphrase("p0")))
                 db.close()
             }
-            say("open via a key slot, \(name)".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms (fresh provider)", slotOpen))
+            say(
+                "open via a key slot, \(name)".padding(toLength: 62, withPad: " ", startingAt: 0)
+                    + String(format: "%8.1f ms (fresh provider)", slotOpen))
             var round = 0
             let change = try median(5) {
-                try KeySlots.changeSlot(of: slotted, from: .passphrase("p\(round)"), to: .passphrase("p\(round + 1)"), kdf: kdf)
+                try KeySlots.changeSlot(
+                    of: slotted, from: .passphrase("p\(round)"), to: .passphrase("p\(round + 1)"), kdf: kdf)
                 round += 1
             }
-            say("KeySlots.changeSlot, \(name)".padding(toLength: 62, withPad: " ", startingAt: 0) + String(format: "%8.1f ms per change", change))
+            say(
+                "KeySlots.changeSlot, \(name)".padding(toLength: 62, withPad: " ", startingAt: 0)
+                    + String(format: "%8.1f ms per change", change))
         }
     } catch {
         FileHandle.standardError.write(Data("kdf-costs failed: \(error)\n".utf8))
@@ -134,7 +147,8 @@ case "writer":
     while true {
         n += 1
         guard db.beginImmediateTransaction() else { continue }
-        db.executeUpdate("INSERT INTO acks (n, payload, note) VALUES (?, randomblob(?), ?)", n, 200 + n % 3000, "transaction \(n)")
+        db.executeUpdate(
+            "INSERT INTO acks (n, payload, note) VALUES (?, randomblob(?), ?)", n, 200 + n % 3000, "transaction \(n)")
         if n % 7 == 0 { db.executeUpdate("UPDATE acks SET note = note || '+' WHERE n = ?", n / 2) }
         if n % 50 == 0 { db.executeUpdate("DELETE FROM acks WHERE n = ?", n - 25) }
         guard db.commit() else { db.rollback(); continue }
@@ -149,8 +163,9 @@ case "slot-changer":
     var n = start
     while true {
         do {
-            try KeySlots.changeSlot(of: path, from: .passphrase("p\(n)"), to: .passphrase("p\(n + 1)"),
-                                    kdf: .unsafePBKDF2SHA512(iterations: 1_000))
+            try KeySlots.changeSlot(
+                of: path, from: .passphrase("p\(n)"), to: .passphrase("p\(n + 1)"),
+                kdf: .unsafePBKDF2SHA512(iterations: 1_000))
         } catch {
             FileHandle.standardError.write(Data("slot-changer: \(error)\n".utf8))
             exit(5)

@@ -18,8 +18,10 @@ final class AttachExistingTests: XCTestCase {
     }
 
     /// An encrypted file at `name` holding table `other` with `rows` rows, written with `provider` and `settings`.
-    func makeEncryptedFile(_ name: String, provider: any KeyProvider, settings: CipherSettings = CipherSettings(),
-                           rows: Int = 3) throws -> String {
+    func makeEncryptedFile(
+        _ name: String, provider: any KeyProvider, settings: CipherSettings = CipherSettings(),
+        rows: Int = 3
+    ) throws -> String {
         let path = directory.path(name)
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
@@ -31,7 +33,9 @@ final class AttachExistingTests: XCTestCase {
     }
 
     func defaults(_ db: FMDatabase) -> [String?] {
-        ["cipher_default_kdf_iter", "cipher_default_page_size", "cipher_default_use_hmac"].map { db.string(forQuery: "PRAGMA \($0)") }
+        ["cipher_default_kdf_iter", "cipher_default_page_size", "cipher_default_use_hmac"].map {
+            db.string(forQuery: "PRAGMA \($0)")
+        }
     }
 
     func schemas(_ db: FMDatabase) -> [String] {
@@ -53,7 +57,9 @@ final class AttachExistingTests: XCTestCase {
 
         try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("other passphrase"))
         XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM o.other"), 3)
-        XCTAssertEqual(db.string(forQuery: "SELECT t.w || '/' || o.other.v FROM t JOIN o.other ON o.other.id = t.id"), "main 1/other 0")
+        XCTAssertEqual(
+            db.string(forQuery: "SELECT t.w || '/' || o.other.v FROM t JOIN o.other ON o.other.id = t.id"),
+            "main 1/other 0")
         XCTAssertTrue(db.executeUpdate("INSERT INTO o.other (v) VALUES ('written through the attachment')"))
         try db.detachDatabase(schema: "o")
 
@@ -71,9 +77,11 @@ final class AttachExistingTests: XCTestCase {
         let db = FMDatabase(path: directory.path("plain.db"))
         XCTAssertTrue(db.open())
         defer { db.close() }
-        try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: RawKeyProvider(key: Data(repeating: 7, count: 32)))
+        try db.attachDatabase(
+            atPath: otherPath, schema: "o", keyProvider: RawKeyProvider(key: Data(repeating: 7, count: 32)))
         XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM o.other"), 3)
-        XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2", "temporary data of the encrypted schema stays in memory")
+        XCTAssertEqual(
+            db.string(forQuery: "PRAGMA temp_store"), "2", "temporary data of the encrypted schema stays in memory")
     }
 
     func testAWrongKeyIsNotADatabaseAndLeavesNothingAttached() throws {
@@ -84,7 +92,9 @@ final class AttachExistingTests: XCTestCase {
         XCTAssertTrue(db.open())
         defer { db.close() }
         let defaultsBefore = defaults(db)
-        XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("wrong"))) {
+        XCTAssertThrowsError(
+            try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("wrong"))
+        ) {
             XCTAssertEqual(($0 as NSError).domain, FMDatabaseError.domain)
             XCTAssertEqual(($0 as NSError).code, Int(SQLITE_NOTADB))
         }
@@ -107,37 +117,50 @@ final class AttachExistingTests: XCTestCase {
         // The right key with the file's settings: SQLITE_FORMAT, saying what the file needs. Without them
         // the file reads as no database at all (as setKey(using:) without them).
         for (attempt, code) in [(settings, SQLITE_FORMAT), (CipherSettings(), SQLITE_NOTADB)] {
-            XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"),
-                                                       settings: attempt)) {
+            XCTAssertThrowsError(
+                try db.attachDatabase(
+                    atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"),
+                    settings: attempt)
+            ) {
                 XCTAssertEqual(($0 as NSError).code, Int(code))
                 if code == SQLITE_FORMAT {
-                    XCTAssertTrue(($0 as NSError).localizedDescription.contains("cipher_page_size 8192, kdf_iter 70000"))
+                    XCTAssertTrue(
+                        ($0 as NSError).localizedDescription.contains("cipher_page_size 8192, kdf_iter 70000"))
                 }
             }
             XCTAssertEqual(schemas(db), ["main"])
             XCTAssertEqual(defaults(db), defaultsBefore, "SQLCipher's process-wide defaults are never changed")
         }
         // A wrong key to the same file is still "not a database".
-        XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("q"),
-                                                   settings: settings)) {
+        XCTAssertThrowsError(
+            try db.attachDatabase(
+                atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("q"),
+                settings: settings)
+        ) {
             XCTAssertEqual(($0 as NSError).code, Int(SQLITE_NOTADB))
         }
         // Explicit settings that equal the defaults attach as no settings do.
         let plainPath = try makeEncryptedFile("default.db", provider: PassphraseKeyProvider("d"))
         let linked = CipherFormat.linkedDefault
-        try db.attachDatabase(atPath: plainPath, schema: "d", keyProvider: PassphraseKeyProvider("d"),
-                              settings: CipherSettings(pageSize: linked == .v4 ? 4096 : 1024, kdfIterations: linked.kdfIterations, format: linked))
+        try db.attachDatabase(
+            atPath: plainPath, schema: "d", keyProvider: PassphraseKeyProvider("d"),
+            settings: CipherSettings(
+                pageSize: linked == .v4 ? 4096 : 1024, kdfIterations: linked.kdfIterations, format: linked))
         XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM d.other"), 3)
     }
 
     func testAFileInTheOlderFormatIsRefusedWithFormat() throws {
-        try XCTSkipUnless(SQLCipherRuntime.majorVersion >= 4, "SQLCipher 3.4.1 writes format 3 by default: nothing older to find")
-        let otherPath = try makeEncryptedFile("v3.db", provider: PassphraseKeyProvider("p"), settings: CipherSettings(format: .v3))
+        try XCTSkipUnless(
+            SQLCipherRuntime.majorVersion >= 4, "SQLCipher 3.4.1 writes format 3 by default: nothing older to find")
+        let otherPath = try makeEncryptedFile(
+            "v3.db", provider: PassphraseKeyProvider("p"), settings: CipherSettings(format: .v3))
         let db = FMDatabase(path: directory.path("main.db"))
         db.logsErrors = false
         XCTAssertTrue(db.open())
         defer { db.close() }
-        XCTAssertThrowsError(try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"))) {
+        XCTAssertThrowsError(
+            try db.attachDatabase(atPath: otherPath, schema: "o", keyProvider: PassphraseKeyProvider("p"))
+        ) {
             XCTAssertEqual(($0 as NSError).code, Int(SQLITE_FORMAT))
             XCTAssertTrue(($0 as NSError).localizedDescription.contains("format 3"))
         }

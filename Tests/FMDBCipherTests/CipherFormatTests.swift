@@ -23,7 +23,9 @@ final class CipherFormatTests: XCTestCase {
     /// The format just below the linked default: v3 on 4.x, v2 on 3.x.
     var olderFormat: CipherFormat { CipherFormat(rawValue: CipherFormat.linkedDefault.rawValue - 1) ?? .v1 }
 
-    func makeDatabase(_ name: String, provider: any KeyProvider, settings: CipherSettings = CipherSettings()) throws -> String {
+    func makeDatabase(_ name: String, provider: any KeyProvider, settings: CipherSettings = CipherSettings()) throws
+        -> String
+    {
         let path = directory.path(name)
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
@@ -35,7 +37,9 @@ final class CipherFormatTests: XCTestCase {
     }
 
     /// Opens `path` with `provider` and no settings; returns the format and the row, or throws.
-    func open(_ path: String, _ provider: any KeyProvider, settings: CipherSettings = CipherSettings()) throws -> (CipherFormat?, String?) {
+    func open(_ path: String, _ provider: any KeyProvider, settings: CipherSettings = CipherSettings()) throws -> (
+        CipherFormat?, String?
+    ) {
         let db = FMDatabase(path: path)
         db.logsErrors = false
         XCTAssertTrue(db.open())
@@ -45,7 +49,9 @@ final class CipherFormatTests: XCTestCase {
     }
 
     func shell(_ variable: String) throws -> String {
-        guard let path = ProcessInfo.processInfo.environment[variable], FileManager.default.isExecutableFile(atPath: path) else {
+        guard let path = ProcessInfo.processInfo.environment[variable],
+            FileManager.default.isExecutableFile(atPath: path)
+        else {
             throw XCTSkip("\(variable) is not set to a sqlcipher shell (Scripts/test sets it)")
         }
         return path
@@ -66,10 +72,13 @@ final class CipherFormatTests: XCTestCase {
 
     func testOlderFormatsOpenWithTheSameProviderAndNoSettings() throws {
         for format in CipherFormat.allCases where format.isSupportedByLinkedSQLCipher {
-            for (label, provider) in [("passphrase", PassphraseKeyProvider("old secret") as any KeyProvider),
-                                      ("compatible", PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "old secret")),
-                                      ("raw", try RawKeyProvider(key: Data(repeating: 7, count: 32)))] {
-                let path = try makeDatabase("\(label)-\(format.rawValue).db", provider: provider, settings: CipherSettings(format: format))
+            for (label, provider) in [
+                ("passphrase", PassphraseKeyProvider("old secret") as any KeyProvider),
+                ("compatible", PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "old secret")),
+                ("raw", try RawKeyProvider(key: Data(repeating: 7, count: 32))),
+            ] {
+                let path = try makeDatabase(
+                    "\(label)-\(format.rawValue).db", provider: provider, settings: CipherSettings(format: format))
                 let (found, row) = try open(path, provider)
                 // On a raw key SQLCipher 2 and 3 files are the same bytes: either answer is right.
                 if label == "raw", format == .v2 {
@@ -84,7 +93,8 @@ final class CipherFormatTests: XCTestCase {
 
     func testAnExplicitFormatIsUsedAsGivenAndAWrongKeyIsStillCode26() throws {
         let path = try makeDatabase("default.db", provider: PassphraseKeyProvider("p"))
-        XCTAssertThrowsError(try open(path, PassphraseKeyProvider("p"), settings: CipherSettings(format: olderFormat))) { error in
+        XCTAssertThrowsError(try open(path, PassphraseKeyProvider("p"), settings: CipherSettings(format: olderFormat)))
+        { error in
             XCTAssertEqual(nsError(error).code, Int(SQLITE_NOTADB))
         }
         XCTAssertThrowsError(try open(path, PassphraseKeyProvider("wrong"))) { error in
@@ -111,9 +121,11 @@ final class CipherFormatTests: XCTestCase {
         }
         XCTAssertGreaterThan(pool.countOfOpenDatabases, 1)
         pool.releaseAllDatabases()
-        XCTAssertEqual(provider.derivationCount, 1, "a file in the linked default format: one derivation for the whole pool")
+        XCTAssertEqual(
+            provider.derivationCount, 1, "a file in the linked default format: one derivation for the whole pool")
 
-        let older = try makeDatabase("older.db", provider: PassphraseKeyProvider("p"), settings: CipherSettings(format: olderFormat))
+        let older = try makeDatabase(
+            "older.db", provider: PassphraseKeyProvider("p"), settings: CipherSettings(format: olderFormat))
         let olderProvider = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p")
         let olderPool = try FMDatabasePool(path: older, keyProvider: olderProvider)
         let expected = olderFormat
@@ -125,7 +137,9 @@ final class CipherFormatTests: XCTestCase {
         }
         XCTAssertGreaterThan(olderPool.countOfOpenDatabases, 1)
         olderPool.releaseAllDatabases()
-        XCTAssertEqual(olderProvider.derivationCount, 2, "the default format tried once, then the older one, remembered for every other connection")
+        XCTAssertEqual(
+            olderProvider.derivationCount, 2,
+            "the default format tried once, then the older one, remembered for every other connection")
         XCTAssertEqual(CipherFormatHints.format(forSalt: try salt(older)), olderFormat)
     }
 
@@ -142,7 +156,9 @@ final class CipherFormatTests: XCTestCase {
         let shell = try shell("FMDB_SQLCIPHER4_SHELL")
         let path = directory.path(name)
         let source = directory.path("source-" + name)
-        let result = try runSQLCipherShell(shell, source, """
+        let result = try runSQLCipherShell(
+            shell, source,
+            """
             PRAGMA key = \(key);
             PRAGMA journal_mode = WAL;
             PRAGMA wal_autocheckpoint = 0;
@@ -170,7 +186,8 @@ final class CipherFormatTests: XCTestCase {
             XCTAssertTrue(db.executeUpdate("insert into notes (body) values ('written on Linux')"))
             XCTAssertTrue(db.rekey("rotated on Linux"))
             db.close()
-            let (format, _) = try open(path, PassphraseKeyProvider("rotated on Linux"), settings: CipherSettings(format: .v4))
+            let (format, _) = try open(
+                path, PassphraseKeyProvider("rotated on Linux"), settings: CipherSettings(format: .v4))
             XCTAssertEqual(format, .v4)
         } else {
             XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("app passphrase"))) { error in
@@ -181,8 +198,12 @@ final class CipherFormatTests: XCTestCase {
             XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("not the key"))) { error in
                 XCTAssertEqual(nsError(error).code, Int(SQLITE_NOTADB), "a wrong key is still a wrong key")
             }
-            XCTAssertThrowsError(try db.setKey(using: PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "app passphrase"))) { error in
-                XCTAssertEqual(nsError(error).code, Int(SQLITE_FORMAT), "the compatible provider derives SQLCipher 4's key for the check")
+            XCTAssertThrowsError(
+                try db.setKey(using: PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "app passphrase"))
+            ) { error in
+                XCTAssertEqual(
+                    nsError(error).code, Int(SQLITE_FORMAT),
+                    "the compatible provider derives SQLCipher 4's key for the check")
             }
         }
     }
@@ -194,10 +215,13 @@ final class CipherFormatTests: XCTestCase {
         let path = try makeSQLCipher4File("v4.db")
         let fileSalt = try salt(path)
         let right = PassphraseKeyProvider("app passphrase")
-        func check(_ provider: any KeyProvider, _ path: String,
-                   settings: CipherSettings = CipherSettings()) throws -> FMDatabaseError? {
-            CipherFormat.unreadableSQLCipher4Error(atPath: path, salt: try salt(path), provider: provider,
-                                                   settings: settings, action: "attach")
+        func check(
+            _ provider: any KeyProvider, _ path: String,
+            settings: CipherSettings = CipherSettings()
+        ) throws -> FMDatabaseError? {
+            CipherFormat.unreadableSQLCipher4Error(
+                atPath: path, salt: try salt(path), provider: provider,
+                settings: settings, action: "attach")
         }
         if CipherFormat.v4.isSupportedByLinkedSQLCipher {
             XCTAssertNil(try check(right, path))
@@ -248,11 +272,20 @@ final class CipherFormatTests: XCTestCase {
         let fileSalt = try salt(path)
         let raw = try RawKeyProvider(key: key)
         // The page-1 check against the bytes SQLCipher 4 wrote: right and wrong keys.
-        XCTAssertTrue(SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: fileSalt) { try raw.key(for: KeyRequest(databasePath: path, salt: fileSalt)) })
-        XCTAssertFalse(SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: fileSalt) { try .raw(Data(repeating: 1, count: 32)) })
-        XCTAssertTrue(SQLCipher4Verifier.isSQLCipher4File(atPath: try makeSQLCipher4File("pass.db"), salt: try salt(directory.path("pass.db"))) {
-            .passphrase("app passphrase")
-        })
+        XCTAssertTrue(
+            SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: fileSalt) {
+                try raw.key(for: KeyRequest(databasePath: path, salt: fileSalt))
+            })
+        XCTAssertFalse(
+            SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: fileSalt) {
+                try .raw(Data(repeating: 1, count: 32))
+            })
+        XCTAssertTrue(
+            SQLCipher4Verifier.isSQLCipher4File(
+                atPath: try makeSQLCipher4File("pass.db"), salt: try salt(directory.path("pass.db"))
+            ) {
+                .passphrase("app passphrase")
+            })
 
         let expectedCode = CipherFormat.v4.isSupportedByLinkedSQLCipher ? nil : Int(SQLITE_FORMAT)
         if let expectedCode {
@@ -277,7 +310,9 @@ final class CipherFormatTests: XCTestCase {
     func testSQLCipher3ShellFileWithCustomSettingsOpensWithExplicitSettings() throws {
         let shell = try shell("FMDB_SQLCIPHER3_SHELL")
         let path = directory.path("custom3.db")
-        let made = try runSQLCipherShell(shell, path, """
+        let made = try runSQLCipherShell(
+            shell, path,
+            """
             PRAGMA key = 'custom';
             PRAGMA cipher_page_size = 4096;
             PRAGMA kdf_iter = 100000;
@@ -291,12 +326,18 @@ final class CipherFormatTests: XCTestCase {
         XCTAssertEqual(row, "custom v3")
         // A wrong kdf_iter is a wrong key: code 26, the file unchanged.
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
-        XCTAssertThrowsError(try open(path, PassphraseKeyProvider("custom"), settings: CipherSettings(pageSize: 4096, kdfIterations: 64_000, format: .v3))) {
+        XCTAssertThrowsError(
+            try open(
+                path, PassphraseKeyProvider("custom"),
+                settings: CipherSettings(pageSize: 4096, kdfIterations: 64_000, format: .v3))
+        ) {
             XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB))
         }
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
         // Without settings the format search cannot guess custom settings: a clear code 26 too.
-        XCTAssertThrowsError(try open(path, PassphraseKeyProvider("custom"))) { XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB)) }
+        XCTAssertThrowsError(try open(path, PassphraseKeyProvider("custom"))) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB))
+        }
     }
 
     /// The interop matrix's remaining cells: a file this library writes by default, in the other line's shell.
@@ -313,7 +354,8 @@ final class CipherFormatTests: XCTestCase {
             let shell4 = try shell("FMDB_SQLCIPHER4_SHELL")
             let plain = try runSQLCipherShell(shell4, ours, select)
             XCTAssertTrue(plain.stderr.contains("not a database"), plain.stderr)
-            let compat = try runSQLCipherShell(shell4, ours, "PRAGMA key = 'cross';\nPRAGMA cipher_compatibility = 3;\nSELECT a FROM t;\n")
+            let compat = try runSQLCipherShell(
+                shell4, ours, "PRAGMA key = 'cross';\nPRAGMA cipher_compatibility = 3;\nSELECT a FROM t;\n")
             XCTAssertEqual(compat.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "in default", compat.stderr)
         }
     }
@@ -321,15 +363,20 @@ final class CipherFormatTests: XCTestCase {
     func testSQLCipher3ShellFileOpensHereAndOurV3FileOpensInIt() throws {
         let shell = try shell("FMDB_SQLCIPHER3_SHELL")
         let path = directory.path("shell3.db")
-        let made = try runSQLCipherShell(shell, path, "PRAGMA key = 'three';\nCREATE TABLE t (a);\nINSERT INTO t VALUES ('from 3.4.1');\n")
+        let made = try runSQLCipherShell(
+            shell, path, "PRAGMA key = 'three';\nCREATE TABLE t (a);\nINSERT INTO t VALUES ('from 3.4.1');\n")
         XCTAssertEqual(made.status, 0, made.stderr)
-        for provider in [PassphraseKeyProvider("three") as any KeyProvider, PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "three")] {
+        for provider in [
+            PassphraseKeyProvider("three") as any KeyProvider,
+            PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "three"),
+        ] {
             let (format, row) = try open(path, provider)
             XCTAssertEqual(format, .v3)
             XCTAssertEqual(row, "from 3.4.1")
         }
-        let ours = try makeDatabase("ours3.db", provider: PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "three", format: .v3),
-                                    settings: CipherSettings(format: .v3))
+        let ours = try makeDatabase(
+            "ours3.db", provider: PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "three", format: .v3),
+            settings: CipherSettings(format: .v3))
         let read = try runSQLCipherShell(shell, ours, "PRAGMA key = 'three';\nSELECT a FROM t;\n")
         XCTAssertEqual(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "in SQLCipher 3", read.stderr)
     }

@@ -44,7 +44,9 @@ final class CryptoProviderTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("create table t (id integer primary key, v text, b blob)"))
         XCTAssertTrue(db.beginTransaction())
         for i in 0..<rows {
-            XCTAssertTrue(db.executeUpdate("insert into t values (?, ?, ?)", i, "row \(i)", Data(repeating: UInt8(i % 251), count: 200)))
+            XCTAssertTrue(
+                db.executeUpdate(
+                    "insert into t values (?, ?, ?)", i, "row \(i)", Data(repeating: UInt8(i % 251), count: 200)))
         }
         XCTAssertTrue(db.commit())
         XCTAssertTrue(db.close())
@@ -63,7 +65,8 @@ final class CryptoProviderTests: XCTestCase {
         XCTAssertEqual(db.cipherFipsStatus, "0")
         // What PRAGMAs answer through the provider's sizes and names equals what SQLCipher's own says
         // (the shell) for the same file.
-        let pragmas = ["cipher_page_size", "kdf_iter", "cipher_use_hmac"]
+        let pragmas =
+            ["cipher_page_size", "kdf_iter", "cipher_use_hmac"]
             + (SQLCipherRuntime.version == "3.4.1" ? ["cipher"] : ["cipher_hmac_algorithm", "cipher_kdf_algorithm"])
         var ourAnswers: [String] = []
         for pragma in pragmas { ourAnswers.append(db.string(forQuery: "PRAGMA \(pragma)") ?? "nil") }
@@ -80,7 +83,9 @@ final class CryptoProviderTests: XCTestCase {
         // Ours writes (SQLCipher's passphrase KDF through our kdf, then every page through our cipher and
         // HMAC); SQLCipher's provider in the shell reads every page.
         let path = try makeDatabase("ours.db", key: "written here")
-        var result = try runSQLCipherShell(shell, path, """
+        var result = try runSQLCipherShell(
+            shell, path,
+            """
             PRAGMA key = 'written here';
             PRAGMA integrity_check;
             SELECT count(*), sum(length(b)), max(v) FROM t;
@@ -88,7 +93,9 @@ final class CryptoProviderTests: XCTestCase {
         XCTAssertEqual(result.stdout, "ok\n2000|400000|row 999\n", result.stderr)
 
         // SQLCipher's provider writes more pages and rekeys; ours reads every page and rekeys back.
-        result = try runSQLCipherShell(shell, path, """
+        result = try runSQLCipherShell(
+            shell, path,
+            """
             PRAGMA key = 'written here';
             INSERT INTO t SELECT id + 2000, 'shell ' || id, randomblob(300) FROM t;
             PRAGMA rekey = 'rekeyed by the shell';
@@ -103,7 +110,9 @@ final class CryptoProviderTests: XCTestCase {
         XCTAssertTrue(db.rekey("rekeyed here"))
         XCTAssertTrue(db.close())
 
-        result = try runSQLCipherShell(shell, path, """
+        result = try runSQLCipherShell(
+            shell, path,
+            """
             PRAGMA key = 'rekeyed here';
             PRAGMA integrity_check;
             SELECT count(*) FROM t;
@@ -115,17 +124,20 @@ final class CryptoProviderTests: XCTestCase {
         try requireOurProvider()
         let hex = String(repeating: "5a17", count: 16)
         let path = directory.path("raw.db")
-        let created = try runSQLCipherShell(try shell(), path, """
+        let created = try runSQLCipherShell(
+            try shell(), path,
+            """
             PRAGMA key = "x'\(hex)'";
             CREATE TABLE t (a, b);
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500)
             INSERT INTO t SELECT i, hex(randomblob(100)) FROM n;
             """)
         XCTAssertEqual(created.status, 0, created.stderr)
-        let keyBytes = Data(stride(from: 0, to: hex.count, by: 2).map { offset -> UInt8 in
-            let start = hex.index(hex.startIndex, offsetBy: offset)
-            return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16) ?? 0
-        })
+        let keyBytes = Data(
+            stride(from: 0, to: hex.count, by: 2).map { offset -> UInt8 in
+                let start = hex.index(hex.startIndex, offsetBy: offset)
+                return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16) ?? 0
+            })
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
         try db.setKey(using: RawKeyProvider(key: keyBytes))
@@ -140,7 +152,9 @@ final class CryptoProviderTests: XCTestCase {
         let path = try makeDatabase("tamper.db", key: "right")
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
-        XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("wrong"))) { XCTAssertEqual(nsError($0).code, 26) }
+        XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("wrong"))) {
+            XCTAssertEqual(nsError($0).code, 26)
+        }
         db.close()
 
         // One byte of page 3's ciphertext flipped: the page's HMAC, computed by our provider, must not match.
@@ -201,7 +215,9 @@ final class CryptoProviderTests: XCTestCase {
     /// the cipher.
     func testPragmaCipherOnSQLCipher3() throws {
         try requireOurProvider()
-        guard SQLCipherRuntime.version == "3.4.1" else { throw XCTSkip("PRAGMA cipher = NAME exists in SQLCipher 3 only") }
+        guard SQLCipherRuntime.version == "3.4.1" else {
+            throw XCTSkip("PRAGMA cipher = NAME exists in SQLCipher 3 only")
+        }
         let path = directory.path("cipher.db")
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         let unknown = try Connection.open(path: directory.path("unknown.db"), flags: flags, vfs: nil)
@@ -211,7 +227,8 @@ final class CryptoProviderTests: XCTestCase {
         // Modes whose tag a SQLCipher page has no room for are refused: every page would fail to decrypt.
         for mode in ["aes-256-gcm", "aes-128-ccm", "aes-256-ocb", "id-aes256-wrap", "chacha20-poly1305"] {
             try? unknown.runningLibraryStatements { try unknown.execute("PRAGMA cipher = '\(mode)'") }
-            XCTAssertEqual(try unknown.runningLibraryStatements { try unknown.pragmaText("PRAGMA cipher") }, "AES-256-CBC", mode)
+            XCTAssertEqual(
+                try unknown.runningLibraryStatements { try unknown.pragmaText("PRAGMA cipher") }, "AES-256-CBC", mode)
         }
         try unknown.close()
 
@@ -224,16 +241,21 @@ final class CryptoProviderTests: XCTestCase {
             try connection.execute("insert into t values ('with aes-128')")
         }
         try connection.close()
-        let result = try runSQLCipherShell(try shell(), path, "PRAGMA key = 'cipher test';\nPRAGMA cipher = 'aes-128-cbc';\nSELECT a FROM t;\n")
-        XCTAssertEqual(result.stdout.split(separator: "\n").last.map(String.init), "with aes-128", result.stdout + result.stderr)
-        let withoutTheSetting = try runSQLCipherShell(try shell(), path, "PRAGMA key = 'cipher test';\nSELECT a FROM t;\n")
+        let result = try runSQLCipherShell(
+            try shell(), path, "PRAGMA key = 'cipher test';\nPRAGMA cipher = 'aes-128-cbc';\nSELECT a FROM t;\n")
+        XCTAssertEqual(
+            result.stdout.split(separator: "\n").last.map(String.init), "with aes-128", result.stdout + result.stderr)
+        let withoutTheSetting = try runSQLCipherShell(
+            try shell(), path, "PRAGMA key = 'cipher test';\nSELECT a FROM t;\n")
         XCTAssertTrue(withoutTheSetting.stderr.contains("not a database"), withoutTheSetting.stderr)
     }
 
     func testUnverifiedVersionsKeepSQLCiphersProvider() {
         XCTAssertNotNil(CryptoProviderRegistration.layout(forCipherVersion: "3.4.1"))
         XCTAssertNotNil(CryptoProviderRegistration.layout(forCipherVersion: "4.6.1 community"))
-        for version in ["4.5.6 community", "4.6.0 community", "4.6.1", "4.7.0 community", "3.4.2", "4.6.1 enterprise", "", nil] {
+        for version in [
+            "4.5.6 community", "4.6.0 community", "4.6.1", "4.7.0 community", "3.4.2", "4.6.1 enterprise", "", nil,
+        ] {
             XCTAssertNil(CryptoProviderRegistration.layout(forCipherVersion: version), version ?? "nil")
         }
     }
@@ -270,7 +292,8 @@ final class CryptoProviderTests: XCTestCase {
         XCTAssertEqual(theirs.status, 0, theirs.stderr)
         XCTAssertTrue(theirs.stdout.contains("openssl"), theirs.stdout)
         XCTAssertFalse(theirs.stdout.contains(Self.ours), theirs.stdout)
-        let count = try runProcess(tool, ["sql", path, "select count(*) from t", "--key-env", "K"], environment: environment)
+        let count = try runProcess(
+            tool, ["sql", path, "select count(*) from t", "--key-env", "K"], environment: environment)
         XCTAssertTrue(count.stdout.contains("300"), count.stdout + count.stderr)
     }
 
@@ -279,8 +302,10 @@ final class CryptoProviderTests: XCTestCase {
     func testAKeyedPoolOnSeveralThreads() throws {
         try requireOurProvider()
         let path = directory.path("pool.db")
-        let pool = try FMDatabasePool(path: path, keyProvider: PBKDF2KeyProvider(
-            passphrase: "pool", digest: .sha256, unsafeIterations: 1_000))
+        let pool = try FMDatabasePool(
+            path: path,
+            keyProvider: PBKDF2KeyProvider(
+                passphrase: "pool", digest: .sha256, unsafeIterations: 1_000))
         pool.maximumNumberOfDatabasesToCreate = 4
         try pool.inDatabase { db in
             try db.executeUpdate("create table t (id integer primary key, worker integer, b blob)", values: nil)
@@ -291,8 +316,11 @@ final class CryptoProviderTests: XCTestCase {
                 do {
                     try pool.inTransaction(.immediate) { db in
                         for i in 0..<25 {
-                            try db.executeUpdate("insert into t (worker, b) values (?, ?)",
-                                values: [worker, Data(repeating: UInt8(truncatingIfNeeded: round * 25 + i), count: 300)])
+                            try db.executeUpdate(
+                                "insert into t (worker, b) values (?, ?)",
+                                values: [
+                                    worker, Data(repeating: UInt8(truncatingIfNeeded: round * 25 + i), count: 300),
+                                ])
                         }
                     }
                     _ = try pool.inDatabase { db in

@@ -97,7 +97,7 @@ final class DocumentationExamplesTests: XCTestCase {
 
         let db = FMDatabase(path: path)
         guard db.open() else { throw db.lastError() }
-        try db.setKey(using: provider, settings: CipherSettings(pageSize: 4096))   // before the first write
+        try db.setKey(using: provider, settings: CipherSettings(pageSize: 4096))  // before the first write
         XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
         db.close()
 
@@ -147,7 +147,7 @@ final class DocumentationExamplesTests: XCTestCase {
 
         let db = FMDatabase(path: path)
         guard db.open() else { throw db.lastError() }
-        try db.setKey(using: provider, settings: CipherSettings(format: .v3))   // only SQLCipher 3's format
+        try db.setKey(using: provider, settings: CipherSettings(format: .v3))  // only SQLCipher 3's format
         if db.cipherFormat == .v3 { print("an old file: fmdb-cipher migrate converts it") }
         XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
         db.close()

@@ -18,7 +18,9 @@ final class EncryptionTests: XCTestCase {
     static let marker = "PLAINTEXT-MARKER-7f3a9c"
 
     /// A keyed database with rows that carry the marker.
-    func makeEncryptedDatabase(_ name: String = "enc.db", key: String = "s3cret", journalMode: String = "delete") throws -> (FMDatabase, String) {
+    func makeEncryptedDatabase(_ name: String = "enc.db", key: String = "s3cret", journalMode: String = "delete") throws
+        -> (FMDatabase, String)
+    {
         let path = directory.path(name)
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
@@ -27,7 +29,10 @@ final class EncryptionTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("create table secrets (id integer primary key, value text, blob blob)"))
         XCTAssertTrue(db.beginTransaction())
         for i in 0..<200 {
-            XCTAssertTrue(db.executeUpdate("insert into secrets (value, blob) values (?, ?)", "\(Self.marker) row \(i)", Data(Self.marker.utf8)))
+            XCTAssertTrue(
+                db.executeUpdate(
+                    "insert into secrets (value, blob) values (?, ?)", "\(Self.marker) row \(i)", Data(Self.marker.utf8)
+                ))
         }
         XCTAssertTrue(db.commit())
         return (db, path)
@@ -58,7 +63,8 @@ final class EncryptionTests: XCTestCase {
             }
             XCTAssertTrue(db.commit())
             for (name, bytes) in directory.allFileBytes() {
-                XCTAssertFalse(bytes.contains(bytes: Self.marker), "\(name) holds plaintext after commit in \(mode) mode")
+                XCTAssertFalse(
+                    bytes.contains(bytes: Self.marker), "\(name) holds plaintext after commit in \(mode) mode")
             }
             XCTAssertEqual(db.int(forQuery: "select count(*) from secrets"), 200)
             db.close()

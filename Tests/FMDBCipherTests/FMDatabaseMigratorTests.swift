@@ -31,7 +31,8 @@ final class FMDatabaseMigratorTests: XCTestCase {
         }
         migrator.registerMigration("createChildren") { db in
             log.withLock { $0.append("createChildren") }
-            try db.executeUpdate("CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id))", values: nil)
+            try db.executeUpdate(
+                "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id))", values: nil)
         }
         return migrator
     }

@@ -30,9 +30,12 @@ final class FMDatabasePoolServiceTests: XCTestCase {
         for mode in StorageMode.allCases {
             for run in 0..<5 {
                 let pool = try makePool(mode, name: "limit-\(run).db")
-                pool.inDatabase { db in _ = db.executeStatements("pragma journal_mode=wal; create table if not exists t (a)") }
+                pool.inDatabase { db in
+                    _ = db.executeStatements("pragma journal_mode=wal; create table if not exists t (a)")
+                }
                 pool.maximumNumberOfDatabasesToCreate = 2
-                let seen = Locked((holders: 0, peakHolders: 0, peakCounter: 0, peakOpen: 0, connections: Set<ObjectIdentifier>()))
+                let seen = Locked(
+                    (holders: 0, peakHolders: 0, peakCounter: 0, peakOpen: 0, connections: Set<ObjectIdentifier>()))
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for _ in 0..<200 {
                         group.addTask {
@@ -54,7 +57,8 @@ final class FMDatabasePoolServiceTests: XCTestCase {
                     try await group.waitForAll()
                 }
                 let result = seen.withLock { $0 }
-                XCTAssertLessThanOrEqual(result.peakHolders, 2, "blocks holding a connection at once (\(mode), run \(run))")
+                XCTAssertLessThanOrEqual(
+                    result.peakHolders, 2, "blocks holding a connection at once (\(mode), run \(run))")
                 XCTAssertLessThanOrEqual(result.peakCounter, 2, "countOfCheckedOutDatabases (\(mode), run \(run))")
                 XCTAssertLessThanOrEqual(result.peakOpen, 2, "countOfOpenDatabases (\(mode), run \(run))")
                 XCTAssertLessThanOrEqual(result.connections.count, 2, "distinct connections (\(mode), run \(run))")
@@ -95,7 +99,8 @@ final class FMDatabasePoolServiceTests: XCTestCase {
     /// FMDB's way: a delegate set after init is told about every connection a block can get, the one the
     /// keyed init opened to verify the key included.
     func testDelegateSetAfterAKeyedInitIsToldAboutTheInitConnection() async throws {
-        let pool = try FMDatabasePool(path: directory.path("delegate.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider))
+        let pool = try FMDatabasePool(
+            path: directory.path("delegate.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider))
         let delegate = ForeignKeysDelegate()
         pool.delegate = delegate
         let off = try await blocksWithForeignKeysOff(pool)
@@ -105,7 +110,9 @@ final class FMDatabasePoolServiceTests: XCTestCase {
 
     func testPrepareDatabaseSetsUpEveryConnectionBeforeItsFirstBlock() async throws {
         let prepared = Locked(0)
-        let pool = try FMDatabasePool(path: directory.path("prepare.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { db in
+        let pool = try FMDatabasePool(
+            path: directory.path("prepare.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
+        ) { db in
             XCTAssertEqual(db.int(forQuery: "PRAGMA temp_store"), 2, "keyed before it is set up")
             try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
             prepared.withLock { $0 += 1 }
@@ -120,23 +127,31 @@ final class FMDatabasePoolServiceTests: XCTestCase {
     struct SetUpFailed: Error {}
 
     func testPrepareDatabaseThatThrowsAtInitFailsTheInit() throws {
-        XCTAssertThrowsError(try FMDatabasePool(
-            path: directory.path("throws.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
-        ) { _ in throw SetUpFailed() }) { error in
+        XCTAssertThrowsError(
+            try FMDatabasePool(
+                path: directory.path("throws.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
+            ) { _ in throw SetUpFailed() }
+        ) { error in
             XCTAssertTrue(error is SetUpFailed, "\(error)")
         }
     }
 
     func testConnectionWhosePrepareDatabaseThrowsIsNotUsed() throws {
         let calls = Locked(0)
-        let pool = try FMDatabasePool(path: directory.path("second.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { _ in
-            let call = calls.withLock { $0 += 1; return $0 }
+        let pool = try FMDatabasePool(
+            path: directory.path("second.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
+        ) { _ in
+            let call = calls.withLock {
+                $0 += 1; return $0
+            }
             if call == 2 { throw SetUpFailed() }
         }
         var ranNested = false
         pool.inDatabase { _ in
             do {
-                try pool.inDatabase { _ in ranNested = true; try Task.checkCancellation() }
+                try pool.inDatabase { _ in
+                    ranNested = true; try Task.checkCancellation()
+                }
                 XCTFail("the nested call did not throw")
             } catch {
                 XCTAssertTrue(error is SetUpFailed, "\(error)")
@@ -150,7 +165,9 @@ final class FMDatabasePoolServiceTests: XCTestCase {
     }
 
     func testRekeyKeepsEveryConnectionSetUp() async throws {
-        let pool = try FMDatabasePool(path: directory.path("rekey.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { db in
+        let pool = try FMDatabasePool(
+            path: directory.path("rekey.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
+        ) { db in
             try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
         }
         _ = try await blocksWithForeignKeysOff(pool)
@@ -164,10 +181,16 @@ final class FMDatabasePoolServiceTests: XCTestCase {
     func testAnErrorTheCallerCatchesIsNotAlsoLogged() async throws {
         let capture = LogCapture()
         let pool = try FMDatabasePool(
-            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger())
-        try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil); try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
-        XCTAssertThrowsError(try pool.inDatabase { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
-        XCTAssertThrowsError(try pool.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
+            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+            logger: capture.logger())
+        try pool.inDatabase { db in
+            try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil);
+            try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)
+        }
+        XCTAssertThrowsError(
+            try pool.inDatabase { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
+        XCTAssertThrowsError(
+            try pool.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
         do {
             try await pool.performTransaction { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
             XCTFail("no error")

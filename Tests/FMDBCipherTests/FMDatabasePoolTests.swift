@@ -99,7 +99,9 @@ final class FMDatabasePoolTests: XCTestCase {
             let peak = Locked((current: 0, max: 0))
             DispatchQueue.concurrentPerform(iterations: 8) { _ in
                 pool.inDatabase { db in
-                    peak.withLock { $0.current += 1; $0.max = max($0.max, $0.current) }
+                    peak.withLock {
+                        $0.current += 1; $0.max = max($0.max, $0.current)
+                    }
                     XCTAssertEqual(db.int(forQuery: "select count(*) from likefoo"), 3)
                     Thread.sleep(forTimeInterval: 0.02)
                     peak.withLock { $0.current -= 1 }
@@ -134,7 +136,8 @@ final class FMDatabasePoolTests: XCTestCase {
             XCTAssertEqual(pool.countOfCheckedInDatabases, 1)
             XCTAssertEqual(pool.countOfCheckedOutDatabases, 0)
             pool.inDatabase { db in
-                XCTAssertEqual(db.int(forQuery: "select count(*) from easy where a in ('1001', '1002', '1003')"), 3, "\(mode)")
+                XCTAssertEqual(
+                    db.int(forQuery: "select count(*) from easy where a in ('1001', '1002', '1003')"), 3, "\(mode)")
             }
         }
     }
@@ -152,7 +155,8 @@ final class FMDatabasePoolTests: XCTestCase {
             pool.inDatabase { db in
                 XCTAssertFalse(db.isInTransaction, "\(mode)")
                 XCTAssertFalse(db.hasOpenResultSets, "\(mode)")
-                XCTAssertEqual(db.int(forQuery: "select count(*) from easy where a = 'left open'"), 0, "\(mode): rolled back")
+                XCTAssertEqual(
+                    db.int(forQuery: "select count(*) from easy where a = 'left open'"), 0, "\(mode): rolled back")
             }
         }
     }
@@ -172,7 +176,10 @@ final class FMDatabasePoolTests: XCTestCase {
     func testTransactionRollback() throws {
         for mode in StorageMode.allCases {
             let (pool, _) = try makePool(mode)
-            for begin in [pool.inTransaction, pool.inDeferredTransaction, pool.inImmediateTransaction, pool.inExclusiveTransaction] {
+            for begin in [
+                pool.inTransaction, pool.inDeferredTransaction, pool.inImmediateTransaction,
+                pool.inExclusiveTransaction,
+            ] {
                 begin { adb, rollback in
                     XCTAssertTrue(adb.executeUpdate("insert into easy values (?)", 1001))
                     rollback.pointee = true
@@ -317,7 +324,10 @@ final class FMDatabasePoolTests: XCTestCase {
             pool.inDatabase { _ in called = true }
             pool.inTransaction { _, _ in called = true }
             XCTAssertNotNil(pool.inSavePoint { _, _ in called = true })
-            XCTAssertThrowsError(try pool.inDatabase { _ -> Int in called = true; try Task.checkCancellation(); return 1 })
+            XCTAssertThrowsError(
+                try pool.inDatabase { _ -> Int in
+                    called = true; try Task.checkCancellation(); return 1
+                })
             XCTAssertFalse(called, "\(mode)")
             XCTAssertEqual((pool.lastError as NSError?)?.code, Int(SQLITE_MISUSE))
             XCTAssertEqual(pool.countOfCheckedOutDatabases, 0)
@@ -371,10 +381,11 @@ final class FMDatabasePoolTests: XCTestCase {
         }
         XCTAssertEqual(count, 3)
         struct Boom: Error {}
-        XCTAssertThrowsError(try pool.inTransaction(.immediate) { db in
-            try db.executeUpdate("insert into likefoo values ('x')", values: nil)
-            throw Boom()
-        })
+        XCTAssertThrowsError(
+            try pool.inTransaction(.immediate) { db in
+                try db.executeUpdate("insert into likefoo values ('x')", values: nil)
+                throw Boom()
+            })
         let counts = try await withThrowingTaskGroup(of: Int32.self) { group in
             for _ in 0..<4 {
                 group.addTask { try await pool.perform { db in db.int(forQuery: "select count(*) from likefoo") } }

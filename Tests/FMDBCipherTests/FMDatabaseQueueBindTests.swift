@@ -31,11 +31,15 @@ final class FMDatabaseQueueBindTests: XCTestCase {
         } else {
             queue = try XCTUnwrap(FMDatabaseQueue(path: path))
         }
-        let statements: (FMResultSet?, FMResultSet?) = queue.inDatabase { db in
-            db.executeUpdate("create table if not exists bd_tracker (track_id text, entire_log text, primary key(track_id))")
-            return (db.prepare("INSERT OR REPLACE INTO bd_tracker (track_id, entire_log) values (?,?)"),
-                    db.prepare("DELETE From bd_tracker WHERE track_id = ?"))
-        } ?? (nil, nil)
+        let statements: (FMResultSet?, FMResultSet?) =
+            queue.inDatabase { db in
+                db.executeUpdate(
+                    "create table if not exists bd_tracker (track_id text, entire_log text, primary key(track_id))")
+                return (
+                    db.prepare("INSERT OR REPLACE INTO bd_tracker (track_id, entire_log) values (?,?)"),
+                    db.prepare("DELETE From bd_tracker WHERE track_id = ?")
+                )
+            } ?? (nil, nil)
         return Fixture(queue: queue, insert: try XCTUnwrap(statements.0), delete: try XCTUnwrap(statements.1))
     }
 
@@ -88,8 +92,9 @@ final class FMDatabaseQueueBindTests: XCTestCase {
             for value in values {
                 fixture.queue.inDatabase { db in
                     do {
-                        try db.executeUpdate("INSERT OR REPLACE INTO bd_tracker (track_id, entire_log) values (?,?)",
-                                             values: [value.trackID, value.track])
+                        try db.executeUpdate(
+                            "INSERT OR REPLACE INTO bd_tracker (track_id, entire_log) values (?,?)",
+                            values: [value.trackID, value.track])
                     } catch {
                         XCTFail("\(mode): \(error)")
                     }

@@ -19,7 +19,8 @@ final class FMDatabaseQueueCancellationTests: XCTestCase {
     }
 
     /// Tens of seconds of work unless interrupted.
-    static let longQuery = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c"
+    static let longQuery =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c"
 
     /// Inserts a row, then runs the long query; `started` turns true just before the query.
     static func longBlock(_ started: Locked<Bool>) -> @Sendable (FMDatabase) throws -> Int32 {
@@ -34,7 +35,9 @@ final class FMDatabaseQueueCancellationTests: XCTestCase {
 
     /// Starts `call` in a task, cancels it once its long query runs, and returns how long the call took
     /// to return after `cancel()`, and the error it ended with.
-    func cancelWhileRunning(_ call: @escaping @Sendable (Locked<Bool>) async throws -> Int32) async throws -> (TimeInterval, Error?) {
+    func cancelWhileRunning(_ call: @escaping @Sendable (Locked<Bool>) async throws -> Int32) async throws -> (
+        TimeInterval, Error?
+    ) {
         let started = Locked(false)
         let task = Task { try await call(started) }
         while !started.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
@@ -113,8 +116,10 @@ final class FMDatabaseQueueCancellationTests: XCTestCase {
     }
 
     func testACallCancelledBeforeItStartsDoesNotRunItsBlock() async throws {
-        let queue = try FMDatabaseQueue(path: directory.path("early.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider))
-        let pool = try FMDatabasePool(path: directory.path("early.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider))
+        let queue = try FMDatabaseQueue(
+            path: directory.path("early.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider))
+        let pool = try FMDatabasePool(
+            path: directory.path("early.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider))
         let ran = Locked(0)
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }

@@ -20,34 +20,47 @@ final class FMDatabaseQueueServiceTests: XCTestCase {
 
     func testPrepareDatabaseSetsUpTheConnectionEachTimeItOpens() throws {
         let prepared = Locked(0)
-        let queue = try FMDatabaseQueue(path: directory.path("prepare.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { db in
+        let queue = try FMDatabaseQueue(
+            path: directory.path("prepare.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
+        ) { db in
             try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
             prepared.withLock { $0 += 1 }
         }
         XCTAssertEqual(prepared.withLock { $0 }, 1)
         queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "PRAGMA foreign_keys"), 1) }
         queue.close()
-        queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "PRAGMA foreign_keys"), 1, "set up again after close()") }
+        queue.inDatabase { db in
+            XCTAssertEqual(db.int(forQuery: "PRAGMA foreign_keys"), 1, "set up again after close()")
+        }
         XCTAssertEqual(prepared.withLock { $0 }, 2)
         try queue.rekey(using: PassphraseKeyProvider("new key"))
-        queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "PRAGMA foreign_keys"), 1, "still set up after a rekey") }
+        queue.inDatabase { db in
+            XCTAssertEqual(db.int(forQuery: "PRAGMA foreign_keys"), 1, "still set up after a rekey")
+        }
     }
 
     func testPrepareDatabaseThatThrowsFailsTheCallThatNeededTheConnection() throws {
         let path = directory.path("throws.db")
-        XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { _ in
-            throw SetUpFailed()
-        }) { error in
+        XCTAssertThrowsError(
+            try FMDatabaseQueue(path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { _ in
+                throw SetUpFailed()
+            }
+        ) { error in
             XCTAssertTrue(error is SetUpFailed, "\(error)")
         }
         let fail = Locked(false)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { _ in
+        let queue = try FMDatabaseQueue(path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) {
+            _ in
             if fail.withLock({ $0 }) { throw SetUpFailed() }
         }
         queue.close()
         fail.withLock { $0 = true }
         var ran = false
-        XCTAssertThrowsError(try queue.inDatabase { _ in ran = true; try Task.checkCancellation() }) { error in
+        XCTAssertThrowsError(
+            try queue.inDatabase { _ in
+                ran = true; try Task.checkCancellation()
+            }
+        ) { error in
             XCTAssertTrue(error is SetUpFailed, "\(error)")
         }
         queue.inDatabase { _ in ran = true }
@@ -66,12 +79,19 @@ final class FMDatabaseQueueServiceTests: XCTestCase {
     func testAnErrorTheCallerCatchesIsNotAlsoLogged() async throws {
         let capture = LogCapture()
         let queue = try FMDatabaseQueue(
-            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger())
-        try queue.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil); try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
-        XCTAssertThrowsError(try queue.inDatabase { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }) { error in
+            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+            logger: capture.logger())
+        try queue.inDatabase { db in
+            try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil);
+            try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)
+        }
+        XCTAssertThrowsError(
+            try queue.inDatabase { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
+        ) { error in
             XCTAssertEqual((error as NSError).code, Int(SQLITE_CONSTRAINT))
         }
-        XCTAssertThrowsError(try queue.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
+        XCTAssertThrowsError(
+            try queue.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) })
         do {
             try await queue.perform { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
             XCTFail("no error")
@@ -82,7 +102,8 @@ final class FMDatabaseQueueServiceTests: XCTestCase {
 
         let quiet = LogCapture()
         let silent = try FMDatabaseQueue(
-            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: quiet.logger(),
+            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+            logger: quiet.logger(),
             logsErrors: false)
         silent.inDatabase { db in
             XCTAssertFalse(db.logsErrors, "the setting reaches the connection")
@@ -97,10 +118,12 @@ final class FMDatabaseQueueServiceTests: XCTestCase {
     func testAFailedOpenTheCallerCatchesIsNotAlsoLogged() throws {
         let capture = LogCapture()
         let path = directory.path("no-such-dir/x.db")
-        XCTAssertThrowsError(try FMDatabaseQueue(
-            path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
-        XCTAssertThrowsError(try FMDatabasePool(
-            path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
+        XCTAssertThrowsError(
+            try FMDatabaseQueue(
+                path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
+        XCTAssertThrowsError(
+            try FMDatabasePool(
+                path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
         XCTAssertEqual(errorLines(capture), [])
     }
 

@@ -67,8 +67,11 @@ final class FMDatabaseQueueTests: XCTestCase {
         XCTAssertNotNil(FMDatabaseQueue(path: url.path, flags: SQLITE_OPEN_READONLY))
         XCTAssertNotNil(FMDatabaseQueue(url: url, flags: SQLITE_OPEN_READWRITE, vfs: nil))
         XCTAssertNil(FMDatabaseQueue(path: directory.path("missing/dir.db")), "cannot open: nil")
-        XCTAssertNil(FMDatabaseQueue(path: directory.path("x.db"), flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: "nosuchvfs"))
-        let keyed = try FMDatabaseQueue(url: directory.url.appendingPathComponent("k.db"), keyProvider: PassphraseKeyProvider("k"))
+        XCTAssertNil(
+            FMDatabaseQueue(
+                path: directory.path("x.db"), flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: "nosuchvfs"))
+        let keyed = try FMDatabaseQueue(
+            url: directory.url.appendingPathComponent("k.db"), keyProvider: PassphraseKeyProvider("k"))
         XCTAssertEqual(try keyed.inDatabase { db in db.int(forQuery: "pragma temp_store") }, 2)
     }
 
@@ -168,10 +171,11 @@ final class FMDatabaseQueueTests: XCTestCase {
                 XCTAssertNil(inner)
             }
             XCTAssertNil(error)
-            XCTAssertNil(queue.inSavePoint { db, rollback in
-                db.executeUpdate("insert into easy values ('rolled back')")
-                rollback.pointee = true
-            })
+            XCTAssertNil(
+                queue.inSavePoint { db, rollback in
+                    db.executeUpdate("insert into easy values ('rolled back')")
+                    rollback.pointee = true
+                })
             queue.inDatabase { db in
                 XCTAssertEqual(db.string(forQuery: "select group_concat(a) from easy"), "outer", "\(mode)")
             }
@@ -197,7 +201,8 @@ final class FMDatabaseQueueTests: XCTestCase {
         start.signal()
         group.wait()
         queue.inDatabase { db in
-            XCTAssertEqual(db.string(forQuery: "select group_concat(n) from (select n from log order by rowid)"), "0,1,2,3,4")
+            XCTAssertEqual(
+                db.string(forQuery: "select group_concat(n) from (select n from log order by rowid)"), "0,1,2,3,4")
         }
     }
 
@@ -207,7 +212,9 @@ final class FMDatabaseQueueTests: XCTestCase {
         XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("wrong"))) { error in
             XCTAssertEqual(nsError(error).code, 26)
         }
-        XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: PBKDF2KeyProvider(passphrase: "wrong", unsafeIterations: 10))) { error in
+        XCTAssertThrowsError(
+            try FMDatabaseQueue(path: path, keyProvider: PBKDF2KeyProvider(passphrase: "wrong", unsafeIterations: 10))
+        ) { error in
             XCTAssertEqual(nsError(error).code, 26)
         }
         let unkeyed = try XCTUnwrap(FMDatabaseQueue(path: path), "SQLite opens lazily: the plain queue opens")
@@ -246,7 +253,11 @@ final class FMDatabaseQueueTests: XCTestCase {
         XCTAssertNotNil(queue.inSavePoint { _, _ in called = true })
         XCTAssertFalse(called)
         XCTAssertEqual((queue.lastError as NSError?)?.code, 26)
-        XCTAssertThrowsError(try queue.inDatabase { _ -> Int in called = true; try Task.checkCancellation(); return 1 }) { error in
+        XCTAssertThrowsError(
+            try queue.inDatabase { _ -> Int in
+                called = true; try Task.checkCancellation(); return 1
+            }
+        ) { error in
             XCTAssertEqual(nsError(error).code, 26)
         }
         XCTAssertNil(queue.inDatabase { _ in 1 })
@@ -262,10 +273,12 @@ final class FMDatabaseQueueTests: XCTestCase {
         }
         XCTAssertEqual(count, 3)
         struct Boom: Error {}
-        XCTAssertThrowsError(try queue.inTransaction(.immediate) { db in
-            try db.executeUpdate("insert into qfoo values ('x')", values: nil)
-            throw Boom()
-        }) { XCTAssertTrue($0 is Boom) }
+        XCTAssertThrowsError(
+            try queue.inTransaction(.immediate) { db in
+                try db.executeUpdate("insert into qfoo values ('x')", values: nil)
+                throw Boom()
+            }
+        ) { XCTAssertTrue($0 is Boom) }
         try queue.inTransaction(.deferred) { db in
             try db.executeUpdate("insert into qfoo values ('y')", values: nil)
         }
@@ -291,7 +304,8 @@ final class FMDatabaseQueueTests: XCTestCase {
             started.signal()
             db.logsErrors = false
             // An endless recursive query, stopped only by the interrupt.
-            let value = db.int(forQuery: "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c")
+            let value = db.int(
+                forQuery: "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c")
             XCTAssertEqual(db.lastErrorCode(), SQLITE_INTERRUPT)
             return value
         }
@@ -326,7 +340,8 @@ final class FMDatabaseQueueTests: XCTestCase {
             }
             queue.inDatabase { db in
                 XCTAssertFalse(db.isInTransaction, "\(mode): the next block starts outside any transaction")
-                XCTAssertEqual(db.int(forQuery: "select count(*) from easy where a = 'left open'"), 0, "\(mode): rolled back")
+                XCTAssertEqual(
+                    db.int(forQuery: "select count(*) from easy where a = 'left open'"), 0, "\(mode): rolled back")
                 XCTAssertTrue(db.hasOpenResultSets, "\(mode): only the prepared set survives the block")
                 XCTAssertTrue(prepared?.bind(withArray: []) ?? false)
                 XCTAssertTrue(prepared?.next() ?? false)

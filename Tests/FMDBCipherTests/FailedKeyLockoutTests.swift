@@ -90,6 +90,8 @@ final class FailedKeyLockoutTests: XCTestCase {
         defer { db.close() }
         XCTAssertThrowsError(try db.setKey(using: RawKeyProvider(key: Data(repeating: 1, count: 32))))
         XCTAssertNil(db.executeQuery("SELECT * FROM t"))
-        XCTAssertEqual(db.lastErrorCode(), SQLITE_NOTADB, "unchanged: an existing encrypted file cannot be written without its key")
+        XCTAssertEqual(
+            db.lastErrorCode(), SQLITE_NOTADB, "unchanged: an existing encrypted file cannot be written without its key"
+        )
     }
 }

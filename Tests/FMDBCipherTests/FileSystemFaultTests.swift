@@ -54,14 +54,16 @@ final class FileSystemFaultTests: XCTestCase {
                     break
                 }
             }
-            XCTAssertTrue([SQLITE_FULL, SQLITE_IOERR].contains(failure), "\(mode): \(failure) \(db.lastErrorMessage())")
+            XCTAssertTrue(
+                [SQLITE_FULL, SQLITE_IOERR].contains(failure), "\(mode): \(failure) \(db.lastErrorMessage())")
             XCTAssertGreaterThan(committed, 10, mode)
             db.close()
             let check = FMDatabase(path: path)
             XCTAssertTrue(check.open())
             try check.setKey(using: key)
             XCTAssertEqual(check.string(forQuery: "pragma integrity_check"), "ok", mode)
-            XCTAssertEqual(check.int(forQuery: "select count(*) from t"), Int32(committed), "\(mode): nothing committed was lost")
+            XCTAssertEqual(
+                check.int(forQuery: "select count(*) from t"), Int32(committed), "\(mode): nothing committed was lost")
             check.close()
         }
     }
@@ -84,7 +86,9 @@ final class FileSystemFaultTests: XCTestCase {
         try readOnly.setKey(using: key)
         XCTAssertEqual(readOnly.int(forQuery: "select count(*) from t"), 1)
         XCTAssertFalse(readOnly.executeUpdate("insert into t values (2)"))
-        XCTAssertTrue([SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_IOERR].contains(readOnly.lastErrorCode()), readOnly.lastErrorMessage())
+        XCTAssertTrue(
+            [SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_IOERR].contains(readOnly.lastErrorCode()),
+            readOnly.lastErrorMessage())
         XCTAssertEqual(readOnly.int(forQuery: "select count(*) from t"), 1)
         readOnly.close()
     }
@@ -99,19 +103,27 @@ final class FileSystemFaultTests: XCTestCase {
         let big = FMDatabase(path: source)
         XCTAssertTrue(big.open())
         XCTAssertTrue(big.executeUpdate("create table t (pad blob)"))
-        XCTAssertTrue(big.executeStatements("with recursive c(x) as (select 1 union all select x + 1 from c limit 400) insert into t select randomblob(2000) from c"))
+        XCTAssertTrue(
+            big.executeStatements(
+                "with recursive c(x) as (select 1 union all select x + 1 from c limit 400) insert into t select randomblob(2000) from c"
+            ))
         big.close()
-        let full = try runProcess(tool, ["encrypt", source, point + "/big-enc.db", "--key-env", "K", "--quiet"], environment: environment)
+        let full = try runProcess(
+            tool, ["encrypt", source, point + "/big-enc.db", "--key-env", "K", "--quiet"], environment: environment)
         XCTAssertEqual(full.status, 74, "disk full is exit 74: \(full.stderr)")
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: point)
         XCTAssertEqual(leftovers, [], "no half file and no temporary file left on the full disk")
 
         let small = point + "/small.db"
-        XCTAssertEqual(try runProcess(tool, ["sql", small, "create table t (a); insert into t values (1)", "--key-env", "K"],
-                                      environment: environment).status, 0)
+        XCTAssertEqual(
+            try runProcess(
+                tool, ["sql", small, "create table t (a); insert into t values (1)", "--key-env", "K"],
+                environment: environment
+            ).status, 0)
         let mount = try XCTUnwrap(which("mount"))
         XCTAssertEqual(try runProcess(mount, ["-o", "remount,ro", point]).status, 0)
-        let readOnly = try runProcess(tool, ["rekey", small, "--key-env", "K", "--new-key-env", "N", "--quiet"], environment: environment)
+        let readOnly = try runProcess(
+            tool, ["rekey", small, "--key-env", "K", "--new-key-env", "N", "--quiet"], environment: environment)
         XCTAssertEqual(readOnly.status, 74, "a read-only filesystem is exit 74: \(readOnly.stderr)")
         let check = try runProcess(tool, ["check", small, "--key-env", "K"], environment: environment)
         XCTAssertEqual(check.status, 0, "still opens with the old key: \(check.stderr)")

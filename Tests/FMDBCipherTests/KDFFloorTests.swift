@@ -33,13 +33,18 @@ final class KDFFloorTests: XCTestCase {
         let path = directory.path("new.db")
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
-        XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 1))) {
+        XCTAssertThrowsError(
+            try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 1))
+        ) {
             XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE))
         }
-        XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 63_999)))
+        XCTAssertThrowsError(
+            try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 63_999)))
         var mutated = CipherSettings()
         mutated.kdfIterations = 10
-        XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("p"), settings: mutated), "setting the var does not bypass the floor")
+        XCTAssertThrowsError(
+            try db.setKey(using: PassphraseKeyProvider("p"), settings: mutated),
+            "setting the var does not bypass the floor")
         XCTAssertEqual(DatabaseFile.kind(atPath: path), .empty, "nothing was written")
         // At the floor and above, and with the unsafe spelling, it works.
         try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 64_000))
@@ -62,13 +67,17 @@ final class KDFFloorTests: XCTestCase {
         XCTAssertTrue(main.open())
         XCTAssertTrue(main.executeUpdate("CREATE TABLE t (a)"))
         let copy = directory.path("copy.db")
-        XCTAssertThrowsError(try main.attachDatabase(atPath: copy, schema: "copy", keyProvider: PassphraseKeyProvider("k"),
-                                                     settings: CipherSettings(kdfIterations: 1_000))) {
+        XCTAssertThrowsError(
+            try main.attachDatabase(
+                atPath: copy, schema: "copy", keyProvider: PassphraseKeyProvider("k"),
+                settings: CipherSettings(kdfIterations: 1_000))
+        ) {
             XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE))
         }
         XCTAssertTrue(DatabaseFile.kind(atPath: copy).isNew, "nothing was written")
-        try main.attachDatabase(atPath: copy, schema: "copy", keyProvider: PassphraseKeyProvider("k"),
-                                settings: CipherSettings(unsafeKDFIterations: 1_000))
+        try main.attachDatabase(
+            atPath: copy, schema: "copy", keyProvider: PassphraseKeyProvider("k"),
+            settings: CipherSettings(unsafeKDFIterations: 1_000))
         try main.exportContents(to: "copy")
         try main.detachDatabase(schema: "copy")
         main.close()
@@ -86,7 +95,9 @@ final class KDFFloorTests: XCTestCase {
         try db.setKey(using: PassphraseKeyProvider("old"), settings: CipherSettings(kdfIterations: 4_000))
         XCTAssertFalse(db.rekey("new"))
         XCTAssertEqual(db.lastErrorCode(), SQLITE_MISUSE)
-        XCTAssertThrowsError(try db.rekey(using: PassphraseKeyProvider("new"))) { XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE)) }
+        XCTAssertThrowsError(try db.rekey(using: PassphraseKeyProvider("new"))) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE))
+        }
         XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM t"), 1, "the connection still works with the old key")
         // A raw key has no KDF: allowed.
         let raw = try RawKeyProvider(key: Data(repeating: 0x5A, count: 32))
@@ -104,8 +115,10 @@ final class KDFFloorTests: XCTestCase {
     func testOnlyExactRawKeyLiteralsSkipTheRekeyFloor() throws {
         let hex64 = String(repeating: "5a", count: 32)
         let hex96 = String(repeating: "A5", count: 48)
-        for (index, passphrase) in ["x'pass'", "x''", "X'41'", "x'\(hex64.dropLast())'", "x'\(hex64)0'", "x'\(hex64)0a'",
-                           "x'\(hex96)00'", "x'\(hex64.dropLast())g'", "x'\(hex64)", "y'\(hex64)'", " x'\(hex64)'"].enumerated() {
+        for (index, passphrase) in [
+            "x'pass'", "x''", "X'41'", "x'\(hex64.dropLast())'", "x'\(hex64)0'", "x'\(hex64)0a'",
+            "x'\(hex96)00'", "x'\(hex64.dropLast())g'", "x'\(hex64)", "y'\(hex64)'", " x'\(hex64)'",
+        ].enumerated() {
             let path = try makeWeakFile("weak-\(index).db")
             let db = FMDatabase(path: path)
             db.logsErrors = false
@@ -173,14 +186,19 @@ final class KDFFloorTests: XCTestCase {
         for count in [2_147_483_648, 4_294_967_297, Int.max, 0, -1, -64_000, Int.min] {
             var mutated = CipherSettings()
             mutated.kdfIterations = count
-            for settings in [CipherSettings(kdfIterations: count), CipherSettings(unsafeKDFIterations: count), mutated] {
+            for settings in [CipherSettings(kdfIterations: count), CipherSettings(unsafeKDFIterations: count), mutated]
+            {
                 XCTAssertThrowsError(try db.setKey(using: raw, settings: settings), "\(count)") {
                     XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), "\(count)")
-                    XCTAssertTrue(nsError($0).localizedDescription.contains("2147483647"), nsError($0).localizedDescription)
+                    XCTAssertTrue(
+                        nsError($0).localizedDescription.contains("2147483647"), nsError($0).localizedDescription)
                 }
                 XCTAssertThrowsError(try settings.validate(), "\(count)")
-                XCTAssertThrowsError(try db.attachDatabase(atPath: directory.path("copy.db"), schema: "copy", keyProvider: raw,
-                                                           settings: settings), "\(count)") {
+                XCTAssertThrowsError(
+                    try db.attachDatabase(
+                        atPath: directory.path("copy.db"), schema: "copy", keyProvider: raw,
+                        settings: settings), "\(count)"
+                ) {
                     XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), "\(count)")
                 }
             }
@@ -194,10 +212,13 @@ final class KDFFloorTests: XCTestCase {
     func testPBKDF2IterationCountsOutsideACIntAreRefused() throws {
         let request = KeyRequest(databasePath: directory.path("p.db"), salt: Data(repeating: 1, count: 16))
         for count in [2_147_483_648, 4_294_967_297, Int.max, 0, -1, Int.min] {
-            XCTAssertThrowsError(try PBKDF2KeyProvider(passphrase: "p", iterations: count).key(for: request), "\(count)") {
+            XCTAssertThrowsError(
+                try PBKDF2KeyProvider(passphrase: "p", iterations: count).key(for: request), "\(count)"
+            ) {
                 XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE), "\(count)")
             }
-            XCTAssertThrowsError(try PBKDF2KeyProvider(passphrase: "p", unsafeIterations: count).key(for: request), "\(count)")
+            XCTAssertThrowsError(
+                try PBKDF2KeyProvider(passphrase: "p", unsafeIterations: count).key(for: request), "\(count)")
         }
     }
 
@@ -246,8 +267,9 @@ final class KDFFloorTests: XCTestCase {
         // Attached with the boundary settings: the schema's own PRAGMAs say the same.
         let main = FMDatabase(path: directory.path("main.db"))
         XCTAssertTrue(main.open())
-        try main.attachDatabase(atPath: directory.path("attached.db"), schema: "copy", keyProvider: raw,
-                                settings: CipherSettings(pageSize: 65_536, kdfIterations: Int(Int32.max)))
+        try main.attachDatabase(
+            atPath: directory.path("attached.db"), schema: "copy", keyProvider: raw,
+            settings: CipherSettings(pageSize: 65_536, kdfIterations: Int(Int32.max)))
         XCTAssertEqual(main.string(forQuery: "PRAGMA copy.kdf_iter"), "2147483647")
         XCTAssertEqual(main.string(forQuery: "PRAGMA copy.cipher_page_size"), "65536")
         main.close()

@@ -27,7 +27,8 @@ final class KeyProviderTests: XCTestCase {
         let openssl = try XCTUnwrap(which("openssl"), "apt-get install openssl")
         let result = try runProcess(openssl, ["kdf", "-keylen", "32"] + arguments)
         XCTAssertEqual(result.status, 0, result.stderr)
-        return result.stdout.replacingOccurrences(of: ":", with: "").trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        return result.stdout.replacingOccurrences(of: ":", with: "").trimmingCharacters(in: .whitespacesAndNewlines)
+            .lowercased()
     }
 
     func saltHex(_ path: String) throws -> String {
@@ -57,7 +58,8 @@ final class KeyProviderTests: XCTestCase {
             "-kdfopt", "hexsalt:\(try saltHex(path))", "-kdfopt", "iter:256000", "PBKDF2",
         ])
         XCTAssertEqual(expected.count, 64)
-        XCTAssertEqual(try shell(path, "PRAGMA key = \"x'\(expected)'\";\nSELECT a FROM t;\n"), "made with PBKDF2KeyProvider")
+        XCTAssertEqual(
+            try shell(path, "PRAGMA key = \"x'\(expected)'\";\nSELECT a FROM t;\n"), "made with PBKDF2KeyProvider")
         let viaPassphrase = try shell(path, "PRAGMA key = 'pbkdf2 passphrase';\nSELECT a FROM t;\n")
         if CipherFormat.linkedDefault == .v4 {
             // SQLCipher 4's own KDF is this provider's default (PBKDF2-HMAC-SHA512 × 256,000 over the salt).
@@ -74,25 +76,33 @@ final class KeyProviderTests: XCTestCase {
         XCTAssertEqual(provider.digest, CipherFormat.linkedDefault == .v4 ? .sha512 : .sha1)
         XCTAssertEqual(provider.iterations, CipherFormat.linkedDefault == .v4 ? 256_000 : 64_000)
         let here = try makeDatabase("compat.db", provider: provider)
-        XCTAssertEqual(try shell(here, "PRAGMA key = 'shared passphrase';\nSELECT a FROM t;\n"), "made with PBKDF2KeyProvider")
+        XCTAssertEqual(
+            try shell(here, "PRAGMA key = 'shared passphrase';\nSELECT a FROM t;\n"), "made with PBKDF2KeyProvider")
 
         let there = directory.path("from-shell.db")
-        _ = try shell(there, "PRAGMA key = 'shared passphrase';\nCREATE TABLE s (a);\nINSERT INTO s VALUES ('from the shell');\n")
+        _ = try shell(
+            there, "PRAGMA key = 'shared passphrase';\nCREATE TABLE s (a);\nINSERT INTO s VALUES ('from the shell');\n")
         let other = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: Data("shared passphrase".utf8))
         let queue = try FMDatabaseQueue(path: there, keyProvider: other)
         XCTAssertEqual(try queue.inDatabase { db in db.string(forQuery: "select a from s") }, "from the shell")
         // The same key as SQLCipher's own KDF: a PassphraseKeyProvider opens what this one made.
         let passphraseQueue = try FMDatabaseQueue(path: here, keyProvider: PassphraseKeyProvider("shared passphrase"))
-        XCTAssertEqual(try passphraseQueue.inDatabase { db in db.string(forQuery: "select a from t") }, "made with PBKDF2KeyProvider")
+        XCTAssertEqual(
+            try passphraseQueue.inDatabase { db in db.string(forQuery: "select a from t") },
+            "made with PBKDF2KeyProvider")
     }
 
     func testPassphraseAndRawProvidersInteropWithTheShell() throws {
-        let passphrasePath = try makeDatabase("pass.db", provider: PassphraseKeyProvider(data: Data("bytes passphrase".utf8)))
-        XCTAssertEqual(try shell(passphrasePath, "PRAGMA key = 'bytes passphrase';\nSELECT a FROM t;\n"), "made with PassphraseKeyProvider")
+        let passphrasePath = try makeDatabase(
+            "pass.db", provider: PassphraseKeyProvider(data: Data("bytes passphrase".utf8)))
+        XCTAssertEqual(
+            try shell(passphrasePath, "PRAGMA key = 'bytes passphrase';\nSELECT a FROM t;\n"),
+            "made with PassphraseKeyProvider")
         let key = Data((0..<32).map { UInt8(255 - $0) })
         let rawPath = try makeDatabase("raw.db", provider: try RawKeyProvider(key: key))
         let hex = key.map { String(format: "%02x", $0) }.joined()
-        XCTAssertEqual(try shell(rawPath, "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n"), "made with RawKeyProvider")
+        XCTAssertEqual(
+            try shell(rawPath, "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n"), "made with RawKeyProvider")
     }
 
     func testScryptProviderOpensInTheShellWithTheDerivedRawKey() throws {
@@ -103,7 +113,8 @@ final class KeyProviderTests: XCTestCase {
             "-kdfopt", "pass:memory hard", "-kdfopt", "hexsalt:\(try saltHex(path))",
             "-kdfopt", "n:32768", "-kdfopt", "r:8", "-kdfopt", "p:1", "-kdfopt", "maxmem_bytes:67108864", "SCRYPT",
         ])
-        XCTAssertEqual(try shell(path, "PRAGMA key = \"x'\(expected)'\";\nSELECT a FROM t;\n"), "made with ScryptKeyProvider")
+        XCTAssertEqual(
+            try shell(path, "PRAGMA key = \"x'\(expected)'\";\nSELECT a FROM t;\n"), "made with ScryptKeyProvider")
         XCTAssertEqual(provider.derivationCount, 1)
     }
 
@@ -119,13 +130,18 @@ final class KeyProviderTests: XCTestCase {
         XCTAssertNoThrow(try PBKDF2KeyProvider(passphrase: "p", unsafeIterations: 1_000).key(for: request))
         XCTAssertThrowsError(try PBKDF2KeyProvider(passphrase: "p", unsafeIterations: 0).key(for: request))
         XCTAssertThrowsError(try ScryptKeyProvider(passphrase: "p", n: 1024).key(for: request))
-        XCTAssertThrowsError(try ScryptKeyProvider(passphrase: "p", n: 1000, unsafeAllowWeakParameters: true).key(for: request))
-        XCTAssertThrowsError(try ScryptKeyProvider(passphrase: "p", n: 1 << 20, maxMemory: 1 << 20).key(for: request)) { error in
+        XCTAssertThrowsError(
+            try ScryptKeyProvider(passphrase: "p", n: 1000, unsafeAllowWeakParameters: true).key(for: request))
+        XCTAssertThrowsError(try ScryptKeyProvider(passphrase: "p", n: 1 << 20, maxMemory: 1 << 20).key(for: request)) {
+            error in
             XCTAssertTrue(nsError(error).localizedDescription.contains("maxMemory"))
         }
-        XCTAssertNoThrow(try ScryptKeyProvider(passphrase: "p", n: 1024, unsafeAllowWeakParameters: true).key(for: request))
+        XCTAssertNoThrow(
+            try ScryptKeyProvider(passphrase: "p", n: 1024, unsafeAllowWeakParameters: true).key(for: request))
         // A provider's failure reaches the opener unchanged and nothing is created.
-        XCTAssertThrowsError(try FMDatabaseQueue(path: directory.path("never.db"), keyProvider: PBKDF2KeyProvider(passphrase: "p", iterations: 5)))
+        XCTAssertThrowsError(
+            try FMDatabaseQueue(
+                path: directory.path("never.db"), keyProvider: PBKDF2KeyProvider(passphrase: "p", iterations: 5)))
     }
 
     func testDerivedKeysAreCachedPerSalt() throws {
@@ -148,13 +164,15 @@ final class KeyProviderTests: XCTestCase {
     func testMissingFileIsCreatedAndReadOnlyMissingFileFails() throws {
         let path = directory.path("missing.db")
         let provider = PBKDF2KeyProvider(passphrase: "new", unsafeIterations: 100)
-        XCTAssertThrowsError(try FMDatabaseQueue(path: path, flags: SQLITE_OPEN_READONLY, keyProvider: provider)) { error in
+        XCTAssertThrowsError(try FMDatabaseQueue(path: path, flags: SQLITE_OPEN_READONLY, keyProvider: provider)) {
+            error in
             XCTAssertEqual(nsError(error).code, Int(SQLITE_CANTOPEN))
         }
         XCTAssertNoThrow(try FMDatabaseQueue(path: path, keyProvider: provider))
         // One page, of the linked SQLCipher's default size (1024 bytes on 3.x, 4096 on 4.x).
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)).count, CipherFormat.linkedDefault == .v4 ? 4096 : 1024,
-                       "the header is written at once")
+        XCTAssertEqual(
+            try Data(contentsOf: URL(fileURLWithPath: path)).count, CipherFormat.linkedDefault == .v4 ? 4096 : 1024,
+            "the header is written at once")
         XCTAssertNotEqual(DatabaseFile.kind(atPath: path), .plaintext)
     }
 
@@ -171,7 +189,8 @@ final class KeyProviderTests: XCTestCase {
         }
         XCTAssertEqual(provider.derivationCount, 1)
         if case .encrypted(let after) = DatabaseFile.kind(atPath: path) { XCTAssertEqual(after, salt) }
-        let reopened = try FMDatabaseQueue(path: path, keyProvider: PBKDF2KeyProvider(passphrase: "empty", unsafeIterations: 100))
+        let reopened = try FMDatabaseQueue(
+            path: path, keyProvider: PBKDF2KeyProvider(passphrase: "empty", unsafeIterations: 100))
         XCTAssertEqual(try reopened.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
     }
 
@@ -180,9 +199,15 @@ final class KeyProviderTests: XCTestCase {
         let plain = try XCTUnwrap(FMDatabaseQueue(path: path))
         plain.inDatabase { db in db.executeUpdate("create table t (a)") }
         plain.close()
-        for provider in [PassphraseKeyProvider("k"), PBKDF2KeyProvider(passphrase: "k", unsafeIterations: 100)] as [any KeyProvider] {
-            XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: provider)) { XCTAssertEqual(nsError($0).code, 26) }
-            XCTAssertThrowsError(try FMDatabasePool(path: path, keyProvider: provider)) { XCTAssertEqual(nsError($0).code, 26) }
+        for provider in [PassphraseKeyProvider("k"), PBKDF2KeyProvider(passphrase: "k", unsafeIterations: 100)]
+            as [any KeyProvider]
+        {
+            XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: provider)) {
+                XCTAssertEqual(nsError($0).code, 26)
+            }
+            XCTAssertThrowsError(try FMDatabasePool(path: path, keyProvider: provider)) {
+                XCTAssertEqual(nsError($0).code, 26)
+            }
         }
         XCTAssertEqual(DatabaseFile.kind(atPath: path), .plaintext)
     }

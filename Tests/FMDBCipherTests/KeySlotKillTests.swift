@@ -35,7 +35,8 @@ final class KeySlotKillTests: XCTestCase {
         guard db.open() else { return nil }
         defer { db.close() }
         guard (try? db.setKey(using: KeySlotKeyProvider(secret: .passphrase(passphrase)))) != nil,
-              db.string(forQuery: "PRAGMA integrity_check") == "ok" else { return nil }
+            db.string(forQuery: "PRAGMA integrity_check") == "ok"
+        else { return nil }
         return db.int(forQuery: "select count(*) from big")
     }
 
@@ -46,7 +47,9 @@ final class KeySlotKillTests: XCTestCase {
         try queue.inDatabase { db in
             try db.executeUpdate("create table big (id integer primary key, payload blob)", values: nil)
             try db.inTransaction { db in
-                for _ in 0..<rows { try db.executeUpdate("insert into big (payload) values (randomblob(1000))", values: nil) }
+                for _ in 0..<rows {
+                    try db.executeUpdate("insert into big (payload) values (randomblob(1000))", values: nil)
+                }
             }
         }
         queue.close()
@@ -58,19 +61,25 @@ final class KeySlotKillTests: XCTestCase {
         // One unkilled run tells how long a change takes here; the kills then land in its second half,
         // where the slot file is written.
         let started = Date()
-        XCTAssertFalse(try runToolAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
-                                      after: 30, env: ["OLD": "p0", "NEW": "p-timed"]))
+        XCTAssertFalse(
+            try runToolAndKill(
+                ["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
+                after: 30, env: ["OLD": "p0", "NEW": "p-timed"]))
         let duration = Date().timeIntervalSince(started)
         var current = "p-timed"
         var outcomes = [String: Int]()
         for round in 0..<kills {
             let next = "p\(round + 1)"
             let delay = Double.random(in: (0.5 * duration)...(1.1 * duration), using: &rng)
-            let killed = try runToolAndKill(["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
-                                        after: delay, env: ["OLD": current, "NEW": next])
+            let killed = try runToolAndKill(
+                ["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
+                after: delay, env: ["OLD": current, "NEW": next])
             let old = opens(path, passphrase: current)
             let new = opens(path, passphrase: next)
-            XCTAssertTrue((old == 100) != (new == 100), "round \(round): exactly one of the two passphrases opens (old \(String(describing: old)), new \(String(describing: new)))")
+            XCTAssertTrue(
+                (old == 100) != (new == 100),
+                "round \(round): exactly one of the two passphrases opens (old \(String(describing: old)), new \(String(describing: new)))"
+            )
             XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).count, 1, "round \(round): the slot file reads")
             let now = new == 100 ? next : current
             outcomes[killed ? (now == current ? "killed, old slot" : "killed, new slot") : "finished", default: 0] += 1
@@ -89,7 +98,8 @@ final class KeySlotKillTests: XCTestCase {
         var outcomes = [String: Int]()
         for round in 0..<kills {
             let delay = Double.random(in: 0.05...0.4, using: &rng)
-            let (output, killed) = try TestSupport.runAndKill(helper, ["slot-changer", path, String(acknowledged)], after: delay)
+            let (output, killed) = try TestSupport.runAndKill(
+                helper, ["slot-changer", path, String(acknowledged)], after: delay)
             let last = output.split(separator: "\n").compactMap { Int($0) }.last ?? acknowledged
             // The change after the last acknowledged one may have landed before the kill.
             let current = opensSlot(path, "p\(last)") ? last : (opensSlot(path, "p\(last + 1)") ? last + 1 : nil)
@@ -97,8 +107,12 @@ final class KeySlotKillTests: XCTestCase {
                 XCTFail("round \(round): neither p\(last) nor p\(last + 1) opens the database")
                 return
             }
-            XCTAssertFalse(opensSlot(path, "p\(current == last ? last + 1 : last)"), "round \(round): only one passphrase opens")
-            outcomes[killed ? (current == last ? "killed, acknowledged slot" : "killed, unacknowledged new slot") : "finished", default: 0] += 1
+            XCTAssertFalse(
+                opensSlot(path, "p\(current == last ? last + 1 : last)"), "round \(round): only one passphrase opens")
+            outcomes[
+                killed
+                    ? (current == last ? "killed, acknowledged slot" : "killed, unacknowledged new slot") : "finished",
+                default: 0] += 1
             acknowledged = current
         }
         XCTAssertGreaterThan(acknowledged, kills, "the helper made progress")
@@ -137,18 +151,22 @@ final class KeySlotKillTests: XCTestCase {
         var outcomes = [String: Int]()
         for round in 0..<kills {
             try reset()
-            let killed = try runToolAndKill(arguments, after: Double.random(in: (0.6 * duration)...(1.05 * duration), using: &rng),
-                                            env: ["K": "p0"])
+            let killed = try runToolAndKill(
+                arguments, after: Double.random(in: (0.6 * duration)...(1.05 * duration), using: &rng),
+                env: ["K": "p0"])
             let hasDest = FileManager.default.fileExists(atPath: dest)
             let hasSlots = FileManager.default.fileExists(atPath: destSlots)
             if hasDest {
                 XCTAssertTrue(hasSlots, "round \(round): DEST without its slot file")
-                XCTAssertEqual(opens(dest, passphrase: "p0"), rows, "round \(round): DEST is complete and opens through its slots")
+                XCTAssertEqual(
+                    opens(dest, passphrase: "p0"), rows, "round \(round): DEST is complete and opens through its slots")
             }
             if hasSlots {
                 XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: destSlots)), sourceSlots, "round \(round)")
             }
-            let outcome = hasDest ? "copy in place" : (hasSlots ? "slot file only (killed between the renames)" : "nothing at DEST")
+            let outcome =
+                hasDest
+                ? "copy in place" : (hasSlots ? "slot file only (killed between the renames)" : "nothing at DEST")
             outcomes[killed ? "killed, \(outcome)" : "finished", default: 0] += 1
         }
         print("kill during a slotted export outcomes: \(outcomes)")
@@ -169,11 +187,14 @@ final class KeySlotKillTests: XCTestCase {
             where name.hasPrefix("copy.db") || name.hasPrefix(".copy.db.fmdb-cipher-") {
                 try FileManager.default.removeItem(atPath: directory.path(name))
             }
-            try KeySlots.createDatabase(at: dest, secret: .passphrase("old"), kdf: .unsafePBKDF2SHA512(iterations: 1_000))
+            try KeySlots.createDatabase(
+                at: dest, secret: .passphrase("old"), kdf: .unsafePBKDF2SHA512(iterations: 1_000))
             let queue = try FMDatabaseQueue(path: dest, keyProvider: KeySlotKeyProvider(secret: .passphrase("old")))
             try queue.inDatabase { db in
                 try db.executeUpdate("create table big (id integer primary key, payload blob)", values: nil)
-                for _ in 0..<5 { try db.executeUpdate("insert into big (payload) values (randomblob(10))", values: nil) }
+                for _ in 0..<5 {
+                    try db.executeUpdate("insert into big (payload) values (randomblob(10))", values: nil)
+                }
             }
             queue.close()
         }
@@ -191,19 +212,25 @@ final class KeySlotKillTests: XCTestCase {
         for round in 0..<kills {
             try reset()
             let oldSlots = try Data(contentsOf: URL(fileURLWithPath: destSlots))
-            let killed = try runToolAndKill(arguments, after: Double.random(in: (0.6 * duration)...(1.05 * duration), using: &rng),
-                                            env: ["K": "p0"])
+            let killed = try runToolAndKill(
+                arguments, after: Double.random(in: (0.6 * duration)...(1.05 * duration), using: &rng),
+                env: ["K": "p0"])
             // exists() first: opening a missing DEST would create it.
             let hasDest = exists(dest)
-            let newAtDest = hasDest && opens(dest, passphrase: "p0") == rows
+            let newAtDest =
+                hasDest && opens(dest, passphrase: "p0") == rows
                 && (try? Data(contentsOf: URL(fileURLWithPath: destSlots))) == sourceSlots
-            let oldAtDest = hasDest && opens(dest, passphrase: "old") == 5
+            let oldAtDest =
+                hasDest && opens(dest, passphrase: "old") == 5
                 && (try? Data(contentsOf: URL(fileURLWithPath: destSlots))) == oldSlots
             if hasDest { XCTAssertTrue(newAtDest != oldAtDest, "round \(round): DEST is the old pair or the new one") }
             let asideDirectory = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
                 .first { $0.hasPrefix(".copy.db.fmdb-cipher-") }.map { directory.path($0) }
-            let oldAside = asideDirectory.map { exists($0 + "/old.db") && opens($0 + "/old.db", passphrase: "old") == 5 } ?? false
-            if !newAtDest { XCTAssertTrue(oldAtDest || oldAside, "round \(round): the old pair is whole, at DEST or aside") }
+            let oldAside =
+                asideDirectory.map { exists($0 + "/old.db") && opens($0 + "/old.db", passphrase: "old") == 5 } ?? false
+            if !newAtDest {
+                XCTAssertTrue(oldAtDest || oldAside, "round \(round): the old pair is whole, at DEST or aside")
+            }
             let outcome = newAtDest ? "new pair at DEST" : oldAtDest ? "old pair at DEST" : "no DEST, old pair aside"
             outcomes[killed ? "killed, \(outcome)" : "finished", default: 0] += 1
         }
@@ -216,16 +243,22 @@ final class KeySlotKillTests: XCTestCase {
         var outcomes = [String: Int]()
         for round in 0..<max(kills / 2, 4) {
             let delay = Double.random(in: 0.1...2.5, using: &rng)
-            let killed = try runToolAndKill(["rekey", "--data-key", path, "--key-env", "K", "--quiet"], after: delay, env: ["K": "p0"])
-            XCTAssertEqual(opens(path, passphrase: "p0"), rows, "round \(round): the passphrase opens the complete database")
+            let killed = try runToolAndKill(
+                ["rekey", "--data-key", path, "--key-env", "K", "--quiet"], after: delay, env: ["K": "p0"])
+            XCTAssertEqual(
+                opens(path, passphrase: "p0"), rows, "round \(round): the passphrase opens the complete database")
             // A rotation left pending is settled by the next change of a slot (or finished by the next rotation).
-            let pending = (try? String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: path), encoding: .utf8))?
+            let pending =
+                (try? String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: path), encoding: .utf8))?
                 .contains("pendingGeneration") ?? false
             outcomes[killed ? (pending ? "killed, pending" : "killed, settled") : "finished", default: 0] += 1
         }
-        try KeySlots.changeSlot(of: path, from: .passphrase("p0"), to: .passphrase("p1"), kdf: .pbkdf2SHA512(iterations: 64_000))
+        try KeySlots.changeSlot(
+            of: path, from: .passphrase("p0"), to: .passphrase("p1"), kdf: .pbkdf2SHA512(iterations: 64_000))
         XCTAssertEqual(opens(path, passphrase: "p1"), rows)
-        XCTAssertFalse(try String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: path), encoding: .utf8).contains("pendingGeneration"))
+        XCTAssertFalse(
+            try String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: path), encoding: .utf8).contains(
+                "pendingGeneration"))
         print("kill during rekey --data-key outcomes: \(outcomes)")
     }
 }

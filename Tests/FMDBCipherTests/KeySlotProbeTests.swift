@@ -36,8 +36,9 @@ final class KeySlotProbeTests: XCTestCase {
     /// The state a crash right after a rotation's rekey committed leaves: the slot file pending (both
     /// generations wrapped), the database under the new data key.
     func makePendingAfterCommit(_ path: String) throws {
-        _ = try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta")],
-                                       droppingUnmatchedSlots: false, finishing: false)
+        _ = try KeySlots.rotateDataKey(
+            of: path, secrets: [.passphrase("alpha"), .passphrase("beta")],
+            droppingUnmatchedSlots: false, finishing: false)
         XCTAssertTrue(try slotText(path).contains("pendingGeneration"))
     }
 
@@ -108,7 +109,9 @@ final class KeySlotProbeTests: XCTestCase {
         try makePendingAfterCommit(path)
         let release = try holdExclusiveLock(path, for: 2.5)
         defer { release() }
-        let hex = try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("beta")) { String(decoding: $0, as: UTF8.self) }
+        let hex = try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("beta")) {
+            String(decoding: $0, as: UTF8.self)
+        }
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
         defer { db.close() }
@@ -144,14 +147,16 @@ final class KeySlotProbeTests: XCTestCase {
             defer { writer.close() }
             XCTAssertTrue(writer.executeStatements("PRAGMA cache_size = 2; BEGIN"))
             for _ in 0..<200 {
-                try writer.executeUpdate("insert into t values ('spill', ?)", values: [Data(repeating: 0x5A, count: 2_000)])
+                try writer.executeUpdate(
+                    "insert into t values ('spill', ?)", values: [Data(repeating: 0x5A, count: 2_000)])
             }
             let journal = try Data(contentsOf: URL(fileURLWithPath: path + "-journal"))
             XCTAssertGreaterThan(journal.count, 0)
             try FileManager.default.copyItem(atPath: path, toPath: copy)
             try journal.write(to: URL(fileURLWithPath: copy + "-journal"))
-            try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: path),
-                                             toPath: KeySlots.slotFilePath(forDatabaseAt: copy))
+            try FileManager.default.copyItem(
+                atPath: KeySlots.slotFilePath(forDatabaseAt: path),
+                toPath: KeySlots.slotFilePath(forDatabaseAt: copy))
             writer.rollback()
         }
         try KeySlots.changeSlot(of: copy, from: .passphrase("beta"), to: .passphrase("delta"), kdf: cheap)
@@ -191,7 +196,8 @@ final class KeySlotProbeTests: XCTestCase {
         assertFails(SQLITE_MISUSE) { try pool.rekey(using: PassphraseKeyProvider("new"), busyTimeout: 1) }
         pool.releaseAllDatabases()
         XCTAssertEqual(try readRow(path, .passphrase("beta")), "slotted", "every slot still opens it")
-        XCTAssertEqual(try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta")]), .done)
+        XCTAssertEqual(
+            try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta")]), .done)
         XCTAssertEqual(try readRow(path, .passphrase("alpha")), "slotted")
     }
 
@@ -200,17 +206,20 @@ final class KeySlotProbeTests: XCTestCase {
     /// A slot file with a second slot for "alpha", as `addSlot` made before it refused that.
     func addDuplicateSlot(_ path: String) throws {
         let slotPath = KeySlots.slotFilePath(forDatabaseAt: path)
-        let opened = try KeySlots.unlock(try Data(contentsOf: URL(fileURLWithPath: slotPath)), secret: .passphrase("alpha"),
-                                         slotID: nil, databaseSalt: try KeySlots.databaseSalt(path), slotPath: slotPath)
+        let opened = try KeySlots.unlock(
+            try Data(contentsOf: URL(fileURLWithPath: slotPath)), secret: .passphrase("alpha"),
+            slotID: nil, databaseSalt: try KeySlots.databaseSalt(path), slotPath: slotPath)
         var file = opened.file
-        file.body.slots.append(try file.makeSlot(id: 9, secret: .passphrase("alpha"), kdf: cheap, dataKeys: opened.dataKeys))
+        file.body.slots.append(
+            try file.makeSlot(id: 9, secret: .passphrase("alpha"), kdf: cheap, dataKeys: opened.dataKeys))
         try KeySlotStorage.writeAtomically(file.serialized(dataKeys: opened.dataKeys), to: slotPath)
     }
 
     func testASecretThatOpensASlotIsNotAddedTwice() throws {
         let path = try makeSlotted()
         assertFails(SQLITE_MISUSE) {
-            try KeySlots.addSlot(to: path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("beta"), kdf: self.cheap)
+            try KeySlots.addSlot(
+                to: path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("beta"), kdf: self.cheap)
         }
         assertFails(SQLITE_MISUSE) {
             try KeySlots.changeSlot(of: path, from: .passphrase("alpha"), to: .passphrase("beta"), kdf: self.cheap)
@@ -249,21 +258,28 @@ final class KeySlotProbeTests: XCTestCase {
             let original = try slotBytes(path)
             let text = String(decoding: original, as: UTF8.self)
             XCTAssertNotNil(text.range(of: from))
-            let edited = text.replacingOccurrences(of: from, with: to).replacingOccurrences(of: "\"p\":1,\"p\":2", with: "\"p\":2")
+            let edited = text.replacingOccurrences(of: from, with: to).replacingOccurrences(
+                of: "\"p\":1,\"p\":2", with: "\"p\":2")
             try Data(edited.utf8).write(to: URL(fileURLWithPath: slotPath))
             assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(forDatabaseAt: path) }
             try original.write(to: URL(fileURLWithPath: slotPath))
         }
-        XCTAssertThrowsError(try KeySlots.addSlot(to: scryptPath, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"),
-                                                  kdf: .scrypt(n: 1 << 14, r: 8, p: 1024)))
-        XCTAssertThrowsError(try KeySlots.addSlot(to: scryptPath, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"),
-                                                  kdf: .pbkdf2SHA512(iterations: 10_000_001)))
+        XCTAssertThrowsError(
+            try KeySlots.addSlot(
+                to: scryptPath, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"),
+                kdf: .scrypt(n: 1 << 14, r: 8, p: 1024)))
+        XCTAssertThrowsError(
+            try KeySlots.addSlot(
+                to: scryptPath, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"),
+                kdf: .pbkdf2SHA512(iterations: 10_000_001)))
     }
 
     func testRecoveryKeySymbolsLiveInWipedStorage() throws {
         let wiped = Locked([String]())
         SecureBytes.setWipeObserver { buffer in
-            wiped.withLock { $0.append(buffer.allSatisfy { $0 == 0 } ? "zero:\(buffer.count)" : "DIRTY:\(buffer.count)") }
+            wiped.withLock {
+                $0.append(buffer.allSatisfy { $0 == 0 } ? "zero:\(buffer.count)" : "DIRTY:\(buffer.count)")
+            }
         }
         defer { SecureBytes.setWipeObserver(nil) }
         var text = ""

@@ -16,14 +16,18 @@ extension KeySlotTests {
 
     /// Exports `source` into a new `destination` through `provider` (the library way to copy a slotted
     /// database), with `settings` for the copy.
-    func exportThroughSlots(_ source: String, to destination: String, provider: KeySlotKeyProvider,
-                            settings: CipherSettings = CipherSettings()) throws {
+    func exportThroughSlots(
+        _ source: String, to destination: String, provider: KeySlotKeyProvider,
+        settings: CipherSettings = CipherSettings()
+    ) throws {
         let db = FMDatabase(path: source)
         db.logsErrors = false
         XCTAssertTrue(db.open())
         defer { db.close() }
         try db.setKey(using: provider)
-        try db.attachDatabase(atPath: destination, schema: "copy", keyProvider: provider.creatingDatabase(at: destination), settings: settings)
+        try db.attachDatabase(
+            atPath: destination, schema: "copy", keyProvider: provider.creatingDatabase(at: destination),
+            settings: settings)
         try db.exportContents(to: "copy")
         try db.detachDatabase(schema: "copy")
     }
@@ -54,7 +58,9 @@ extension KeySlotTests {
             db.close()
         }
         let hex = { (path: String) in
-            try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("alpha")) { String(decoding: $0, as: UTF8.self) }
+            try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("alpha")) {
+                String(decoding: $0, as: UTF8.self)
+            }
         }
         XCTAssertEqual(try hex(copy), try hex(source))
         // The copy is a database of its own: changing its slots leaves the source's alone.
@@ -69,12 +75,13 @@ extension KeySlotTests {
         try KeySlots.addSlot(to: app, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("ops"), kdf: cheap)
         let copyPath = directory.path("copy.db")
         try KeySlots.copySlotFile(from: app, to: copyPath)
-        let provider = KeySlotKeyProvider(secret: .passphrase("ops"))   // one key derivation for the whole copy
+        let provider = KeySlotKeyProvider(secret: .passphrase("ops"))  // one key derivation for the whole copy
         let db = FMDatabase(path: app)
         guard db.open() else { throw db.lastError() }
         try db.setKey(using: provider)
-        try db.attachDatabase(atPath: copyPath, schema: "copy", keyProvider: provider.creatingDatabase(at: copyPath),
-                              settings: CipherSettings(pageSize: 4096))
+        try db.attachDatabase(
+            atPath: copyPath, schema: "copy", keyProvider: provider.creatingDatabase(at: copyPath),
+            settings: CipherSettings(pageSize: 4096))
         try db.exportContents(to: "copy")
         try db.detachDatabase(schema: "copy")
         db.close()
@@ -82,7 +89,8 @@ extension KeySlotTests {
         let copy = FMDatabase(path: copyPath)
         XCTAssertTrue(copy.open())
         defer { copy.close() }
-        try copy.setKey(using: KeySlotKeyProvider(secret: .passphrase("beta")), settings: CipherSettings(pageSize: 4096))
+        try copy.setKey(
+            using: KeySlotKeyProvider(secret: .passphrase("beta")), settings: CipherSettings(pageSize: 4096))
         XCTAssertEqual(copy.string(forQuery: "select a from t"), "slotted")
     }
 
@@ -99,12 +107,14 @@ extension KeySlotTests {
         try FileManager.default.createSymbolicLink(atPath: copySlots, withDestinationPath: target)
         assertFails(SQLITE_CANTOPEN) { try KeySlots.copySlotFile(from: source, to: copy) }
         XCTAssertFalse(FileManager.default.fileExists(atPath: target))
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.contains(".tmp-") }, [])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.contains(".tmp-") }, [])
         // The source's slot file must be the source's: one swapped from another database is refused.
         let (other, _) = try makeSlotted("other.db")
         try FileManager.default.removeItem(atPath: copySlots)
         try FileManager.default.removeItem(atPath: KeySlots.slotFilePath(forDatabaseAt: source))
-        try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: other), toPath: KeySlots.slotFilePath(forDatabaseAt: source))
+        try FileManager.default.copyItem(
+            atPath: KeySlots.slotFilePath(forDatabaseAt: other), toPath: KeySlots.slotFilePath(forDatabaseAt: source))
         assertFails(SQLITE_NOTADB) { try KeySlots.copySlotFile(from: source, to: copy) }
         XCTAssertFalse(FileManager.default.fileExists(atPath: copySlots))
     }
@@ -116,29 +126,42 @@ extension KeySlotTests {
         try db.executeUpdate("create table t (a text)", values: nil)
         try db.executeUpdate("insert into t values ('from plaintext')", values: nil)
         let target = directory.path("enc.db")
-        let made = try KeySlots.createSlotFile(forNewDatabaseAt: target, secret: .passphrase("alpha"), kdf: cheap, addingRecoveryKey: true)
+        let made = try KeySlots.createSlotFile(
+            forNewDatabaseAt: target, secret: .passphrase("alpha"), kdf: cheap, addingRecoveryKey: true)
         XCTAssertEqual(made.slots.map(\.id), [1, 2])
         XCTAssertEqual(made.slots.map(\.kind), [.passphrase, .recoveryKey])
         let recovery = try XCTUnwrap(made.recoveryKey).formattedText
         XCTAssertEqual(mode(KeySlots.slotFilePath(forDatabaseAt: target)), 0o600)
-        try db.attachDatabase(atPath: target, schema: "enc",
-                              keyProvider: KeySlotKeyProvider(secret: .recoveryKey(recovery)).creatingDatabase(at: target))
+        try db.attachDatabase(
+            atPath: target, schema: "enc",
+            keyProvider: KeySlotKeyProvider(secret: .recoveryKey(recovery)).creatingDatabase(at: target))
         try db.exportContents(to: "enc")
         try db.detachDatabase(schema: "enc")
         db.close()
         XCTAssertEqual(try readRow(target, .passphrase("alpha")), "from plaintext")
         XCTAssertEqual(try readRow(target, .recoveryKey(recovery)), "from plaintext")
-        XCTAssertEqual(try KeySlots.databaseSalt(target).hexString,
-                       try KeySlotFile.parse(try bytes(KeySlots.slotFilePath(forDatabaseAt: target))).file.body.databaseSalt)
+        XCTAssertEqual(
+            try KeySlots.databaseSalt(target).hexString,
+            try KeySlotFile.parse(try bytes(KeySlots.slotFilePath(forDatabaseAt: target))).file.body.databaseSalt)
         // Never over a database, nor over a slot file.
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createSlotFile(forNewDatabaseAt: target, secret: .passphrase("x"), kdf: self.cheap) }
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createSlotFile(forNewDatabaseAt: plain, secret: .passphrase("x"), kdf: self.cheap) }
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createSlotFile(forNewDatabaseAt: target, secret: .passphrase("x"), kdf: self.cheap)
+        }
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createSlotFile(forNewDatabaseAt: plain, secret: .passphrase("x"), kdf: self.cheap)
+        }
         let second = directory.path("second.db")
         try Data("x".utf8).write(to: URL(fileURLWithPath: KeySlots.slotFilePath(forDatabaseAt: second)))
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createSlotFile(forNewDatabaseAt: second, secret: .passphrase("x"), kdf: self.cheap) }
-        assertFails(SQLITE_MISUSE) { try KeySlots.createSlotFile(forNewDatabaseAt: self.directory.path("third.db"), secret: .recoveryKey(recovery)) }
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createSlotFile(forNewDatabaseAt: second, secret: .passphrase("x"), kdf: self.cheap)
+        }
+        assertFails(SQLITE_MISUSE) {
+            try KeySlots.createSlotFile(
+                forNewDatabaseAt: self.directory.path("third.db"), secret: .recoveryKey(recovery))
+        }
         // A plaintext file beside a slot file does not take its identity.
-        try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: target), toPath: KeySlots.slotFilePath(forDatabaseAt: plain))
+        try FileManager.default.copyItem(
+            atPath: KeySlots.slotFilePath(forDatabaseAt: target), toPath: KeySlots.slotFilePath(forDatabaseAt: plain))
         assertFails(SQLITE_CANTOPEN) { _ = try self.readRow(plain, .passphrase("alpha")) }
     }
 
@@ -150,10 +173,12 @@ extension KeySlotTests {
     func testAPlantedSlotFileBesideAMissingOrEmptyDatabaseIsNotAdopted() throws {
         let shared = directory.path("shared.db")
         try KeySlots.createDatabase(at: shared, secret: .passphrase("mallory"), kdf: cheap)
-        try KeySlots.addSlot(to: shared, unlockingWith: .passphrase("mallory"), newSecret: .passphrase("victim"), kdf: cheap)
+        try KeySlots.addSlot(
+            to: shared, unlockingWith: .passphrase("mallory"), newSecret: .passphrase("victim"), kdf: cheap)
         let victim = directory.path("victim.db")
-        try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: shared),
-                                         toPath: KeySlots.slotFilePath(forDatabaseAt: victim))
+        try FileManager.default.copyItem(
+            atPath: KeySlots.slotFilePath(forDatabaseAt: shared),
+            toPath: KeySlots.slotFilePath(forDatabaseAt: victim))
         // Missing: open() makes the empty file; keying it is refused.
         let db = FMDatabase(path: victim)
         db.logsErrors = false
@@ -163,17 +188,21 @@ extension KeySlotTests {
         XCTAssertFalse(FileManager.default.fileExists(atPath: victim), "nothing left behind")
         // Empty, through a queue and a pool, and as an attached database.
         XCTAssertTrue(FileManager.default.createFile(atPath: victim, contents: nil))
-        XCTAssertThrowsError(try FMDatabaseQueue(path: victim, keyProvider: KeySlotKeyProvider(secret: .passphrase("victim"))))
-        XCTAssertThrowsError(try FMDatabasePool(path: victim, keyProvider: KeySlotKeyProvider(secret: .passphrase("victim"))))
+        XCTAssertThrowsError(
+            try FMDatabaseQueue(path: victim, keyProvider: KeySlotKeyProvider(secret: .passphrase("victim"))))
+        XCTAssertThrowsError(
+            try FMDatabasePool(path: victim, keyProvider: KeySlotKeyProvider(secret: .passphrase("victim"))))
         let main = FMDatabase(path: directory.path("main.db"))
         main.logsErrors = false
         XCTAssertTrue(main.open())
         assertFails(SQLITE_CANTOPEN) {
-            try main.attachDatabase(atPath: victim, schema: "v", keyProvider: KeySlotKeyProvider(secret: .passphrase("victim")))
+            try main.attachDatabase(
+                atPath: victim, schema: "v", keyProvider: KeySlotKeyProvider(secret: .passphrase("victim")))
         }
         XCTAssertEqual(try bytes(victim).count, 0, "nothing written")
         // A provider asked to create another path does not adopt this one either.
-        let elsewhere = KeySlotKeyProvider(secret: .passphrase("victim")).creatingDatabase(at: directory.path("other.db"))
+        let elsewhere = KeySlotKeyProvider(secret: .passphrase("victim")).creatingDatabase(
+            at: directory.path("other.db"))
         assertFails(SQLITE_CANTOPEN) { try main.attachDatabase(atPath: victim, schema: "v", keyProvider: elsewhere) }
         // Asked for this path (a copy being made): created under the slot file's identity.
         let asked = KeySlotKeyProvider(secret: .passphrase("victim")).creatingDatabase(at: victim)
@@ -182,6 +211,7 @@ extension KeySlotTests {
         try main.detachDatabase(schema: "v")
         main.close()
         XCTAssertEqual(try salt(victim), try salt(shared))
-        XCTAssertEqual(try readRowOrNil(victim, .passphrase("mallory")), "1", "the identity asked for, with every slot of it")
+        XCTAssertEqual(
+            try readRowOrNil(victim, .passphrase("mallory")), "1", "the identity asked for, with every slot of it")
     }
 }

@@ -108,7 +108,8 @@ final class KeySlotTests: XCTestCase {
         let (path, _) = try makeSlotted()
         let before = try bytes(path)
         let slotBefore = try bytes(KeySlots.slotFilePath(forDatabaseAt: path))
-        let changed = try KeySlots.changeSlot(of: path, from: .passphrase("alpha"), to: .passphrase("alpha 2"), kdf: cheap)
+        let changed = try KeySlots.changeSlot(
+            of: path, from: .passphrase("alpha"), to: .passphrase("alpha 2"), kdf: cheap)
         XCTAssertEqual(changed.id, 1)
         XCTAssertEqual(try bytes(path), before, "a passphrase change must not touch the database")
         XCTAssertNotEqual(try bytes(KeySlots.slotFilePath(forDatabaseAt: path)), slotBefore)
@@ -154,20 +155,32 @@ final class KeySlotTests: XCTestCase {
         XCTAssertEqual(info.kdf, "scrypt N=32768 r=8 p=1")
         XCTAssertEqual(info.kind, .passphrase)
         assertFails(SQLITE_MISUSE) {
-            try KeySlots.addSlot(to: path, unlockingWith: .passphrase("strong"), newSecret: .passphrase("weak"),
-                                 kdf: .pbkdf2SHA512(iterations: 63_999))
+            try KeySlots.addSlot(
+                to: path, unlockingWith: .passphrase("strong"), newSecret: .passphrase("weak"),
+                kdf: .pbkdf2SHA512(iterations: 63_999))
         }
         assertFails(SQLITE_MISUSE) {
-            try KeySlots.addSlot(to: path, unlockingWith: .passphrase("strong"), newSecret: .passphrase("weak"), kdf: .scrypt(n: 1 << 13))
+            try KeySlots.addSlot(
+                to: path, unlockingWith: .passphrase("strong"), newSecret: .passphrase("weak"), kdf: .scrypt(n: 1 << 13)
+            )
         }
-        let pbkdf2 = try KeySlots.addSlot(to: path, unlockingWith: .passphrase("strong"), newSecret: .passphrase("p"), kdf: .pbkdf2SHA512())
+        let pbkdf2 = try KeySlots.addSlot(
+            to: path, unlockingWith: .passphrase("strong"), newSecret: .passphrase("p"), kdf: .pbkdf2SHA512())
         XCTAssertEqual(pbkdf2.kdf, "pbkdf2-sha512 256000")
         XCTAssertNotNil(try readRowOrNil(path, .passphrase("p")))
-        assertFails(SQLITE_MISUSE) { try KeySlots.createDatabase(at: self.directory.path("e.db"), secret: .passphrase("")) }
-        let typed = RecoveryKeyCode.format(try secureRandomBytes(20)).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        assertFails(SQLITE_MISUSE) { try KeySlots.createDatabase(at: self.directory.path("r.db"), secret: .recoveryKey(typed)) }
+        assertFails(SQLITE_MISUSE) {
+            try KeySlots.createDatabase(at: self.directory.path("e.db"), secret: .passphrase(""))
+        }
+        let typed = RecoveryKeyCode.format(try secureRandomBytes(20)).withUnsafeBytes {
+            String(decoding: $0, as: UTF8.self)
+        }
+        assertFails(SQLITE_MISUSE) {
+            try KeySlots.createDatabase(at: self.directory.path("r.db"), secret: .recoveryKey(typed))
+        }
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("r.db")))
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: path, secret: .passphrase("again"), kdf: self.cheap) }
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createDatabase(at: path, secret: .passphrase("again"), kdf: self.cheap)
+        }
     }
 
     /// Security review: the new database is made by the library (O_CREAT|O_EXCL|O_NOFOLLOW, 0600), so it
@@ -188,18 +201,27 @@ final class KeySlotTests: XCTestCase {
         let target = other + "/target.db"
         let planted = directory.path("planted.db")
         try FileManager.default.createSymbolicLink(atPath: planted, withDestinationPath: target)
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap) }
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap)
+        }
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "the link was not followed")
         XCTAssertFalse(FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: planted)))
         // A link to an existing empty file, and an empty file, are refused too and left as they were.
         XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data()))
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap) }
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: target, secret: .passphrase("alpha"), kdf: self.cheap) }
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createDatabase(at: planted, secret: .passphrase("alpha"), kdf: self.cheap)
+        }
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createDatabase(at: target, secret: .passphrase("alpha"), kdf: self.cheap)
+        }
         XCTAssertEqual(try bytes(target), Data())
         // A link planted where the slot file goes is refused as well.
         let second = directory.path("second.db")
-        try FileManager.default.createSymbolicLink(atPath: KeySlots.slotFilePath(forDatabaseAt: second), withDestinationPath: other + "/slots")
-        assertFails(SQLITE_CANTOPEN) { try KeySlots.createDatabase(at: second, secret: .passphrase("alpha"), kdf: self.cheap) }
+        try FileManager.default.createSymbolicLink(
+            atPath: KeySlots.slotFilePath(forDatabaseAt: second), withDestinationPath: other + "/slots")
+        assertFails(SQLITE_CANTOPEN) {
+            try KeySlots.createDatabase(at: second, secret: .passphrase("alpha"), kdf: self.cheap)
+        }
         XCTAssertFalse(FileManager.default.fileExists(atPath: second))
         XCTAssertFalse(FileManager.default.fileExists(atPath: other + "/slots"))
     }
@@ -236,9 +258,9 @@ final class KeySlotTests: XCTestCase {
         let text = String(decoding: original, as: UTF8.self)
         // Edits that keep the file well-formed: each must still be detected.
         let edits: [(String, String)] = [
-            ("\"created\":", "\"created\":1"),          // a slot's creation time
-            ("\"iterations\":1000", "\"iterations\":1001"), // a slot's KDF parameters
-            ("\"id\":3", "\"id\":4"),                   // a slot's id
+            ("\"created\":", "\"created\":1"),  // a slot's creation time
+            ("\"iterations\":1000", "\"iterations\":1001"),  // a slot's KDF parameters
+            ("\"id\":3", "\"id\":4"),  // a slot's id
             ("\"kind\":\"recovery\"", "\"kind\":\"raw\""),
         ]
         var cases: [Data] = edits.map { Data(text.replacingOccurrences(of: $0.0, with: $0.1).utf8) }
@@ -261,7 +283,8 @@ final class KeySlotTests: XCTestCase {
                     XCTAssertTrue([SQLITE_CORRUPT, SQLITE_NOTADB].contains(error.resultCode), "\(error)")
                     refused += 1
                 }
-                XCTAssertThrowsError(try KeySlots.addSlot(to: path, unlockingWith: secret, newSecret: .passphrase("x"), kdf: cheap))
+                XCTAssertThrowsError(
+                    try KeySlots.addSlot(to: path, unlockingWith: secret, newSecret: .passphrase("x"), kdf: cheap))
                 XCTAssertEqual(try bytes(slotPath), damaged, "nothing written over a damaged slot file")
             }
         }
@@ -279,14 +302,14 @@ final class KeySlotTests: XCTestCase {
         try KeySlots.createDatabase(at: scryptPath, secret: .passphrase("alpha"))
         let (pbkdf2Path, _) = try makeSlotted("pbkdf2.db")
         let edits: [(path: String, from: [String], to: [String])] = [
-            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":2", "\"r\":9223372036854775808"]),   // r·p overflows
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":2", "\"r\":9223372036854775808"]),  // r·p overflows
             (scryptPath, ["\"r\":8"], ["\"r\":18446744073709551615"]),
             (scryptPath, ["\"r\":8"], ["\"r\":0"]),
             (scryptPath, ["\"r\":8"], ["\"r\":65536"]),
-            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":65535", "\"r\":65535"]),               // r·p >= 2^30
-            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":1", "\"r\":4096"]),                    // 2^44 bytes of memory
-            (scryptPath, ["\"n\":32768"], ["\"n\":8192"]),                                        // below the floor
-            (scryptPath, ["\"n\":32768"], ["\"n\":8388608"]),                                     // 2^23
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":65535", "\"r\":65535"]),  // r·p >= 2^30
+            (scryptPath, ["\"p\":1", "\"r\":8"], ["\"p\":1", "\"r\":4096"]),  // 2^44 bytes of memory
+            (scryptPath, ["\"n\":32768"], ["\"n\":8192"]),  // below the floor
+            (scryptPath, ["\"n\":32768"], ["\"n\":8388608"]),  // 2^23
             (scryptPath, ["\"n\":32768"], ["\"n\":32767"]),
             (scryptPath, ["\"n\":32768"], ["\"n\":0"]),
             (scryptPath, ["\"n\":32768"], ["\"n\":9223372036854775808"]),
@@ -312,16 +335,21 @@ final class KeySlotTests: XCTestCase {
             assertFails(SQLITE_CORRUPT) { _ = try KeySlots.list(forDatabaseAt: path) }
             assertFails(SQLITE_CORRUPT) { _ = try self.readRow(path, .passphrase("alpha")) }
             assertFails(SQLITE_CORRUPT) {
-                try KeySlots.addSlot(to: path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: self.cheap)
+                try KeySlots.addSlot(
+                    to: path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: self.cheap)
             }
             XCTAssertEqual(try bytes(slotPath), Data(text.utf8), "nothing written over it")
             try original.write(to: URL(fileURLWithPath: slotPath))
         }
         XCTAssertEqual(try KeySlots.list(forDatabaseAt: scryptPath).map(\.kdf), ["scrypt N=32768 r=8 p=1"])
         // The same bounds when a slot is made: no trap on a caller's r·p either.
-        for kdf in [KeySlotKDF.scrypt(r: 1 << 63, p: 2), .scrypt(n: 1 << 23), .scrypt(r: 1 << 16), .unsafePBKDF2SHA512(iterations: 999)] {
+        for kdf in [
+            KeySlotKDF.scrypt(r: 1 << 63, p: 2), .scrypt(n: 1 << 23), .scrypt(r: 1 << 16),
+            .unsafePBKDF2SHA512(iterations: 999),
+        ] {
             assertFails(SQLITE_MISUSE) {
-                try KeySlots.addSlot(to: pbkdf2Path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: kdf)
+                try KeySlots.addSlot(
+                    to: pbkdf2Path, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: kdf)
             }
         }
     }
@@ -345,7 +373,8 @@ final class KeySlotTests: XCTestCase {
         try secondSlots.write(to: URL(fileURLWithPath: KeySlots.slotFilePath(forDatabaseAt: first)))
         assertFails(SQLITE_NOTADB) { _ = try self.readRow(first, .passphrase("alpha")) }
         assertFails(SQLITE_NOTADB) {
-            try KeySlots.addSlot(to: first, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: self.cheap)
+            try KeySlots.addSlot(
+                to: first, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("x"), kdf: self.cheap)
         }
         // Editing the recorded salt to this database's does not help: it is bound into every slot.
         let firstSalt = try KeySlots.databaseSalt(first).hexString
@@ -364,7 +393,8 @@ final class KeySlotTests: XCTestCase {
         // A symbolic link nobody named is not followed.
         let elsewhere = directory.path("elsewhere")
         try Data("x".utf8).write(to: URL(fileURLWithPath: elsewhere))
-        try FileManager.default.createSymbolicLink(atPath: KeySlots.slotFilePath(forDatabaseAt: path), withDestinationPath: elsewhere)
+        try FileManager.default.createSymbolicLink(
+            atPath: KeySlots.slotFilePath(forDatabaseAt: path), withDestinationPath: elsewhere)
         assertFails(SQLITE_CANTOPEN) { _ = try self.readRow(path, .passphrase("alpha")) }
     }
 
@@ -373,7 +403,9 @@ final class KeySlotTests: XCTestCase {
     func testExportedDataKeyOpensInTheSqlcipherShell() throws {
         let shell = try XCTUnwrap(which("sqlcipher"))
         let (path, recovery) = try makeSlotted()
-        let text = try KeySlots.withDataKeyHex(of: path, unlockingWith: .recoveryKey(recovery)) { String(decoding: $0, as: UTF8.self) }
+        let text = try KeySlots.withDataKeyHex(of: path, unlockingWith: .recoveryKey(recovery)) {
+            String(decoding: $0, as: UTF8.self)
+        }
         XCTAssertEqual(text.count, 64)
         let result = try runSQLCipherShell(shell, path, "PRAGMA key = \"x'\(text)'\";\nSELECT a FROM t;\n")
         XCTAssertEqual(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "slotted", result.stderr)
@@ -382,14 +414,21 @@ final class KeySlotTests: XCTestCase {
     func testRotatingTheDataKeyRekeysAndRewrapsEverySlot() throws {
         let (path, recovery) = try makeSlotted()
         let shell = try XCTUnwrap(which("sqlcipher"))
-        let oldHex = try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("alpha")) { String(decoding: $0, as: UTF8.self) }
+        let oldHex = try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("alpha")) {
+            String(decoding: $0, as: UTF8.self)
+        }
         let before = try bytes(path)
         // A slot no given secret opens: refused, nothing changed.
-        assertFails(SQLITE_MISUSE) { try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta")]) }
+        assertFails(SQLITE_MISUSE) {
+            try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta")])
+        }
         XCTAssertEqual(try bytes(path), before)
-        try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta"), .recoveryKey(recovery)])
+        try KeySlots.rotateDataKey(
+            of: path, secrets: [.passphrase("alpha"), .passphrase("beta"), .recoveryKey(recovery)])
         XCTAssertNotEqual(try bytes(path), before)
-        let newHex = try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("beta")) { String(decoding: $0, as: UTF8.self) }
+        let newHex = try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("beta")) {
+            String(decoding: $0, as: UTF8.self)
+        }
         XCTAssertNotEqual(oldHex, newHex)
         for secret: KeySlotSecret in [.passphrase("alpha"), .passphrase("beta"), try .recoveryKey(recovery)] {
             XCTAssertEqual(try readRow(path, secret), "slotted")
@@ -427,7 +466,8 @@ final class KeySlotTests: XCTestCase {
         let pool = try FMDatabasePool(path: path, keyProvider: provider)
         XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         pool.releaseAllDatabases()
-        try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta"), .recoveryKey(recovery)])
+        try KeySlots.rotateDataKey(
+            of: path, secrets: [.passphrase("alpha"), .passphrase("beta"), .recoveryKey(recovery)])
         // New connections: the slot file changed, so the provider unwraps the new data key.
         XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         XCTAssertEqual(provider.derivationCount, 2)
@@ -439,8 +479,9 @@ final class KeySlotTests: XCTestCase {
         let (path, _) = try makeSlotted()
         let slotPath = KeySlots.slotFilePath(forDatabaseAt: path)
         let salt = try KeySlots.databaseSalt(path)
-        let opened = try KeySlots.unlock(try KeySlotStorage.read(slotPath), secret: .passphrase("alpha"), slotID: nil,
-                                         databaseSalt: salt, slotPath: slotPath)
+        let opened = try KeySlots.unlock(
+            try KeySlotStorage.read(slotPath), secret: .passphrase("alpha"), slotID: nil,
+            databaseSalt: salt, slotPath: slotPath)
         let oldKey = try opened.currentDataKey(databasePath: path)
         let newKey = try secureRandomBytes(32)
         var file = opened.file
@@ -454,7 +495,7 @@ final class KeySlotTests: XCTestCase {
         // After the rekey: the new key.
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
-        db.isKeySlotRotation = true   // the rotation's own rekey: any other rekey of a slotted database is refused
+        db.isKeySlotRotation = true  // the rotation's own rekey: any other rekey of a slotted database is refused
         try db.setKey(using: RawKeyProvider(key: .raw(secure: oldKey, salt: nil)))
         try db.rekey(using: RawKeyProvider(key: .raw(secure: newKey, salt: nil)))
         db.close()
@@ -470,13 +511,13 @@ final class KeySlotTests: XCTestCase {
     /// The key slot example of FMDB.docc/KeySlotsAndRecoveryKeys.md, as written there (with the default, real-cost KDFs).
     func testReadmeExample() throws {
         let path = directory.path("readme.db")
-        try KeySlots.createDatabase(at: path, secret: .passphrase("admin passphrase"))          // scrypt slot 1
+        try KeySlots.createDatabase(at: path, secret: .passphrase("admin passphrase"))  // scrypt slot 1
         try KeySlots.addSlot(to: path, unlockingWith: .passphrase("admin passphrase"), newSecret: .passphrase("ops"))
         let (_, recovery) = try KeySlots.addRecoverySlot(to: path, unlockingWith: .passphrase("ops"))
         let typedRecoveryKey = recovery.formattedText
         let pool = try FMDatabasePool(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("ops")))
-        try KeySlots.changeSlot(of: path, from: .passphrase("ops"), to: .passphrase("ops 2026"))   // ms, no rekey
-        try KeySlots.removeSlot(1, from: path, unlockingWith: .recoveryKey(typedRecoveryKey))      // never the last
+        try KeySlots.changeSlot(of: path, from: .passphrase("ops"), to: .passphrase("ops 2026"))  // ms, no rekey
+        try KeySlots.removeSlot(1, from: path, unlockingWith: .recoveryKey(typedRecoveryKey))  // never the last
         try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("ops 2026"), .recoveryKey(typedRecoveryKey)])
         pool.releaseAllDatabases()
         // The pool's provider holds "ops", which no longer opens any slot: new connections fail.
@@ -503,34 +544,53 @@ final class KeySlotTests: XCTestCase {
         try KeySlots.addSlot(to: path, unlockingWith: .passphrase("alpha"), newSecret: .rawKey(raw))
         let hex = raw.map { String(format: "%02x", $0) }.joined() + "\n"
         let environment = try makeCredential("app-db-key", Data(hex.utf8), mode: 0o400)
-        let provider = try SystemdCredentialKeyProvider(credential: "app-db-key", usage: .keySlot(.rawKey), environment: environment)
+        let provider = try SystemdCredentialKeyProvider(
+            credential: "app-db-key", usage: .keySlot(.rawKey), environment: environment)
         let pool = try FMDatabasePool(path: path, keyProvider: provider)
         XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         pool.releaseAllDatabases()
         // A passphrase slot through a credential too (0440 is what systemd uses for a group-owned one... not
         // readable by others, and here not by the group either).
         let passEnv = try makeCredential("app-pass", Data("beta\n".utf8), mode: 0o600)
-        let passProvider = try SystemdCredentialKeyProvider(credential: "app-pass", usage: .keySlot(.passphrase), environment: passEnv)
+        let passProvider = try SystemdCredentialKeyProvider(
+            credential: "app-pass", usage: .keySlot(.passphrase), environment: passEnv)
         let queue = try FMDatabaseQueue(path: path, keyProvider: passProvider)
         XCTAssertEqual(try queue.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         queue.close()
     }
 
     func testSystemdCredentialErrorsAreClear() throws {
-        assertFails(SQLITE_CANTOPEN) { _ = try SystemdCredentialKeyProvider(credential: "k", usage: .rawKey, environment: [:]) }
+        assertFails(SQLITE_CANTOPEN) {
+            _ = try SystemdCredentialKeyProvider(credential: "k", usage: .rawKey, environment: [:])
+        }
         let environment = try makeCredential("open-key", Data("secret".utf8), mode: 0o644)
-        assertFails(SQLITE_CANTOPEN) { _ = try SystemdCredentialKeyProvider(credential: "absent", usage: .passphrase, environment: environment) }
-        assertFails(SQLITE_PERM) { _ = try SystemdCredentialKeyProvider(credential: "open-key", usage: .passphrase, environment: environment) }
+        assertFails(SQLITE_CANTOPEN) {
+            _ = try SystemdCredentialKeyProvider(credential: "absent", usage: .passphrase, environment: environment)
+        }
+        assertFails(SQLITE_PERM) {
+            _ = try SystemdCredentialKeyProvider(credential: "open-key", usage: .passphrase, environment: environment)
+        }
         _ = try makeCredential("group-key", Data("secret".utf8), mode: 0o640)
-        assertFails(SQLITE_PERM) { _ = try SystemdCredentialKeyProvider(credential: "group-key", usage: .passphrase, environment: environment) }
+        assertFails(SQLITE_PERM) {
+            _ = try SystemdCredentialKeyProvider(credential: "group-key", usage: .passphrase, environment: environment)
+        }
         _ = try makeCredential("empty", Data(), mode: 0o400)
-        assertFails(SQLITE_MISUSE) { _ = try SystemdCredentialKeyProvider(credential: "empty", usage: .passphrase, environment: environment) }
-        assertFails(SQLITE_MISUSE) { _ = try SystemdCredentialKeyProvider(credential: "../open-key", usage: .passphrase, environment: environment) }
+        assertFails(SQLITE_MISUSE) {
+            _ = try SystemdCredentialKeyProvider(credential: "empty", usage: .passphrase, environment: environment)
+        }
+        assertFails(SQLITE_MISUSE) {
+            _ = try SystemdCredentialKeyProvider(
+                credential: "../open-key", usage: .passphrase, environment: environment)
+        }
         _ = try makeCredential("short-raw", Data("abcd".utf8), mode: 0o400)
-        assertFails(SQLITE_MISUSE) { _ = try SystemdCredentialKeyProvider(credential: "short-raw", usage: .rawKey, environment: environment) }
+        assertFails(SQLITE_MISUSE) {
+            _ = try SystemdCredentialKeyProvider(credential: "short-raw", usage: .rawKey, environment: environment)
+        }
         let dir = try XCTUnwrap(environment["CREDENTIALS_DIRECTORY"])
         try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: dir + "/short-raw")
-        assertFails(SQLITE_CANTOPEN) { _ = try SystemdCredentialKeyProvider(credential: "link", usage: .passphrase, environment: environment) }
+        assertFails(SQLITE_CANTOPEN) {
+            _ = try SystemdCredentialKeyProvider(credential: "link", usage: .passphrase, environment: environment)
+        }
         let material = try SystemdCredentialKeyProvider.read(credential: "short-raw", environment: environment)
         XCTAssertEqual(material.count, 4)
     }
@@ -540,16 +600,20 @@ final class KeySlotTests: XCTestCase {
     func testSystemdCredentialErrorsNeverRepeatTheName() throws {
         let environment = try makeCredential("placeholder", Data("x".utf8), mode: 0o400)
         let dir = try XCTUnwrap(environment["CREDENTIALS_DIRECTORY"])
-        let secretLooking = ["S3cr3t+Pass/word==", "S3cr3tPassw0rd", "S3cr3tOpen", "S3cr3tEmpty", "S3cr3tDir", "S3cr3tLink", "S3cr3tBig"]
+        let secretLooking = [
+            "S3cr3t+Pass/word==", "S3cr3tPassw0rd", "S3cr3tOpen", "S3cr3tEmpty", "S3cr3tDir", "S3cr3tLink", "S3cr3tBig",
+        ]
         _ = try makeCredential("S3cr3tOpen", Data("secret".utf8), mode: 0o644)
         _ = try makeCredential("S3cr3tEmpty", Data(), mode: 0o400)
         _ = try makeCredential("S3cr3tBig", Data(count: SystemdCredentialKeyProvider.maximumSize + 1), mode: 0o400)
         try FileManager.default.createDirectory(atPath: dir + "/S3cr3tDir", withIntermediateDirectories: false)
-        try FileManager.default.createSymbolicLink(atPath: dir + "/S3cr3tLink", withDestinationPath: dir + "/placeholder")
+        try FileManager.default.createSymbolicLink(
+            atPath: dir + "/S3cr3tLink", withDestinationPath: dir + "/placeholder")
         var failures = 0
         for name in secretLooking {
             for env in [environment, [:]] {
-                XCTAssertThrowsError(try SystemdCredentialKeyProvider.read(credential: name, environment: env), name) { error in
+                XCTAssertThrowsError(try SystemdCredentialKeyProvider.read(credential: name, environment: env), name) {
+                    error in
                     let ns = error as NSError
                     let shown = "\(error) \(ns.localizedDescription) \(ns.userInfo)"
                     XCTAssertEqual(ns.domain, "FMDatabase")

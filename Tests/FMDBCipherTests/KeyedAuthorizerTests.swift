@@ -20,7 +20,9 @@ final class KeyedAuthorizerTests: XCTestCase {
     func provider() throws -> RawKeyProvider { try RawKeyProvider(key: Self.rawKey) }
 
     /// A keyed database with a table `t` holding `rows` rows.
-    func makeKeyedDatabase(_ name: String = "k.db", journalMode: String = "delete", rows: Int = 3) throws -> (FMDatabase, String) {
+    func makeKeyedDatabase(_ name: String = "k.db", journalMode: String = "delete", rows: Int = 3) throws -> (
+        FMDatabase, String
+    ) {
         let path = directory.path(name)
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
@@ -32,7 +34,9 @@ final class KeyedAuthorizerTests: XCTestCase {
     }
 
     /// The number of rows of `t` and the integrity check, read through a fresh connection with the real key.
-    func contentsWithRealKey(_ path: String, file: StaticString = #filePath, line: UInt = #line) throws -> (rows: Int32, integrity: String?) {
+    func contentsWithRealKey(_ path: String, file: StaticString = #filePath, line: UInt = #line) throws -> (
+        rows: Int32, integrity: String?
+    ) {
         let db = FMDatabase(path: path)
         db.logsErrors = false
         XCTAssertTrue(db.open(), file: file, line: line)
@@ -52,7 +56,8 @@ final class KeyedAuthorizerTests: XCTestCase {
 
     static let refusedOnKeyedConnectionsOnly: [String] = [
         // Keys.
-        "PRAGMA key = 'other'", "PRAGMA key('other')", "PRAGMA main.key = 'other'", "PRAGMA key", "PRAGMA KEY = 'other'",
+        "PRAGMA key = 'other'", "PRAGMA key('other')", "PRAGMA main.key = 'other'", "PRAGMA key",
+        "PRAGMA KEY = 'other'",
         "PRAGMA \"rekey\" = 'other'", "PRAGMA Cipher_Use_HMAC = off",
         "PRAGMA rekey = 'other'", "PRAGMA main.rekey = 'other'",
         "PRAGMA hexkey = '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff'",
@@ -76,23 +81,30 @@ final class KeyedAuthorizerTests: XCTestCase {
     ]
 
     /// Process-wide SQLCipher settings: refused on every connection, keyed or not.
-    var refusedOnEveryConnection: [String] { [
-        "PRAGMA cipher_default_kdf_iter = 1", "PRAGMA cipher_default_page_size = 4096",
-        "PRAGMA cipher_default_use_hmac = OFF", "PRAGMA cipher_default_plaintext_header_size = 32",
-        "PRAGMA cipher_default_hmac_algorithm = HMAC_SHA1", "PRAGMA cipher_default_kdf_algorithm = PBKDF2_HMAC_SHA1",
-        "PRAGMA cipher_default_compatibility = 1", "PRAGMA cipher_log = '\(directory.path("log"))'",
-        "PRAGMA cipher_log_level = DEBUG", "PRAGMA cipher_log_source = ANY",
-        "PRAGMA cipher_profile = '\(directory.path("profile"))'", "PRAGMA cipher_memory_security = ON",
-        "PRAGMA cipher_trace = '\(directory.path("trace"))'",
-    ] }
+    var refusedOnEveryConnection: [String] {
+        [
+            "PRAGMA cipher_default_kdf_iter = 1", "PRAGMA cipher_default_page_size = 4096",
+            "PRAGMA cipher_default_use_hmac = OFF", "PRAGMA cipher_default_plaintext_header_size = 32",
+            "PRAGMA cipher_default_hmac_algorithm = HMAC_SHA1",
+            "PRAGMA cipher_default_kdf_algorithm = PBKDF2_HMAC_SHA1",
+            "PRAGMA cipher_default_compatibility = 1", "PRAGMA cipher_log = '\(directory.path("log"))'",
+            "PRAGMA cipher_log_level = DEBUG", "PRAGMA cipher_log_source = ANY",
+            "PRAGMA cipher_profile = '\(directory.path("profile"))'", "PRAGMA cipher_memory_security = ON",
+            "PRAGMA cipher_trace = '\(directory.path("trace"))'",
+        ]
+    }
 
     /// `cAPICode`: what the C API answers. SQLite reports a refused function as SQLITE_ERROR ("not authorized
     /// to use function"); the library's APIs report SQLITE_AUTH for every refusal.
-    func assertRefused(_ db: FMDatabase, _ sql: String, cAPICode: Int32 = SQLITE_AUTH, file: StaticString = #filePath, line: UInt = #line) {
+    func assertRefused(
+        _ db: FMDatabase, _ sql: String, cAPICode: Int32 = SQLITE_AUTH, file: StaticString = #filePath,
+        line: UInt = #line
+    ) {
         // executeUpdate (sqlite3_prepare_v2 + step).
         XCTAssertFalse(db.executeUpdate(sql), sql, file: file, line: line)
         XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH, "executeUpdate: \(sql)", file: file, line: line)
-        XCTAssertTrue(db.lastErrorMessage().contains("refused"), "\(sql): \(db.lastErrorMessage())", file: file, line: line)
+        XCTAssertTrue(
+            db.lastErrorMessage().contains("refused"), "\(sql): \(db.lastErrorMessage())", file: file, line: line)
         // executeStatements (sqlite3_exec).
         XCTAssertFalse(db.executeStatements(sql), sql, file: file, line: line)
         XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH, "executeStatements: \(sql)", file: file, line: line)
@@ -100,10 +112,15 @@ final class KeyedAuthorizerTests: XCTestCase {
         XCTAssertNil(db.executeQuery(sql), sql, file: file, line: line)
         XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH, "executeQuery: \(sql)", file: file, line: line)
         // The C API on sqliteHandle: sqlite3_exec and sqlite3_prepare_v2.
-        guard let handle = db.sqliteHandle.map(OpaquePointer.init) else { return XCTFail("no handle", file: file, line: line) }
-        XCTAssertEqual(sqlite3_exec(handle, sql, nil, nil, nil), cAPICode, "sqlite3_exec: \(sql)", file: file, line: line)
+        guard let handle = db.sqliteHandle.map(OpaquePointer.init) else {
+            return XCTFail("no handle", file: file, line: line)
+        }
+        XCTAssertEqual(
+            sqlite3_exec(handle, sql, nil, nil, nil), cAPICode, "sqlite3_exec: \(sql)", file: file, line: line)
         var stmt: OpaquePointer?
-        XCTAssertEqual(sqlite3_prepare_v2(handle, sql, -1, &stmt, nil), cAPICode, "sqlite3_prepare_v2: \(sql)", file: file, line: line)
+        XCTAssertEqual(
+            sqlite3_prepare_v2(handle, sql, -1, &stmt, nil), cAPICode, "sqlite3_prepare_v2: \(sql)", file: file,
+            line: line)
         sqlite3_finalize(stmt)
     }
 
@@ -125,7 +142,8 @@ final class KeyedAuthorizerTests: XCTestCase {
             XCTAssertEqual(try contentsWithRealKey(path).rows, expectedRows)
         }
         for leftover in ["log", "profile", "trace"] {
-            XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path(leftover)), "no SQLCipher \(leftover) file")
+            XCTAssertFalse(
+                FileManager.default.fileExists(atPath: directory.path(leftover)), "no SQLCipher \(leftover) file")
         }
     }
 
@@ -136,8 +154,10 @@ final class KeyedAuthorizerTests: XCTestCase {
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
         XCTAssertTrue(db.executeStatements("PRAGMA key = 'hunter2'"))
-        for sql in ["PRAGMA kdf_iter = 1", "PRAGMA cipher_use_hmac = OFF", "PRAGMA cipher_page_size = 512",
-                    "PRAGMA key = 'other'", "PRAGMA temp_store = FILE"] {
+        for sql in [
+            "PRAGMA kdf_iter = 1", "PRAGMA cipher_use_hmac = OFF", "PRAGMA cipher_page_size = 512",
+            "PRAGMA key = 'other'", "PRAGMA temp_store = FILE",
+        ] {
             XCTAssertFalse(db.executeStatements(sql), sql)
             XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH, sql)
         }
@@ -194,12 +214,15 @@ final class KeyedAuthorizerTests: XCTestCase {
         let db = FMDatabase(path: directory.path("plain.db"))
         XCTAssertTrue(db.open())
         for sql in refusedOnEveryConnection { assertRefused(db, sql) }
-        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_kdf_iter"), SQLCipherRuntime.majorVersion >= 4 ? "256000" : "64000",
-                       "the default is unchanged")
+        XCTAssertEqual(
+            db.string(forQuery: "PRAGMA cipher_default_kdf_iter"),
+            SQLCipherRuntime.majorVersion >= 4 ? "256000" : "64000",
+            "the default is unchanged")
         XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_default_use_hmac"), "1")
         // What only concerns this plaintext file stays allowed.
         XCTAssertTrue(db.executeStatements("PRAGMA page_size = 4096; PRAGMA temp_store = FILE; CREATE TABLE t (a)"))
-        XCTAssertTrue(db.executeStatements("ATTACH DATABASE '\(directory.path("other.db"))' AS other; DETACH DATABASE other"))
+        XCTAssertTrue(
+            db.executeStatements("ATTACH DATABASE '\(directory.path("other.db"))' AS other; DETACH DATABASE other"))
         db.close()
     }
 
@@ -228,8 +251,9 @@ final class KeyedAuthorizerTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("DELETE FROM t WHERE id % 2 = 0"))
         XCTAssertTrue(db.executeUpdate("VACUUM"), db.lastErrorMessage())
         // ATTACH '' is a temporary database, in memory under temp_store = MEMORY: nothing reaches a file.
-        XCTAssertTrue(db.executeStatements("ATTACH DATABASE '' AS scratch; CREATE TABLE scratch.s (a); DETACH DATABASE scratch"),
-                      db.lastErrorMessage())
+        XCTAssertTrue(
+            db.executeStatements("ATTACH DATABASE '' AS scratch; CREATE TABLE scratch.s (a); DETACH DATABASE scratch"),
+            db.lastErrorMessage())
         db.close()
         let after = try contentsWithRealKey(path)
         XCTAssertEqual(after.rows, 25)
@@ -240,7 +264,9 @@ final class KeyedAuthorizerTests: XCTestCase {
 
     func testPragmaKeyThenInsertIsRefusedAndTheFileKeepsItsKey() throws {
         let (db, path) = try makeKeyedDatabase()
-        XCTAssertFalse(db.executeStatements("INSERT INTO t (v) VALUES ('before'); PRAGMA key = 'other'; INSERT INTO t (v) VALUES ('after')"))
+        XCTAssertFalse(
+            db.executeStatements(
+                "INSERT INTO t (v) VALUES ('before'); PRAGMA key = 'other'; INSERT INTO t (v) VALUES ('after')"))
         XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
         var rows: [String] = []
         XCTAssertThrowsError(try db.executeScript("PRAGMA key='other'; INSERT INTO t (v) VALUES ('script')") { _ in }) {
@@ -276,7 +302,10 @@ final class KeyedAuthorizerTests: XCTestCase {
         // The other process holds the write lock for a while (its input ends after the sleep).
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/bin/sh")
-        holder.arguments = ["-c", "(printf \"PRAGMA key = \\\"x'\(hexKey)'\\\";\\nBEGIN IMMEDIATE;\\nINSERT INTO t (v) VALUES ('other');\\n\"; sleep 3) | \(shell) \(path)"]
+        holder.arguments = [
+            "-c",
+            "(printf \"PRAGMA key = \\\"x'\(hexKey)'\\\";\\nBEGIN IMMEDIATE;\\nINSERT INTO t (v) VALUES ('other');\\n\"; sleep 3) | \(shell) \(path)",
+        ]
         holder.standardOutput = FileHandle.nullDevice
         holder.standardError = FileHandle.nullDevice
         try holder.run()
@@ -319,10 +348,13 @@ final class KeyedAuthorizerTests: XCTestCase {
         for sql in ["SELECT sqlcipher_export('p')", "SELECT SQLCipher_Export('main')"] {
             assertRefused(db, sql, cAPICode: SQLITE_ERROR)
         }
-        XCTAssertFalse(db.executeStatements("ATTACH DATABASE '\(plain)' AS p KEY ''; SELECT sqlcipher_export('p'); DETACH DATABASE p"))
+        XCTAssertFalse(
+            db.executeStatements(
+                "ATTACH DATABASE '\(plain)' AS p KEY ''; SELECT sqlcipher_export('p'); DETACH DATABASE p"))
         XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: plain) && DatabaseFile.kind(atPath: plain) == .plaintext,
-                       "no plaintext copy was written")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: plain) && DatabaseFile.kind(atPath: plain) == .plaintext,
+            "no plaintext copy was written")
         db.close()
     }
 
@@ -335,7 +367,8 @@ final class KeyedAuthorizerTests: XCTestCase {
         try db.detachDatabase(schema: "plain")
         // Encrypted copy with settings: the library's own cipher PRAGMAs run.
         let copy = directory.path("copy.db")
-        try db.attachDatabase(atPath: copy, schema: "copy", keyProvider: provider(), settings: CipherSettings(pageSize: 4096))
+        try db.attachDatabase(
+            atPath: copy, schema: "copy", keyProvider: provider(), settings: CipherSettings(pageSize: 4096))
         try db.exportContents(to: "copy")
         try db.detachDatabase(schema: "copy")
         // SQL text is still refused afterwards.
@@ -360,7 +393,8 @@ final class KeyedAuthorizerTests: XCTestCase {
         try db.attachDatabase(atPath: directory.path("attached.db"), schema: "enc", keyProvider: provider())
         assertRefused(db, "PRAGMA enc.rekey = 'other'")
         assertRefused(db, "PRAGMA enc.cipher_use_hmac = OFF")
-        XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2", "temporary data of the encrypted schema stays in memory")
+        XCTAssertEqual(
+            db.string(forQuery: "PRAGMA temp_store"), "2", "temporary data of the encrypted schema stays in memory")
         db.close()
     }
 }

@@ -31,7 +31,9 @@ final class KillTests: XCTestCase {
     var kills: Int { ProcessInfo.processInfo.environment["FMDB_KILLS"].flatMap(Int.init) ?? 15 }
 
     /// Starts `executable`, waits `delay` seconds, SIGKILLs it, returns its stdout (TestSupport's helper).
-    func runAndKill(_ executable: String, _ arguments: [String], after delay: Double, env: [String: String] = [:]) throws -> (output: String, killed: Bool) {
+    func runAndKill(_ executable: String, _ arguments: [String], after delay: Double, env: [String: String] = [:])
+        throws -> (output: String, killed: Bool)
+    {
         try TestSupport.runAndKill(executable, arguments, after: delay, environment: env)
     }
 
@@ -58,7 +60,8 @@ final class KillTests: XCTestCase {
                 let (output, killed) = try runAndKill(helper, ["writer", path, mode, Self.keyA], after: delay)
                 if killed { totalKills += 1 }
                 acknowledged.formUnion(output.split(separator: "\n").compactMap { Int($0) })
-                let db = try XCTUnwrap(open(path, hexKey: Self.keyA), "\(mode) round \(round): the database opens with its key")
+                let db = try XCTUnwrap(
+                    open(path, hexKey: Self.keyA), "\(mode) round \(round): the database opens with its key")
                 XCTAssertEqual(db.string(forQuery: "PRAGMA integrity_check"), "ok", "\(mode) round \(round)")
                 guard db.tableExists("acks") else {
                     // Killed before its first commit (a slow start, under a sanitizer say): nothing was acknowledged.
@@ -75,7 +78,8 @@ final class KillTests: XCTestCase {
                 // is written: its deletion counts too, which its own row being present proves.
                 let deleted = Set(acknowledged.union(present).filter { $0 % 50 == 0 }.map { $0 - 25 })
                 let missing = acknowledged.subtracting(deleted).subtracting(present)
-                XCTAssertTrue(missing.isEmpty, "\(mode) round \(round): acknowledged but missing: \(missing.sorted().prefix(5))")
+                XCTAssertTrue(
+                    missing.isEmpty, "\(mode) round \(round): acknowledged but missing: \(missing.sorted().prefix(5))")
             }
             XCTAssertGreaterThan(acknowledged.count, kills, "the writer made progress in \(mode) mode")
         }
@@ -118,19 +122,27 @@ final class KillTests: XCTestCase {
             let next = current == Self.keyA ? Self.keyB : Self.keyA
             let delay = Double.random(in: 0.05...2.0, using: &rng)
             let useTool = round % 2 == 1
-            let (_, killed) = useTool
-                ? try runAndKill(tool, ["rekey", path, "--kdf", "raw", "--key-env", "OLD", "--new-key-env", "NEW", "--quiet"],
-                                 after: delay, env: ["OLD": current, "NEW": next])
+            let (_, killed) =
+                useTool
+                ? try runAndKill(
+                    tool, ["rekey", path, "--kdf", "raw", "--key-env", "OLD", "--new-key-env", "NEW", "--quiet"],
+                    after: delay, env: ["OLD": current, "NEW": next])
                 : try runAndKill(helper, ["rekeyer", path, current, next], after: delay)
-            guard let now = assertExactlyOneKeyOpens(path, rows: rows, context: "round \(round) (\(useTool ? "tool" : "library"))") else {
+            guard
+                let now = assertExactlyOneKeyOpens(
+                    path, rows: rows, context: "round \(round) (\(useTool ? "tool" : "library"))")
+            else {
                 return
             }
             outcomes[killed ? (now == current ? "killed, old key" : "killed, new key") : "finished", default: 0] += 1
             current = now
         }
         // The tool's documented recovery: check with the old key, then with the new one.
-        XCTAssertEqual(try runProcess(tool, ["check", path, "--kdf", "raw", "--key-env", "K"],
-                                      environment: ProcessInfo.processInfo.environment.merging(["K": current]) { _, n in n }).status, 0)
+        XCTAssertEqual(
+            try runProcess(
+                tool, ["check", path, "--kdf", "raw", "--key-env", "K"],
+                environment: ProcessInfo.processInfo.environment.merging(["K": current]) { _, n in n }
+            ).status, 0)
         print("kill during rekey outcomes: \(outcomes)")
     }
 
@@ -144,12 +156,27 @@ final class KillTests: XCTestCase {
         XCTAssertTrue(db.commit())
         db.close()
         let env = ProcessInfo.processInfo.environment.merging(["K": Self.keyA, "N": Self.keyB]) { _, n in n }
-        XCTAssertEqual(try runProcess(tool, ["encrypt", plain, directory.path("enc.db"), "--kdf", "raw", "--key-env", "K"], environment: env).status, 0)
+        XCTAssertEqual(
+            try runProcess(
+                tool, ["encrypt", plain, directory.path("enc.db"), "--kdf", "raw", "--key-env", "K"], environment: env
+            ).status, 0)
         let encrypted = directory.path("enc.db")
         let jobs: [(String, [String], String?)] = [
-            ("encrypt", ["encrypt", plain, directory.path("dest-e.db"), "--kdf", "raw", "--key-env", "K", "--quiet"], Self.keyA),
-            ("decrypt", ["decrypt", encrypted, directory.path("dest-d.db"), "--kdf", "raw", "--key-env", "K", "--quiet"], nil),
-            ("export", ["export", encrypted, directory.path("dest-x.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N", "--quiet"], Self.keyB),
+            (
+                "encrypt",
+                ["encrypt", plain, directory.path("dest-e.db"), "--kdf", "raw", "--key-env", "K", "--quiet"], Self.keyA
+            ),
+            (
+                "decrypt",
+                ["decrypt", encrypted, directory.path("dest-d.db"), "--kdf", "raw", "--key-env", "K", "--quiet"], nil
+            ),
+            (
+                "export",
+                [
+                    "export", encrypted, directory.path("dest-x.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env",
+                    "N", "--quiet",
+                ], Self.keyB
+            ),
         ]
         let plainBefore = try Data(contentsOf: URL(fileURLWithPath: plain))
         let encryptedBefore = try Data(contentsOf: URL(fileURLWithPath: encrypted))
@@ -164,7 +191,9 @@ final class KillTests: XCTestCase {
                 if FileManager.default.fileExists(atPath: dest) {
                     complete += 1
                     let copy: FMDatabase?
-                    if let destinationKey { copy = open(dest, hexKey: destinationKey) } else {
+                    if let destinationKey {
+                        copy = open(dest, hexKey: destinationKey)
+                    } else {
                         let plainCopy = FMDatabase(path: dest)
                         copy = plainCopy.open() ? plainCopy : nil
                     }
@@ -177,7 +206,8 @@ final class KillTests: XCTestCase {
                 }
             }
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: plain)), plainBefore, "\(name): SRC untouched")
-            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: encrypted)), encryptedBefore, "\(name): SRC untouched")
+            XCTAssertEqual(
+                try Data(contentsOf: URL(fileURLWithPath: encrypted)), encryptedBefore, "\(name): SRC untouched")
             print("kill during \(name): DEST absent \(absent) times, complete \(complete) times")
         }
     }

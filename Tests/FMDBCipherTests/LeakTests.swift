@@ -21,7 +21,9 @@ final class LeakTests: XCTestCase {
     static func openTemporaryFiles(excluding folder: String) -> [String] {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         return fds.compactMap { fd -> String? in
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)") else { return nil }
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)") else {
+                return nil
+            }
             guard !target.hasPrefix(folder) else { return nil }
             let name = (target as NSString).lastPathComponent
             return name.hasPrefix("etilqs_") || target.contains("(deleted)") && target.contains("tmp") ? target : nil
@@ -44,7 +46,9 @@ final class LeakTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("create table big (id integer primary key, v text, pad blob)"))
         XCTAssertTrue(db.beginTransaction())
         for i in 0..<4000 {
-            XCTAssertTrue(db.executeUpdate("insert into big (v, pad) values (?, randomblob(300))", "\(Self.marker) \(i % 97) \(i)"))
+            XCTAssertTrue(
+                db.executeUpdate(
+                    "insert into big (v, pad) values (?, randomblob(300))", "\(Self.marker) \(i % 97) \(i)"))
         }
         XCTAssertTrue(db.commit())
         // A large sort on an unindexed column, a temp table, a statement journal, VACUUM.
@@ -92,7 +96,8 @@ final class LeakTests: XCTestCase {
         XCTAssertTrue(db.open())
         XCTAssertTrue(db.executeStatements("PRAGMA temp_store = FILE"))
         let temporaryFiles = try runMixedWorkload(db)
-        XCTAssertFalse(temporaryFiles.isEmpty, "the probe works: a plain connection with temp_store=FILE spills to temp files")
+        XCTAssertFalse(
+            temporaryFiles.isEmpty, "the probe works: a plain connection with temp_store=FILE spills to temp files")
         db.close()
     }
 
@@ -108,11 +113,14 @@ final class LeakTests: XCTestCase {
         }
         XCTAssertFalse(db.executeUpdate("PRAGMA page_size = 4096"))
         guard let handle = db.sqliteHandle else { return XCTFail("closed") }
-        XCTAssertEqual(sqlite3_exec(OpaquePointer(handle), "PRAGMA page_size = 4096", nil, nil, nil), SQLITE_AUTH, "the C API is guarded too")
+        XCTAssertEqual(
+            sqlite3_exec(OpaquePointer(handle), "PRAGMA page_size = 4096", nil, nil, nil), SQLITE_AUTH,
+            "the C API is guarded too")
         // SQLCipher 4.6.1 still writes an unreadable file after PRAGMA page_size = N on a keyed database
         // (shown with its shell), so the guard stays on both lines. Reading it is fine: the default cipher
         // page size, 1024 bytes on 3.x, 4096 on 4.x.
-        XCTAssertEqual(db.int(forQuery: "PRAGMA page_size"), CipherFormat.linkedDefault == .v4 ? 4096 : 1024, "reading it is fine")
+        XCTAssertEqual(
+            db.int(forQuery: "PRAGMA page_size"), CipherFormat.linkedDefault == .v4 ? 4096 : 1024, "reading it is fine")
         XCTAssertTrue(db.executeUpdate("create table x (a)"))
         XCTAssertTrue(db.executeUpdate("insert into x values (?)", Self.marker))
 
@@ -124,7 +132,8 @@ final class LeakTests: XCTestCase {
         }
         XCTAssertThrowsError(try plain.backup(to: db))
         plain.close()
-        XCTAssertFalse(try Data(contentsOf: URL(fileURLWithPath: directory.path("backup-plain.db"))).contains(bytes: Self.marker))
+        XCTAssertFalse(
+            try Data(contentsOf: URL(fileURLWithPath: directory.path("backup-plain.db"))).contains(bytes: Self.marker))
 
         let copy = FMDatabase(path: directory.path("backup-enc.db"))
         XCTAssertTrue(copy.open())
@@ -133,11 +142,13 @@ final class LeakTests: XCTestCase {
         XCTAssertEqual(copy.string(forQuery: "select a from x"), Self.marker)
         copy.close()
         db.close()
-        XCTAssertFalse(try Data(contentsOf: URL(fileURLWithPath: directory.path("backup-enc.db"))).contains(bytes: Self.marker))
+        XCTAssertFalse(
+            try Data(contentsOf: URL(fileURLWithPath: directory.path("backup-enc.db"))).contains(bytes: Self.marker))
         let reopened = FMDatabase(path: path)
         XCTAssertTrue(reopened.open())
         XCTAssertNoThrow(try reopened.setKey(using: PassphraseKeyProvider("k")))
-        XCTAssertEqual(reopened.string(forQuery: "pragma integrity_check"), "ok", "the refused pragma left the file readable")
+        XCTAssertEqual(
+            reopened.string(forQuery: "pragma integrity_check"), "ok", "the refused pragma left the file readable")
         reopened.close()
     }
 

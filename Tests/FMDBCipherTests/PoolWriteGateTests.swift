@@ -109,10 +109,12 @@ final class PoolWriteGateTests: XCTestCase {
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: directory.url.path)
         let gate = WriteGate.shared(forPath: path)
         XCTAssertTrue(gate === WriteGate.shared(forPath: path))
-        XCTAssertTrue(gate === WriteGate.shared(forPath: link + "/shared.db"), "a link to the directory names the same file")
+        XCTAssertTrue(
+            gate === WriteGate.shared(forPath: link + "/shared.db"), "a link to the directory names the same file")
         XCTAssertTrue(gate === WriteGate.shared(forPath: directory.url.path + "/./shared.db"))
         XCTAssertFalse(gate === WriteGate.shared(forPath: directory.path("other.db")))
-        XCTAssertFalse(WriteGate.shared(forPath: nil) === WriteGate.shared(forPath: nil), "in-memory databases share nothing")
+        XCTAssertFalse(
+            WriteGate.shared(forPath: nil) === WriteGate.shared(forPath: nil), "in-memory databases share nothing")
         XCTAssertFalse(WriteGate.shared(forPath: ":memory:") === WriteGate.shared(forPath: ":memory:"))
     }
 
@@ -248,8 +250,10 @@ final class PoolWriteGateTests: XCTestCase {
         let pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: Self.rawKey))
         try pool.inDatabase { db in
             XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = WAL"), "wal")
-            try db.executeUpdate("CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL, w INTEGER NOT NULL)", values: nil)
-            try db.executeUpdate("CREATE TABLE log (w INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (w, seq))", values: nil)
+            try db.executeUpdate(
+                "CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL, w INTEGER NOT NULL)", values: nil)
+            try db.executeUpdate(
+                "CREATE TABLE log (w INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (w, seq))", values: nil)
         }
 
         struct WorkerResult {
@@ -327,8 +331,12 @@ final class PoolWriteGateTests: XCTestCase {
         let reads = all.reduce(0) { $0 + $1.reads }
         let skipped = all.reduce(0) { $0 + $1.skipped }
         let errors = all.flatMap(\.errors)
-        print(String(format: "pool load: 8 workers, %.1f s: %d write transactions (%.0f/s), %d point reads (%.0f/s), %d skipped, %d errors",
-                     elapsed, transactions, Double(transactions) / elapsed, reads, Double(reads) / elapsed, skipped, errors.count))
+        print(
+            String(
+                format:
+                    "pool load: 8 workers, %.1f s: %d write transactions (%.0f/s), %d point reads (%.0f/s), %d skipped, %d errors",
+                elapsed, transactions, Double(transactions) / elapsed, reads, Double(reads) / elapsed, skipped,
+                errors.count))
         XCTAssertEqual(skipped, 0, "no transaction was skipped")
         XCTAssertEqual(errors, [], "no errors")
         XCTAssertGreaterThan(transactions, 8, "the workers made progress")
@@ -340,11 +348,15 @@ final class PoolWriteGateTests: XCTestCase {
         try check.setKey(using: RawKeyProvider(key: Self.rawKey))
         var logged = Set<[Int]>()
         let logRows = try check.executeQuery("SELECT w, seq FROM log", values: nil)
-        while try logRows.nextWithError() { logged.insert([Int(logRows.int(forColumnIndex: 0)), Int(logRows.int(forColumnIndex: 1))]) }
+        while try logRows.nextWithError() {
+            logged.insert([Int(logRows.int(forColumnIndex: 0)), Int(logRows.int(forColumnIndex: 1))])
+        }
         logRows.close()
         var values: [Int: Int] = [:]
         let kvRows = try check.executeQuery("SELECT k, v FROM kv", values: nil)
-        while try kvRows.nextWithError() { values[Int(kvRows.int(forColumnIndex: 0))] = Int(kvRows.int(forColumnIndex: 1)) }
+        while try kvRows.nextWithError() {
+            values[Int(kvRows.int(forColumnIndex: 0))] = Int(kvRows.int(forColumnIndex: 1))
+        }
         kvRows.close()
         var missing = 0
         for result in all {

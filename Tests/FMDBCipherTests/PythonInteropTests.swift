@@ -23,21 +23,28 @@ final class PythonInteropTests: XCTestCase {
 
     static func pythonWithSQLCipher(_ directory: TemporaryDirectory) throws -> String {
         if let configured = ProcessInfo.processInfo.environment["FMDB_SQLCIPHER_PYTHON"],
-           FileManager.default.isExecutableFile(atPath: configured) {
+            FileManager.default.isExecutableFile(atPath: configured)
+        {
             return configured
         }
         guard let python3 = which("python3") else { throw XCTSkip("python3 is not installed") }
         let venv = directory.path("venv")
         let made = try runProcess(python3, ["-m", "venv", venv])
-        guard made.status == 0 else { throw XCTSkip("python3 -m venv failed (apt-get install python3-venv): \(made.stderr)") }
-        let pip = try runProcess(venv + "/bin/pip", ["install", "--quiet", "--disable-pip-version-check", "sqlcipher3-binary"])
-        guard pip.status == 0 else { throw XCTSkip("pip install sqlcipher3-binary failed (PyPI unreachable?): \(pip.stderr)") }
+        guard made.status == 0 else {
+            throw XCTSkip("python3 -m venv failed (apt-get install python3-venv): \(made.stderr)")
+        }
+        let pip = try runProcess(
+            venv + "/bin/pip", ["install", "--quiet", "--disable-pip-version-check", "sqlcipher3-binary"])
+        guard pip.status == 0 else {
+            throw XCTSkip("pip install sqlcipher3-binary failed (PyPI unreachable?): \(pip.stderr)")
+        }
         return venv + "/bin/python"
     }
 
     /// Runs `script` in Python with `path` as argv[1] and the key as the first line of standard input.
     func python(_ script: String, path: String, key: String) throws -> (status: Int32, stdout: String, stderr: String) {
-        let program = "import sys, sqlcipher3\nkey = sys.stdin.readline().rstrip('\\n').replace(\"'\", \"''\")\n"
+        let program =
+            "import sys, sqlcipher3\nkey = sys.stdin.readline().rstrip('\\n').replace(\"'\", \"''\")\n"
             + "db = sqlcipher3.connect(sys.argv[1])\ndb.execute(\"PRAGMA key = '\" + key + \"'\")\n" + script
         let file = directory.path("script.py")
         try program.write(toFile: file, atomically: true, encoding: .utf8)
@@ -46,7 +53,8 @@ final class PythonInteropTests: XCTestCase {
 
     func testPythonFileOpensHereOrIsToldApartOnSQLCipher3() throws {
         let path = directory.path("python.db")
-        let made = try python("""
+        let made = try python(
+            """
             db.execute("CREATE TABLE t (a TEXT)")
             db.execute("INSERT INTO t VALUES ('from python')")
             db.commit()
@@ -86,7 +94,8 @@ final class PythonInteropTests: XCTestCase {
             let plain = try python(select, path: path, key: "lib passphrase")
             XCTAssertNotEqual(plain.status, 0)
             XCTAssertTrue(plain.stderr.contains("not a database"), plain.stderr)
-            let compat = try python("db.execute('PRAGMA cipher_compatibility = 3')\n" + select, path: path, key: "lib passphrase")
+            let compat = try python(
+                "db.execute('PRAGMA cipher_compatibility = 3')\n" + select, path: path, key: "lib passphrase")
             XCTAssertEqual(compat.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "from FMDB", compat.stderr)
         }
     }

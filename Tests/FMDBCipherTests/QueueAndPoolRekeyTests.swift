@@ -20,17 +20,24 @@ final class QueueAndPoolRekeyTests: XCTestCase {
     let oldProvider = PBKDF2KeyProvider(passphrase: "old", digest: .sha256, unsafeIterations: 1_000)
     let newProvider = PBKDF2KeyProvider(passphrase: "new", digest: .sha256, unsafeIterations: 1_000)
 
-    func assertOpens(_ path: String, with provider: any KeyProvider, rows: Int32, file: StaticString = #filePath, line: UInt = #line) {
+    func assertOpens(
+        _ path: String, with provider: any KeyProvider, rows: Int32, file: StaticString = #filePath, line: UInt = #line
+    ) {
         do {
             let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
-            XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, rows, file: file, line: line)
-            XCTAssertEqual(try queue.inDatabase { db in db.string(forQuery: "pragma integrity_check") }, "ok", file: file, line: line)
+            XCTAssertEqual(
+                try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, rows, file: file, line: line)
+            XCTAssertEqual(
+                try queue.inDatabase { db in db.string(forQuery: "pragma integrity_check") }, "ok", file: file,
+                line: line)
         } catch {
             XCTFail("does not open: \(error)", file: file, line: line)
         }
     }
 
-    func assertDoesNotOpen(_ path: String, with provider: any KeyProvider, file: StaticString = #filePath, line: UInt = #line) {
+    func assertDoesNotOpen(
+        _ path: String, with provider: any KeyProvider, file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: provider), file: file, line: line) { error in
             XCTAssertEqual(nsError(error).code, 26, file: file, line: line)
         }
@@ -53,7 +60,9 @@ final class QueueAndPoolRekeyTests: XCTestCase {
             if wal { XCTAssertEqual(walSize(path), 0, "the WAL was checkpointed (TRUNCATE)") }
             try queue.inDatabase { db in try db.executeUpdate("insert into t values (100)", values: nil) }
             queue.close()
-            queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 101, "reopened with the new key") }
+            queue.inDatabase { db in
+                XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 101, "reopened with the new key")
+            }
             queue.close()
             assertOpens(path, with: newProvider, rows: 101)
             assertDoesNotOpen(path, with: oldProvider)

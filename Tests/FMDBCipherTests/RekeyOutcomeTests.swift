@@ -108,7 +108,8 @@ final class RekeyOutcomeTests: XCTestCase {
             let handle = db.sqliteHandle
             XCTAssertEqual(try db.rekeySafely(using: provider(Self.newHex), busyTimeout: 1), .done, mode)
             XCTAssertEqual(db.sqliteHandle, handle, "\(mode): a rekey that took keeps the connection")
-            XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (-5)"), "\(mode): the connection writes under the new key")
+            XCTAssertTrue(
+                db.executeUpdate("INSERT INTO t VALUES (-5)"), "\(mode): the connection writes under the new key")
             db.close()
             XCTAssertEqual(try whichKeyOpens(path), .new, mode)
         }
@@ -125,7 +126,9 @@ final class RekeyOutcomeTests: XCTestCase {
         XCTAssertTrue(db.open())
         try db.setKey(using: provider(Self.oldHex))
         let outcome = try db.rekeySafely(using: provider(Self.newHex), busyTimeout: 1)
-        guard case .checkpointPending(let error) = outcome else { return XCTFail("expected a pending checkpoint, got \(outcome)") }
+        guard case .checkpointPending(let error) = outcome else {
+            return XCTFail("expected a pending checkpoint, got \(outcome)")
+        }
         XCTAssertEqual(error.resultCode, SQLITE_BUSY)
         XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (-6)"), "the connection goes on under the new key")
         db.close()
@@ -147,7 +150,8 @@ final class RekeyOutcomeTests: XCTestCase {
                 XCTAssertEqual(nsError(error).code, Int(SQLITE_BUSY), "\(mode): \(error)")
             }
             holder.release()
-            XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (-7)"), "\(mode): the connection still works with the old key")
+            XCTAssertTrue(
+                db.executeUpdate("INSERT INTO t VALUES (-7)"), "\(mode): the connection still works with the old key")
             db.close()
             XCTAssertEqual(try whichKeyOpens(path), .old, mode)
         }
@@ -221,7 +225,9 @@ final class RekeyOutcomeTests: XCTestCase {
         let poolHolder = try Holder(helper: helper, path: poolPath, mode: "read")
 
         let queue = try FMDatabaseQueue(path: queuePath, keyProvider: oldProvider)
-        guard case .checkpointPending = try queue.rekey(using: newProvider, busyTimeout: 0.5) else { return XCTFail("queue: expected a pending checkpoint") }
+        guard case .checkpointPending = try queue.rekey(using: newProvider, busyTimeout: 0.5) else {
+            return XCTFail("queue: expected a pending checkpoint")
+        }
         queue.close()
         let queueCount: Int32? = queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }
         XCTAssertEqual(queueCount, 200, "the queue reopens its own file: it switched to the new provider")
@@ -229,7 +235,9 @@ final class RekeyOutcomeTests: XCTestCase {
         queue.close()
 
         let pool = try FMDatabasePool(path: poolPath, keyProvider: oldProvider)
-        guard case .checkpointPending = try pool.rekey(using: newProvider, busyTimeout: 0.5) else { return XCTFail("pool: expected a pending checkpoint") }
+        guard case .checkpointPending = try pool.rekey(using: newProvider, busyTimeout: 0.5) else {
+            return XCTFail("pool: expected a pending checkpoint")
+        }
         pool.releaseAllDatabases()
         let poolCount: Int32? = pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }
         XCTAssertEqual(poolCount, 200, "the pool's new connections use the new provider")
@@ -251,11 +259,16 @@ final class RekeyOutcomeTests: XCTestCase {
             // A short busy timeout, which each call must honour: the default (5 s or more) would take
             // longer than 4.8 s, and is tested in QueueAndPoolRekeyTests.
             var started = Date()
-            XCTAssertThrowsError(try queue.rekey(using: newProvider, busyTimeout: 0.5)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
-            XCTAssertLessThan(Date().timeIntervalSince(started), 4.8, "\(mode): the queue's rekey waits its busyTimeout")
+            XCTAssertThrowsError(try queue.rekey(using: newProvider, busyTimeout: 0.5)) {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY))
+            }
+            XCTAssertLessThan(
+                Date().timeIntervalSince(started), 4.8, "\(mode): the queue's rekey waits its busyTimeout")
             let pool = try FMDatabasePool(path: path, keyProvider: oldProvider)
             started = Date()
-            XCTAssertThrowsError(try pool.rekey(using: newProvider, busyTimeout: 0.5)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY)) }
+            XCTAssertThrowsError(try pool.rekey(using: newProvider, busyTimeout: 0.5)) {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_BUSY))
+            }
             XCTAssertLessThan(Date().timeIntervalSince(started), 4.8, "\(mode): the pool's rekey waits its busyTimeout")
             holder.release()
             queue.close()
@@ -273,9 +286,13 @@ final class RekeyOutcomeTests: XCTestCase {
     // MARK: - The tool
 
     func rekeyWithTool(_ path: String) throws -> (status: Int32, stderr: String) {
-        let result = try runProcess(tool, ["rekey", path, "--kdf", "raw", "--key-env", "OLD", "--new-key-env", "NEW",
-                                           "--busy-timeout", "1", "--quiet"],
-                                    input: "", environment: ["OLD": Self.oldHex, "NEW": Self.newHex])
+        let result = try runProcess(
+            tool,
+            [
+                "rekey", path, "--kdf", "raw", "--key-env", "OLD", "--new-key-env", "NEW",
+                "--busy-timeout", "1", "--quiet",
+            ],
+            input: "", environment: ["OLD": Self.oldHex, "NEW": Self.newHex])
         return (result.status, result.stderr)
     }
 
@@ -287,7 +304,9 @@ final class RekeyOutcomeTests: XCTestCase {
         holder.release()
         XCTAssertEqual(result.status, 3, result.stderr)
         XCTAssertTrue(result.stderr.contains("only the new key opens it"), result.stderr)
-        XCTAssertFalse(result.stderr.contains(" fmdb: "), "only the tool's own message, not the library's log lines: \(result.stderr)")
+        XCTAssertFalse(
+            result.stderr.contains(" fmdb: "),
+            "only the tool's own message, not the library's log lines: \(result.stderr)")
         XCTAssertEqual(try whichKeyOpens(pending), .new)
 
         // A writer: not done, exit 75, the old key opens it.
@@ -320,9 +339,12 @@ final class RekeyOutcomeTests: XCTestCase {
         XCTAssertEqual(try db.rekeySafely(using: PassphraseKeyProvider(Self.oldHex), busyTimeout: 1), .done)
         db.close()
         let holder = try Holder(helper: helper, path: path, mode: "read", passphrase: true)
-        let result = try runProcess("/bin/bash", [script, path], input: "",
-                                    environment: ["OLD_DB_KEY": Self.oldHex, "NEW_DB_KEY": Self.newHex, "FMDB_CIPHER": tool, "BUSY_TIMEOUT": "0.5",
-                                                  "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        let result = try runProcess(
+            "/bin/bash", [script, path], input: "",
+            environment: [
+                "OLD_DB_KEY": Self.oldHex, "NEW_DB_KEY": Self.newHex, "FMDB_CIPHER": tool, "BUSY_TIMEOUT": "0.5",
+                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+            ])
         holder.release()
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("checkpoint is pending"), result.stderr)

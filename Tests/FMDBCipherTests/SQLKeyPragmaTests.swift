@@ -37,15 +37,18 @@ final class SQLKeyPragmaTests: XCTestCase {
     /// Tries to write a row, then says what the file is: it must never be plaintext.
     func assertNothingPlaintext(_ db: FMDatabase, _ path: String, _ context: String, line: UInt = #line) {
         _ = db.executeStatements("CREATE TABLE secrets (v TEXT); INSERT INTO secrets VALUES ('swordfish')")
-        XCTAssertNotEqual(DatabaseFile.kind(atPath: path), .plaintext, "\(context): the file was written in plaintext", line: line)
+        XCTAssertNotEqual(
+            DatabaseFile.kind(atPath: path), .plaintext, "\(context): the file was written in plaintext", line: line)
         if let bytes = FileManager.default.contents(atPath: path) {
             XCTAssertNil(bytes.range(of: Data("swordfish".utf8)), "\(context): a row is on disk in clear", line: line)
         }
     }
 
     func testAKeyPragmaThatKeysNothingDoesNotEndTheFailedKeyLockout() throws {
-        for (index, sql) in ["PRAGMA key = ''", "PRAGMA hexkey = 'not-hex'", "PRAGMA hexkey = ''", "PRAGMA hexkey = 'abc'",
-                             "PRAGMA main.key = ''", "PRAGMA textkey = ''"].enumerated() {
+        for (index, sql) in [
+            "PRAGMA key = ''", "PRAGMA hexkey = 'not-hex'", "PRAGMA hexkey = ''", "PRAGMA hexkey = 'abc'",
+            "PRAGMA main.key = ''", "PRAGMA textkey = ''",
+        ].enumerated() {
             let (db, path) = try lockedOutConnection("lockout-\(index).db")
             XCTAssertFalse(db.executeStatements(sql), sql)
             XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH, sql)

@@ -40,7 +40,9 @@ final class ShellInteropTests: XCTestCase {
 
     func testDatabaseMadeByTheShellOpensHere() throws {
         let path = directory.path("shell.db")
-        let result = try runShell(path, "PRAGMA key = 'shell passphrase';\nCREATE TABLE t (a, b);\nINSERT INTO t VALUES (2, 'from the shell');\n")
+        let result = try runShell(
+            path,
+            "PRAGMA key = 'shell passphrase';\nCREATE TABLE t (a, b);\nINSERT INTO t VALUES (2, 'from the shell');\n")
         XCTAssertEqual(result.status, 0, result.stderr)
         let head = try Data(contentsOf: URL(fileURLWithPath: path)).prefix(16)
         XCTAssertNotEqual(head, Data("SQLite format 3\u{0}".utf8))

@@ -45,8 +45,11 @@ final class SideFileFIFOTests: XCTestCase {
         XCTAssertEqual(mkdir(credentials, 0o700), 0)
         XCTAssertEqual(mkfifo(credentials + "/db-key", 0o600), 0)
         withinTenSeconds("SystemdCredentialKeyProvider.read") {
-            XCTAssertThrowsError(try SystemdCredentialKeyProvider.read(credential: "db-key",
-                                                                      environment: ["CREDENTIALS_DIRECTORY": credentials])) { error in
+            XCTAssertThrowsError(
+                try SystemdCredentialKeyProvider.read(
+                    credential: "db-key",
+                    environment: ["CREDENTIALS_DIRECTORY": credentials])
+            ) { error in
                 XCTAssertEqual(nsError(error).code, Int(SQLITE_CANTOPEN))
                 XCTAssertTrue(nsError(error).localizedDescription.contains("not a regular file"), "\(error)")
             }

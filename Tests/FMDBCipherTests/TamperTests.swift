@@ -52,7 +52,9 @@ final class TamperTests: XCTestCase {
         }
     }
 
-    func judge(_ result: Result<[Row], FMDatabaseError>, expected: [Row], earlier: [[Row]], tally: inout Tally, context: String) {
+    func judge(
+        _ result: Result<[Row], FMDatabaseError>, expected: [Row], earlier: [[Row]], tally: inout Tally, context: String
+    ) {
         tally.cases += 1
         switch result {
         case .success(let rows) where rows == expected:
@@ -85,7 +87,9 @@ final class TamperTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("create table t (id integer primary key, v text, b blob)"))
         XCTAssertTrue(db.executeUpdate("create index t_v on t(v)"))
         XCTAssertTrue(db.beginTransaction())
-        for i in 0..<300 { XCTAssertTrue(db.executeUpdate("insert into t (v, b) values (?, randomblob(40))", "value \(i)")) }
+        for i in 0..<300 {
+            XCTAssertTrue(db.executeUpdate("insert into t (v, b) values (?, randomblob(40))", "value \(i)"))
+        }
         XCTAssertTrue(db.commit())
         db.close()
         let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -103,7 +107,9 @@ final class TamperTests: XCTestCase {
             let region = n % 3 == 0 ? 0..<1024 : 1024..<original.count
             flip(&bytes, in: region)
             try bytes.write(to: URL(fileURLWithPath: path))
-            judge(readAll(path), expected: expected, earlier: [], tally: &tally, context: "case \(n) (\(n % 3 == 0 ? "page 1" : "data page"))")
+            judge(
+                readAll(path), expected: expected, earlier: [], tally: &tally,
+                context: "case \(n) (\(n % 3 == 0 ? "page 1" : "data page"))")
         }
         print("tamper, main file: \(tally)")
         XCTAssertEqual(tally.failures, [], "\(tally)")
@@ -125,7 +131,9 @@ final class TamperTests: XCTestCase {
         states.append(empty)
         for commit in 0..<8 {
             XCTAssertTrue(db.beginTransaction())
-            for i in 0..<10 { XCTAssertTrue(db.executeUpdate("insert into t (v, b) values (?, randomblob(40))", "c\(commit)-\(i)")) }
+            for i in 0..<10 {
+                XCTAssertTrue(db.executeUpdate("insert into t (v, b) values (?, randomblob(40))", "c\(commit)-\(i)"))
+            }
             XCTAssertTrue(db.commit())
             guard case .success(let rows) = readAll(path) else { return XCTFail("unreadable") }
             states.append(rows)
@@ -168,7 +176,8 @@ final class TamperTests: XCTestCase {
             try bytes.write(to: URL(fileURLWithPath: path))
             let result = readAll(path)
             if bytes.count < 1024, case .failure(let error) = result, error.resultCode == SQLITE_ERROR,
-               error.message.contains("no such table") {
+                error.message.contains("no such table")
+            {
                 // SQLite reads a file shorter than one page as a new, empty database: a clean error, no data.
                 tally.cases += 1
                 tally.refused += 1

@@ -24,11 +24,14 @@ final class BadInputTests: FMDBTempDBTestCase {
         XCTAssertFalse(db.executeUpdate("insert into t values (:a, :b)", withParameterDictionary: ["a": 1]))
         XCTAssertNil(db.executeQuery("select * from t where a = :a", withParameterDictionary: [:]))
         XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 1, "nothing was written")
-        XCTAssertEqual(db.int(forQuery: "select count(*) from t where a = ?"), 0, "Additions with a wrong count return 0")
+        XCTAssertEqual(
+            db.int(forQuery: "select count(*) from t where a = ?"), 0, "Additions with a wrong count return 0")
     }
 
     func testInvalidSQL() {
-        for sql in ["", "   ", "-- just a comment", "select * from", "select * from nosuchtable", "\u{0}select 1", "drop table"] {
+        for sql in [
+            "", "   ", "-- just a comment", "select * from", "select * from nosuchtable", "\u{0}select 1", "drop table",
+        ] {
             XCTAssertFalse(db.executeUpdate(sql), sql)
             XCTAssertTrue(db.hadError(), sql)
             XCTAssertNil(db.executeQuery(sql), sql)
@@ -113,7 +116,8 @@ final class BadInputTests: FMDBTempDBTestCase {
 
     func testFileThatIsNotADatabase() throws {
         let path = directory.path("notes.txt")
-        try Data(String(repeating: "this is not a database, just text. ", count: 100).utf8).write(to: URL(fileURLWithPath: path))
+        try Data(String(repeating: "this is not a database, just text. ", count: 100).utf8).write(
+            to: URL(fileURLWithPath: path))
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open(), "SQLite opens lazily")
         XCTAssertNil(db.executeQuery("select * from sqlite_master"))
@@ -188,7 +192,8 @@ final class TimeIntervalInputTests: XCTestCase {
             // none for NaN, negatives, zero and what rounds to 0 ms.
             let expected: Int32 = seconds > 1e-3 ? .max : 0
             XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), expected, "\(seconds)")
-            XCTAssertEqual(db.maxBusyRetryTimeInterval, seconds.isNaN ? 0 : seconds, "NaN reads back as 0, what it means")
+            XCTAssertEqual(
+                db.maxBusyRetryTimeInterval, seconds.isNaN ? 0 : seconds, "NaN reads back as 0, what it means")
         }
         db.maxBusyRetryTimeInterval = 2.5
         XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), 2500)
@@ -209,8 +214,10 @@ final class TimeIntervalInputTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("create table t (a)"))
         for (n, seconds) in [TimeInterval.nan, .infinity, -1, 0].enumerated() {
             db.maxBusyRetryTimeInterval = 2.5
-            XCTAssertEqual(try db.rekeySafely(using: RawKeyProvider(key: Data(repeating: UInt8(n + 2), count: 32)), busyTimeout: seconds),
-                           .done, "\(seconds)")
+            XCTAssertEqual(
+                try db.rekeySafely(
+                    using: RawKeyProvider(key: Data(repeating: UInt8(n + 2), count: 32)), busyTimeout: seconds),
+                .done, "\(seconds)")
             XCTAssertEqual(db.maxBusyRetryTimeInterval, 2.5, "\(seconds)")
             XCTAssertEqual(db.int(forQuery: "PRAGMA busy_timeout"), 2500, "\(seconds)")
         }
@@ -243,7 +250,8 @@ final class TimeIntervalInputTests: XCTestCase {
             pool.transactionQueueTimeout = seconds
             // A second transaction on another thread waits behind the first: for 0, NaN and negatives it
             // gives up at once with SQLITE_BUSY; for the rest it waits until the first one ends.
-            let first = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+            let first = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0),
+                done = DispatchSemaphore(value: 0)
             DispatchQueue.global().async {
                 pool.inTransaction { db, _ in
                     db.executeUpdate("insert into t values (1)")
@@ -259,7 +267,9 @@ final class TimeIntervalInputTests: XCTestCase {
             let outcome = Locked<Error?>(nil)
             DispatchQueue.global().async {
                 do {
-                    try pool.inTransaction(.deferred) { db in try db.executeUpdate("insert into t values (2)", values: nil) }
+                    try pool.inTransaction(.deferred) { db in
+                        try db.executeUpdate("insert into t values (2)", values: nil)
+                    }
                 } catch {
                     outcome.withLock { $0 = error }
                 }
@@ -276,7 +286,9 @@ final class TimeIntervalInputTests: XCTestCase {
                 let error = outcome.withLock { $0 }
                 // 1e-9 s may have got in before its deadline passed; the others must give up.
                 if !(seconds > 0) || error != nil {
-                    XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_BUSY, "\(seconds): \(String(describing: error))")
+                    XCTAssertEqual(
+                        (error as? FMDatabaseError)?.resultCode, SQLITE_BUSY, "\(seconds): \(String(describing: error))"
+                    )
                 }
             }
             XCTAssertEqual(done.wait(timeout: .now() + 30), .success, "\(seconds)")

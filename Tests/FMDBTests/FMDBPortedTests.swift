@@ -15,8 +15,9 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         db.executeUpdate("create table test (a text, b text, c integer, d double, e double)")
         db.beginTransaction()
         for i in 1...20 {
-            db.executeUpdate("insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
-                             "hi'", "number \(i)", i, Date(), Float(2.2))
+            db.executeUpdate(
+                "insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
+                "hi'", "number \(i)", i, Date(), Float(2.2))
         }
         db.commit()
     }
@@ -72,9 +73,13 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         XCTAssertTrue(db.executeUpdate("create table t5 (a text, b int, c blob, d text, e text)"))
         let cString = "text"
         let character: Character = "d"
-        XCTAssertTrue(db.executeUpdate(withFormat: "insert into t5 values (\(cString), \(42), \("BLOB"), \(character), \(Int64(12_345_678_901_234)))"))
+        XCTAssertTrue(
+            db.executeUpdate(
+                withFormat:
+                    "insert into t5 values (\(cString), \(42), \("BLOB"), \(character), \(Int64(12_345_678_901_234)))"))
 
-        let rs = try XCTUnwrap(db.executeQuery(withFormat: "select * from t5 where a = \(cString) and a = \("text") and b = \(42)"))
+        let rs = try XCTUnwrap(
+            db.executeQuery(withFormat: "select * from t5 where a = \(cString) and a = \("text") and b = \(42)"))
         XCTAssertTrue(rs.next())
         XCTAssertEqual(rs.string(forColumn: "a"), "text")
         XCTAssertEqual(rs.int(forColumn: "b"), 42)
@@ -195,7 +200,8 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
 
     func testFailCustomStringFunction() throws {
         createCustomFunctions()
-        let rs = try XCTUnwrap(db.executeQuery("SELECT RemoveDiacritics(?)", Double.pi), "Prepare should have succeeded")
+        let rs = try XCTUnwrap(
+            db.executeQuery("SELECT RemoveDiacritics(?)", Double.pi), "Prepare should have succeeded")
         XCTAssertThrowsError(try rs.nextWithError(), "'next' should have failed") { error in
             XCTAssertEqual((error as NSError).localizedDescription, "Expected text")
             XCTAssertEqual((error as NSError).domain, "FMDatabase")
@@ -203,8 +209,9 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         XCTAssertNil(db.executeQuery("SELECT RemoveDiacritics('jose','ortega')"))
         let error = db.lastError() as NSError
         XCTAssertEqual(error.code, Int(SQLITE_ERROR))
-        XCTAssertTrue(error.localizedDescription.contains("wrong number of arguments"),
-                      "Should get wrong number of arguments error, but got '\(error.localizedDescription)'")
+        XCTAssertTrue(
+            error.localizedDescription.contains("wrong number of arguments"),
+            "Should get wrong number of arguments error, but got '\(error.localizedDescription)'")
     }
 
     func testCustomDoubleFunction() throws {
@@ -231,8 +238,9 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
         }
         XCTAssertNil(db.executeQuery("SELECT Hypotenuse(?)", 3.0), "Should fail for wrong number of arguments")
         let error = db.lastError() as NSError
-        XCTAssertTrue(error.localizedDescription.contains("wrong number of arguments"),
-                      "Should get wrong number of arguments error, but got '\(error.localizedDescription)'")
+        XCTAssertTrue(
+            error.localizedDescription.contains("wrong number of arguments"),
+            "Should get wrong number of arguments error, but got '\(error.localizedDescription)'")
     }
 
     func testCustomDataFunction() throws {
@@ -251,7 +259,8 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
     func testFailCustomDataFunction() throws {
         createCustomFunctions()
         let rs = try XCTUnwrap(db.executeQuery("SELECT SetAlternatingByteToOne(?)", "foo"), "Query should succeed")
-        XCTAssertThrowsError(try rs.nextWithError(), "Performing SetAlternatingByteToOne with string should fail") { error in
+        XCTAssertThrowsError(try rs.nextWithError(), "Performing SetAlternatingByteToOne with string should fail") {
+            error in
             XCTAssertEqual((error as NSError).localizedDescription, "Expected blob")
         }
     }
@@ -268,7 +277,8 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
             seen.called = true
             db.resultInt(42, context: context)
         }
-        let rs = try XCTUnwrap(db.executeQuery("SELECT FunctionThatDoesntTestTypes(?)", NSNull()), "Creating query should succeed")
+        let rs = try XCTUnwrap(
+            db.executeQuery("SELECT FunctionThatDoesntTestTypes(?)", NSNull()), "Creating query should succeed")
         XCTAssertTrue(try rs.nextWithError(), "Performing query should succeed")
         XCTAssertEqual(rs.int(forColumnIndex: 0), 42)
         XCTAssertTrue(seen.called)
@@ -370,28 +380,33 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
 
     func testURLOpenWithOptions() {
         let fileURL = directory.url.appendingPathComponent(UUID().uuidString)
-        XCTAssertNil(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE), "Database queue should not have been created")
+        XCTAssertNil(
+            FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE), "Database queue should not have been created")
         XCTAssertFalse(FileManager.default.fileExists(atPath: fileURL.path))
     }
 
     func testURLOpenInitWithOptions() throws {
         let fileURL = directory.url.appendingPathComponent(UUID().uuidString)
-        XCTAssertNil(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE), "Database queue should not have been created")
+        XCTAssertNil(
+            FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE), "Database queue should not have been created")
 
-        var queue = try XCTUnwrap(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE),
-                                  "Database queue should have been created")
+        var queue = try XCTUnwrap(
+            FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE),
+            "Database queue should have been created")
         queue.inDatabase { db in
             XCTAssertTrue(db.executeUpdate("CREATE TABLE foo (bar INT)"), "Create failed")
             XCTAssertTrue(db.executeUpdate("INSERT INTO foo (bar) VALUES (?)", 42), "Insert failed")
         }
         queue.close()
 
-        queue = try XCTUnwrap(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READONLY), "Now database queue should open")
+        queue = try XCTUnwrap(
+            FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READONLY), "Now database queue should open")
         XCTAssertEqual(queue.openFlags, SQLITE_OPEN_READONLY)
         var ran = false
         queue.inDatabase { db in
             ran = true
-            XCTAssertFalse(db.executeUpdate("CREATE TABLE baz (qux INT)"), "But updates should fail on read only database")
+            XCTAssertFalse(
+                db.executeUpdate("CREATE TABLE baz (qux INT)"), "But updates should fail on read only database")
             XCTAssertEqual(db.int(forQuery: "SELECT bar FROM foo"), 42)
         }
         XCTAssertTrue(ran)
@@ -411,8 +426,9 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
             free(name)
         }
         let fileURL = directory.url.appendingPathComponent(UUID().uuidString)
-        let queue = try XCTUnwrap(FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: "MyCustomQueueVFS"),
-                                  "Database queue should have been created")
+        let queue = try XCTUnwrap(
+            FMDatabaseQueue(url: fileURL, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: "MyCustomQueueVFS"),
+            "Database queue should have been created")
         XCTAssertEqual(queue.vfsName, "MyCustomQueueVFS")
         queue.inDatabase { db in
             XCTAssertTrue(db.executeUpdate("create table t (a)"))
@@ -502,7 +518,8 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
     /// FMDB's `executeStatements:` is `sqlite3_exec`: it stops at the first failing statement, keeps what ran
     /// before it (autocommit), and reports the error.
     func testExecuteStatementsStopsAtTheFirstError() {
-        XCTAssertFalse(db.executeStatements("create table bulk4 (a); insert into nosuchtable values (1); create table bulk5 (a);"))
+        XCTAssertFalse(
+            db.executeStatements("create table bulk4 (a); insert into nosuchtable values (1); create table bulk5 (a);"))
         XCTAssertTrue(db.hadError())
         XCTAssertEqual(db.lastErrorCode(), SQLITE_ERROR)
         XCTAssertTrue(db.tableExists("bulk4"))
@@ -512,10 +529,11 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
     /// FMDB's result block gets every value as text and NULL as NSNull, keyed by column name.
     func testExecuteStatementsResultBlockValues() {
         var rows: [[AnyHashable: Any]] = []
-        XCTAssertTrue(db.executeStatements("select null as n, 1 as one, 2.5 as f, 'x' as s") { dictionary in
-            rows.append(dictionary)
-            return 0
-        })
+        XCTAssertTrue(
+            db.executeStatements("select null as n, 1 as one, 2.5 as f, 'x' as s") { dictionary in
+                rows.append(dictionary)
+                return 0
+            })
         XCTAssertEqual(rows.count, 1)
         let row = rows.first ?? [:]
         XCTAssertEqual(row.count, 4)
@@ -700,9 +718,11 @@ final class FMDBPortedTests: FMDBTempDBTestCase {
     func testDateFormatterGovernsDateReads() throws {
         XCTAssertNil(db.string(from: Date(timeIntervalSince1970: 0)))
         XCTAssertNil(db.date(from: "1970-01-01 00:00:00"))
-        XCTAssertNotNil(db.date(forQuery: "select d from test where c = 1"), "REAL seconds read as a date without a formatter")
+        XCTAssertNotNil(
+            db.date(forQuery: "select d from test where c = 1"), "REAL seconds read as a date without a formatter")
         db.setDateFormat(FMDatabase.storeableDateFormat("yyyy-MM-dd HH:mm:ss"))
-        XCTAssertNil(db.date(forQuery: "select d from test where c = 1"), "a number is not text in the formatter's format")
+        XCTAssertNil(
+            db.date(forQuery: "select d from test where c = 1"), "a number is not text in the formatter's format")
         XCTAssertEqual(db.string(from: Date(timeIntervalSince1970: 0)), "1970-01-01 00:00:00")
         XCTAssertEqual(db.date(from: "1970-01-01 00:00:00"), Date(timeIntervalSince1970: 0))
         XCTAssertNil(db.date(from: "not a date"))

@@ -25,7 +25,8 @@ final class FMDatabaseAdditionsTests: FMDBTempDBTestCase {
 
     func testBoolForQuery() {
         XCTAssertTrue(db.bool(forQuery: "SELECT ? not null", ""), "Empty strings should be considered true")
-        XCTAssertTrue(db.bool(forQuery: "SELECT ? not null", NSMutableData()), "Empty mutable data should be considered true")
+        XCTAssertTrue(
+            db.bool(forQuery: "SELECT ? not null", NSMutableData()), "Empty mutable data should be considered true")
         XCTAssertTrue(db.bool(forQuery: "SELECT ? not null", Data()), "Empty data should be considered true")
         XCTAssertFalse(db.bool(forQuery: "SELECT ? not null", nil))
     }
@@ -92,7 +93,7 @@ final class FMDatabaseAdditionsTests: FMDBTempDBTestCase {
     }
 
     func testApplicationID() {
-        let appID: UInt32 = 0x666D_6462 // 'fmdb'
+        let appID: UInt32 = 0x666D_6462  // 'fmdb'
         db.applicationID = appID
         XCTAssertEqual(db.applicationID, appID)
         XCTAssertEqual(db.applicationIDString, "fmdb")

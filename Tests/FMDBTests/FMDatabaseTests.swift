@@ -9,14 +9,16 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         db.executeUpdate("create table test (a text, b text, c integer, d double, e double)")
         db.beginTransaction()
         for i in 1...20 {
-            db.executeUpdate("insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
-                             "hi'", "number \(i)", NSNumber(value: i), Date(), NSNumber(value: Float(2.2)))
+            db.executeUpdate(
+                "insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
+                "hi'", "number \(i)", NSNumber(value: i), Date(), NSNumber(value: Float(2.2)))
         }
         db.commit()
         db.beginTransaction()
         for i in 1...20 {
-            db.executeUpdate("insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
-                             "hi again'", "number \(i)", NSNumber(value: i), Date(), NSNumber(value: Float(2.2)))
+            db.executeUpdate(
+                "insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
+                "hi again'", "number \(i)", NSNumber(value: i), Date(), NSNumber(value: Float(2.2)))
         }
         db.commit()
         db.executeUpdate("create table t3 (a somevalue)")
@@ -151,8 +153,9 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         let newDB = FMDatabase(path: databasePath)
         XCTAssertTrue(newDB.open())
         let rs = newDB.executeQuery("select rowid,* from test where a = ?", "hi'")
-        XCTAssertTrue(rs?.next() ?? false) // just grab one... which will keep the db locked
-        XCTAssertFalse(db.executeUpdate("insert into t1 values (5)"), "Insert should fail because the db is locked by a read")
+        XCTAssertTrue(rs?.next() ?? false)  // just grab one... which will keep the db locked
+        XCTAssertFalse(
+            db.executeUpdate("insert into t1 values (5)"), "Insert should fail because the db is locked by a read")
         XCTAssertEqual(db.lastErrorCode(), SQLITE_BUSY, "SQLITE_BUSY should be the last error")
         rs?.close()
         newDB.close()
@@ -197,8 +200,12 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
 
     func testNamedParametersCount() throws {
         XCTAssertTrue(db.executeUpdate("create table namedparamcounttest (a text, b text, c integer, d double)"))
-        var dictionaryArgs: [AnyHashable: Any] = ["a": "Text1", "b": "Text2", "c": NSNumber(value: 1), "d": NSNumber(value: 2.0)]
-        XCTAssertTrue(db.executeUpdate("insert into namedparamcounttest values (:a, :b, :c, :d)", withParameterDictionary: dictionaryArgs))
+        var dictionaryArgs: [AnyHashable: Any] = [
+            "a": "Text1", "b": "Text2", "c": NSNumber(value: 1), "d": NSNumber(value: 2.0),
+        ]
+        XCTAssertTrue(
+            db.executeUpdate(
+                "insert into namedparamcounttest values (:a, :b, :c, :d)", withParameterDictionary: dictionaryArgs))
         var rs = try XCTUnwrap(db.executeQuery("select * from namedparamcounttest"))
         XCTAssertTrue(rs.next())
         XCTAssertEqual(rs.string(forColumn: "a"), "Text1")
@@ -207,11 +214,15 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         XCTAssertEqual(rs.double(forColumn: "d"), 2.0)
         rs.close()
         // dictionaryArgs has more values than needed; the query still works since a is in there.
-        rs = try XCTUnwrap(db.executeQuery("select * from namedparamcounttest where a = :a", withParameterDictionary: dictionaryArgs))
+        rs = try XCTUnwrap(
+            db.executeQuery("select * from namedparamcounttest where a = :a", withParameterDictionary: dictionaryArgs))
         XCTAssertTrue(rs.next())
         rs.close()
         dictionaryArgs = ["a": "NewText1", "b": "NewText2", "OneMore": "OneMoreText"]
-        XCTAssertTrue(db.executeUpdate("update namedparamcounttest set a = :a, b = :b where b = 'Text2'", withParameterDictionary: dictionaryArgs))
+        XCTAssertTrue(
+            db.executeUpdate(
+                "update namedparamcounttest set a = :a, b = :b where b = 'Text2'",
+                withParameterDictionary: dictionaryArgs))
         XCTAssertEqual(db.string(forQuery: "select a from namedparamcounttest"), "NewText1")
     }
 
@@ -238,7 +249,8 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
 
     func testNullValues() throws {
         db.executeUpdate("create table t2 (a integer, b integer)")
-        XCTAssertTrue(db.executeUpdate("insert into t2 values (?, ?)", nil, NSNumber(value: 5)), "Failed to insert a nil value")
+        XCTAssertTrue(
+            db.executeUpdate("insert into t2 values (?, ?)", nil, NSNumber(value: 5)), "Failed to insert a nil value")
         let rs = try XCTUnwrap(db.executeQuery("select * from t2"))
         var rows = 0
         while rs.next() {
@@ -308,8 +320,9 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
     func testLotsOfNULLs() throws {
         let blob = Data((0..<4096).map { UInt8($0 % 251) })
         db.executeUpdate("create table nulltest2 (s text, d data, i integer, f double, b integer)")
-        db.executeUpdate("insert into nulltest2 (s, d, i, f, b) values (?, ?, ?, ?, ?)",
-                         "Hi", blob, NSNumber(value: 12), NSNumber(value: Float(4.4)), NSNumber(value: true))
+        db.executeUpdate(
+            "insert into nulltest2 (s, d, i, f, b) values (?, ?, ?, ?, ?)",
+            "Hi", blob, NSNumber(value: 12), NSNumber(value: Float(4.4)), NSNumber(value: true))
         db.executeUpdate("insert into nulltest2 (s, d, i, f, b) values (?, ?, ?, ?, ?)", nil, nil, nil, nil, NSNull())
         let rs = try XCTUnwrap(db.executeQuery("select * from nulltest2"))
         var rows = 0
@@ -352,9 +365,13 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
 
     func testArgumentsInArray() throws {
         db.executeUpdate("create table testOneHundredTwelvePointTwo (a text, b integer)")
-        db.executeUpdate("insert into testOneHundredTwelvePointTwo values (?, ?)", withArgumentsIn: ["one", NSNumber(value: 2)])
-        db.executeUpdate("insert into testOneHundredTwelvePointTwo values (?, ?)", withArgumentsIn: ["one", NSNumber(value: 3)])
-        let rs = try XCTUnwrap(db.executeQuery("select * from testOneHundredTwelvePointTwo where b > ?", withArgumentsIn: [NSNumber(value: 1)]))
+        db.executeUpdate(
+            "insert into testOneHundredTwelvePointTwo values (?, ?)", withArgumentsIn: ["one", NSNumber(value: 2)])
+        db.executeUpdate(
+            "insert into testOneHundredTwelvePointTwo values (?, ?)", withArgumentsIn: ["one", NSNumber(value: 3)])
+        let rs = try XCTUnwrap(
+            db.executeQuery(
+                "select * from testOneHundredTwelvePointTwo where b > ?", withArgumentsIn: [NSNumber(value: 1)]))
         XCTAssertTrue(rs.next())
         XCTAssertTrue(rs.hasAnotherRow())
         XCTAssertFalse(db.hadError())
@@ -388,7 +405,10 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
 
     func testUpdateWithErrorAndBindings() throws {
         XCTAssertTrue(db.executeUpdate("create table t5 (a text, b int, c blob, d text, e text)"))
-        XCTAssertNoThrow(try db.executeUpdate("insert into t5 values (?, ?, ?, ?, ?)", values: ["text", NSNumber(value: 42), "BLOB", "d", NSNumber(value: 0)]))
+        XCTAssertNoThrow(
+            try db.executeUpdate(
+                "insert into t5 values (?, ?, ?, ?, ?)",
+                values: ["text", NSNumber(value: 42), "BLOB", "d", NSNumber(value: 0)]))
         XCTAssertEqual(db.int(forQuery: "select b from t5"), 42)
     }
 
@@ -420,8 +440,12 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
 
     func testNamedParameters() throws {
         XCTAssertTrue(db.executeUpdate("create table namedparamtest (a text, b text, c integer, d double)"))
-        let dictionaryArgs: [AnyHashable: Any] = ["a": "Text1", "b": "Text2", "c": NSNumber(value: 1), "d": NSNumber(value: 2.0)]
-        XCTAssertTrue(db.executeUpdate("insert into namedparamtest values (:a, :b, :c, :d)", withParameterDictionary: dictionaryArgs))
+        let dictionaryArgs: [AnyHashable: Any] = [
+            "a": "Text1", "b": "Text2", "c": NSNumber(value: 1), "d": NSNumber(value: 2.0),
+        ]
+        XCTAssertTrue(
+            db.executeUpdate(
+                "insert into namedparamtest values (:a, :b, :c, :d)", withParameterDictionary: dictionaryArgs))
         var rs = try XCTUnwrap(db.executeQuery("select * from namedparamtest"))
         XCTAssertTrue(rs.next())
         XCTAssertEqual(rs.string(forColumn: "a"), "Text1")
@@ -429,7 +453,8 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         XCTAssertEqual(rs.int(forColumn: "c"), 1)
         XCTAssertEqual(rs.double(forColumn: "d"), 2.0)
         rs.close()
-        rs = try XCTUnwrap(db.executeQuery("select * from namedparamtest where b = :blah", withParameterDictionary: ["blah": "Text2"]))
+        rs = try XCTUnwrap(
+            db.executeQuery("select * from namedparamtest where b = :blah", withParameterDictionary: ["blah": "Text2"]))
         XCTAssertTrue(rs.next())
         XCTAssertEqual(rs.string(forColumn: "b"), "Text2")
         rs.close()
@@ -552,14 +577,16 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
     }
 
     func testExecuteStatements() {
-        var sql = "create table bulktest1 (id integer primary key autoincrement, x text);"
+        var sql =
+            "create table bulktest1 (id integer primary key autoincrement, x text);"
             + "create table bulktest2 (id integer primary key autoincrement, y text);"
             + "create table bulktest3 (id integer primary key autoincrement, z text);"
             + "insert into bulktest1 (x) values ('XXX');"
             + "insert into bulktest2 (y) values ('YYY');"
             + "insert into bulktest3 (z) values ('ZZZ');"
         XCTAssertTrue(db.executeStatements(sql), "bulk create")
-        sql = "select count(*) as count from bulktest1;"
+        sql =
+            "select count(*) as count from bulktest1;"
             + "select count(*) as count from bulktest2;"
             + "select count(*) as count from bulktest3;"
         var calls = 0
@@ -570,7 +597,8 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         }
         XCTAssertTrue(success, "bulk select")
         XCTAssertEqual(calls, 3)
-        XCTAssertTrue(db.executeStatements("drop table bulktest1; drop table bulktest2; drop table bulktest3;"), "bulk drop")
+        XCTAssertTrue(
+            db.executeStatements("drop table bulktest1; drop table bulktest2; drop table bulktest3;"), "bulk drop")
     }
 
     func testExecuteStatementsBlockCanStop() {
@@ -592,7 +620,10 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
 
     func testCharAndBoolTypes() throws {
         XCTAssertTrue(db.executeUpdate("create table charBoolTest (a, b, c)"))
-        XCTAssertTrue(db.executeUpdate("insert into charBoolTest values (?, ?, ?)", NSNumber(value: true), NSNumber(value: false), NSNumber(value: Int8(120))))
+        XCTAssertTrue(
+            db.executeUpdate(
+                "insert into charBoolTest values (?, ?, ?)", NSNumber(value: true), NSNumber(value: false),
+                NSNumber(value: Int8(120))))
         let rs = try XCTUnwrap(db.executeQuery("select * from charBoolTest"))
         XCTAssertTrue(rs.next(), "Did not return row")
         XCTAssertEqual(rs.bool(forColumn: "a"), true)
@@ -727,7 +758,9 @@ final class FMDatabaseTests: FMDBTempDBTestCase {
         XCTAssertTrue(db.open(), "open failed")
         XCTAssertTrue(db.executeUpdate("create table foo (id integer primary key autoincrement, a numeric)"))
         func roundTrip(_ value: Any, _ read: () -> NSNumber, _ expected: NSNumber, line: UInt = #line) {
-            XCTAssertTrue(db.executeUpdate("insert into foo (a) values (?)", withArgumentsIn: [value]), "insert failed", line: line)
+            XCTAssertTrue(
+                db.executeUpdate("insert into foo (a) values (?)", withArgumentsIn: [value]), "insert failed",
+                line: line)
             XCTAssertEqual(read(), expected, "values don't match", line: line)
         }
         let last = { NSNumber(value: db.lastInsertRowId) }

@@ -9,8 +9,9 @@ final class FMResultSetTests: FMDBTempDBTestCase {
         db.executeUpdate("create table test (a text, b text, c integer, d double, e double)")
         db.beginTransaction()
         for i in 1...20 {
-            db.executeUpdate("insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
-                             "hi'", "number \(i)", NSNumber(value: i), Date(), NSNumber(value: Float(2.2)))
+            db.executeUpdate(
+                "insert into test (a, b, c, d, e) values (?, ?, ?, ?, ?)",
+                "hi'", "number \(i)", NSNumber(value: i), Date(), NSNumber(value: Float(2.2)))
         }
         db.commit()
     }
@@ -26,7 +27,8 @@ final class FMResultSetTests: FMDBTempDBTestCase {
     /// absent names.
     func testColumnLookupByNameForEveryKindOfName() throws {
         let long = "a_column_name_longer_than_fifteen_bytes"
-        let rs = try XCTUnwrap(db.executeQuery("SELECT 1 AS id, 2 AS \(long), 3 AS Mixed, 4 AS dup, 5 AS dup, 6 AS \"caf\u{E9}\""))
+        let rs = try XCTUnwrap(
+            db.executeQuery("SELECT 1 AS id, 2 AS \(long), 3 AS Mixed, 4 AS dup, 5 AS dup, 6 AS \"caf\u{E9}\""))
         XCTAssertTrue(rs.next())
         XCTAssertEqual(rs.int(forColumn: "id"), 1)
         XCTAssertEqual(rs.int(forColumn: String(["i", "d"])), 1, "a name built at run time")
@@ -299,7 +301,9 @@ final class FMResultSetTests: FMDBTempDBTestCase {
             (5, "cast(x'41414141414141414141414141414141414141e282' as text), zeroblob(0)"),
             (6, "42, 4.5"),
         ]
-        for (id, values) in rows { XCTAssertTrue(db.executeUpdate("insert into v values (\(id), \(values))"), db.lastErrorMessage()) }
+        for (id, values) in rows {
+            XCTAssertTrue(db.executeUpdate("insert into v values (\(id), \(values))"), db.lastErrorMessage())
+        }
         XCTAssertTrue(db.executeUpdate("insert into v values (7, ?, ?)", long, Data(repeating: 0xA5, count: 1 << 20)))
         let rs = try XCTUnwrap(db.executeQuery("select t, b from v order by id"))
         var texts: [String?] = []
@@ -354,7 +358,8 @@ final class FMResultSetTests: FMDBTempDBTestCase {
     func testManyOpenResultSetsCloseInAnyOrder() throws {
         var sets: [FMResultSet] = []
         for i in 0..<60 {
-            let rs = try XCTUnwrap(i % 3 == 0 ? db.prepare("select c from test where c > ?") : db.executeQuery("select c from test"))
+            let rs = try XCTUnwrap(
+                i % 3 == 0 ? db.prepare("select c from test where c > ?") : db.executeQuery("select c from test"))
             if i % 3 == 0 { XCTAssertTrue(rs.bind(withArray: [i % 20])) }
             XCTAssertTrue(rs.next())
             sets.append(rs)

@@ -30,7 +30,8 @@ final class FuzzTests: XCTestCase {
         "SELECT * FROM %T ORDER BY %C LIMIT ?",
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 50) SELECT x FROM c",
         "SELECT 1; SELECT 2", "", "   ", "-- nothing", "SELECT", "SELEC * FRM", "\u{0}", "'unterminated",
-        "CREATE INDEX IF NOT EXISTS i ON %T(%C)", "VACUUM", "PRAGMA integrity_check", "SELECT abs(-9223372036854775808)",
+        "CREATE INDEX IF NOT EXISTS i ON %T(%C)", "VACUUM", "PRAGMA integrity_check",
+        "SELECT abs(-9223372036854775808)",
     ]
 
     func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &rng)] }
@@ -40,7 +41,8 @@ final class FuzzTests: XCTestCase {
             let bytes = (0..<Int.random(in: 0..<40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
             return String(decoding: bytes, as: UTF8.self)
         }
-        return pick(templates).replacingOccurrences(of: "%T", with: pick(tables)).replacingOccurrences(of: "%C", with: pick(columns))
+        return pick(templates).replacingOccurrences(of: "%T", with: pick(tables)).replacingOccurrences(
+            of: "%C", with: pick(columns))
     }
 
     func randomValue() -> Any {
@@ -51,7 +53,8 @@ final class FuzzTests: XCTestCase {
         case 3: return [Double.nan, .infinity, -.infinity, -0.0][Int.random(in: 0..<4, using: &rng)]
         case 4: return "text \(Int.random(in: 0..<100, using: &rng))"
         case 5: return "nul\u{0}inside"
-        case 6: return Data((0..<Int.random(in: 0..<64, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+        case 6:
+            return Data((0..<Int.random(in: 0..<64, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
         case 7: return Data()
         case 8: return Date(timeIntervalSince1970: Double.random(in: -1e9...1e10, using: &rng))
         case 9: return Bool.random(using: &rng)
@@ -104,7 +107,9 @@ final class FuzzTests: XCTestCase {
             switch op {
             case 0...3:
                 let sql = randomSQL()
-                if !db.executeUpdate(sql, withArgumentsIn: randomArguments()) { checkFailure(db, "update \(n)", &failures) }
+                if !db.executeUpdate(sql, withArgumentsIn: randomArguments()) {
+                    checkFailure(db, "update \(n)", &failures)
+                }
             case 4...6:
                 if let rs = db.executeQuery(randomSQL(), withArgumentsIn: randomArguments()) {
                     resultSets.append(rs)
@@ -123,7 +128,8 @@ final class FuzzTests: XCTestCase {
                 _ = rs.int(forColumn: name); _ = rs.string(forColumnIndex: index); _ = rs.data(forColumn: name)
                 _ = rs.object(forColumnIndex: index); _ = rs[name]; _ = rs.date(forColumnIndex: index)
                 _ = rs.double(forColumn: name); _ = rs.columnIndexIsNull(index); _ = rs.type(forColumn: name)
-                _ = rs.resultDictionary; _ = rs.utf8String(forColumnIndex: index); _ = rs.dataNoCopy(forColumnIndex: index)
+                _ = rs.resultDictionary; _ = rs.utf8String(forColumnIndex: index);
+                _ = rs.dataNoCopy(forColumnIndex: index)
                 _ = rs.unsignedLongLongInt(forColumn: name); _ = rs.columnName(for: index); _ = rs.hasAnotherRow()
             case 11:
                 guard !resultSets.isEmpty else { continue }
@@ -139,13 +145,17 @@ final class FuzzTests: XCTestCase {
                     resultSets.removeAll()
                 }
             case 13:
-                if !db.executeStatements(randomSQL() + ";" + randomSQL(), withResultBlock: { _ in Int32.random(in: 0...1) }) {
+                if !db.executeStatements(
+                    randomSQL() + ";" + randomSQL(), withResultBlock: { _ in Int32.random(in: 0...1) })
+                {
                     checkFailure(db, "statements \(n)", &failures)
                 }
             case 14:
                 var dictionary: [AnyHashable: Any] = ["a": randomValue(), "b": randomValue()]
                 dictionary[pick(columns)] = randomValue()
-                if !db.executeUpdate(randomSQL(), withParameterDictionary: dictionary) { checkFailure(db, "named \(n)", &failures) }
+                if !db.executeUpdate(randomSQL(), withParameterDictionary: dictionary) {
+                    checkFailure(db, "named \(n)", &failures)
+                }
             case 15:
                 do {
                     let statement = try db.prepareStatement(randomSQL())
@@ -158,10 +168,11 @@ final class FuzzTests: XCTestCase {
                 case 0: db.beginTransaction()
                 case 1: db.commit()
                 case 2: db.rollback()
-                case 3: _ = db.inSavePoint { rollback in
-                    db.executeUpdate(self.randomSQL(), withArgumentsIn: self.randomArguments())
-                    rollback.pointee = ObjCBool(Bool.random(using: &self.rng))
-                }
+                case 3:
+                    _ = db.inSavePoint { rollback in
+                        db.executeUpdate(self.randomSQL(), withArgumentsIn: self.randomArguments())
+                        rollback.pointee = ObjCBool(Bool.random(using: &self.rng))
+                    }
                 default: db.beginImmediateTransaction()
                 }
             case 17:

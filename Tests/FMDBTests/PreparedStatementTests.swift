@@ -26,7 +26,9 @@ final class PreparedStatementTests: XCTestCase {
         XCTAssertTrue(select.isNull(at: 4))
         XCTAssertNil(select.data(at: 4))
         select.withUnsafeBytes(at: 4) { XCTAssertNil($0, "NULL has no bytes") }
-        select.withUnsafeBytes(at: 0) { XCTAssertEqual($0.map { Array($0) }, Array("9223372036854775807".utf8), "an integer's text") }
+        select.withUnsafeBytes(at: 0) {
+            XCTAssertEqual($0.map { Array($0) }, Array("9223372036854775807".utf8), "an integer's text")
+        }
         XCTAssertTrue(try select.step())
         XCTAssertEqual(UInt64(bitPattern: select.int64(at: 0)), UInt64.max)
         XCTAssertEqual(select.string(at: 2), "")
@@ -49,9 +51,11 @@ final class PreparedStatementTests: XCTestCase {
         let db = FMDatabase()
         XCTAssertTrue(db.open())
         let select = try db.prepareStatement(
-            "select x'010203' as first, 'four' as second, NULL as third, x'' as fourth, 12345 as fifth, 'héllo' as sixth")
-        XCTAssertEqual((0..<select.columnCount).map { select.columnName(at: $0) },
-                       ["first", "second", "third", "fourth", "fifth", "sixth"])
+            "select x'010203' as first, 'four' as second, NULL as third, x'' as fourth, 12345 as fifth, 'héllo' as sixth"
+        )
+        XCTAssertEqual(
+            (0..<select.columnCount).map { select.columnName(at: $0) },
+            ["first", "second", "third", "fourth", "fifth", "sixth"])
         XCTAssertNil(select.columnName(at: 6), "past the last column")
         XCTAssertNil(select.columnName(at: -1))
         XCTAssertTrue(try select.step())
@@ -68,7 +72,9 @@ final class PreparedStatementTests: XCTestCase {
         XCTAssertThrowsError(try insert.execute()) { XCTAssertEqual(nsError($0).code, Int(SQLITE_RANGE)) }
         try insert.execute(1)
         XCTAssertThrowsError(try insert.execute(1)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_CONSTRAINT)) }
-        XCTAssertThrowsError(try db.prepareStatement("select nonsense from")) { XCTAssertEqual(nsError($0).code, Int(SQLITE_ERROR)) }
+        XCTAssertThrowsError(try db.prepareStatement("select nonsense from")) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_ERROR))
+        }
         XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 1)
         db.close()
         XCTAssertThrowsError(try insert.execute(2)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE)) }
@@ -82,7 +88,11 @@ final class PreparedStatementTests: XCTestCase {
         _ = db.limit(for: SQLITE_LIMIT_LENGTH, value: 1000)
         XCTAssertTrue(db.executeUpdate("create table t (a)"))
         let insert = try db.prepareStatement("insert into t values (?)")
-        XCTAssertThrowsError(try insert.execute(Data(count: 5000))) { XCTAssertEqual(nsError($0).code, Int(SQLITE_TOOBIG)) }
-        XCTAssertThrowsError(try insert.execute(String(repeating: "x", count: 5000))) { XCTAssertEqual(nsError($0).code, Int(SQLITE_TOOBIG)) }
+        XCTAssertThrowsError(try insert.execute(Data(count: 5000))) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_TOOBIG))
+        }
+        XCTAssertThrowsError(try insert.execute(String(repeating: "x", count: 5000))) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_TOOBIG))
+        }
     }
 }

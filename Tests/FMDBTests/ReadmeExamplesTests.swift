@@ -17,8 +17,9 @@ final class ReadmeExamplesTests: XCTestCase {
         db.executeUpdate("CREATE TABLE IF NOT EXISTS people (id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
         db.executeUpdate("INSERT INTO people (name, age) VALUES (?, ?)", "Ada", 36)
         try db.executeUpdate("INSERT INTO people (name, age) VALUES (?, ?)", values: ["Grace", 45])
-        db.executeUpdate("INSERT INTO people (name, age) VALUES (:name, :age)",
-                         withParameterDictionary: ["name": "Linus", "age": 28])
+        db.executeUpdate(
+            "INSERT INTO people (name, age) VALUES (:name, :age)",
+            withParameterDictionary: ["name": "Linus", "age": 28])
         let name = "Margaret"
         db.executeUpdate(withFormat: "INSERT INTO people (name, age) VALUES (\(name), \(33))")
 
@@ -44,7 +45,7 @@ final class ReadmeExamplesTests: XCTestCase {
         do {
             try db.executeUpdate("INSERT INTO nowhere VALUES (1)", values: nil)
         } catch let error as NSError {
-            print(error.domain, error.code, error.localizedDescription) // FMDatabase 1 no such table: nowhere
+            print(error.domain, error.code, error.localizedDescription)  // FMDatabase 1 no such table: nowhere
         }
 
         // README: Change the key
@@ -99,7 +100,8 @@ final class ReadmeExamplesTests: XCTestCase {
         }
         db.makeFunctionNamed("toobig", arguments: 0) { context, _, _ in db.resultErrorTooBig(context: context) }
         db.makeFunctionNamed("nomem", arguments: 0) { context, _, _ in db.resultErrorNoMemory(context: context) }
-        db.makeFunctionNamed("busy", arguments: 0) { context, _, _ in db.resultErrorCode(SQLITE_BUSY, context: context) }
+        db.makeFunctionNamed("busy", arguments: 0) { context, _, _ in db.resultErrorCode(SQLITE_BUSY, context: context)
+        }
         XCTAssertEqual(db.long(forQuery: "select echo(?)", Int64(1) << 40), 1 << 40)
         XCTAssertEqual(db.double(forQuery: "select echo(2.5)"), 2.5)
         XCTAssertEqual(db.string(forQuery: "select echo('tëxt')"), "tëxt")
@@ -126,7 +128,7 @@ final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
 
         // README: A keyed queue
         let provider = PBKDF2KeyProvider(passphrase: "correct horse battery staple")  // derives once per file
-        let queue = try FMDatabaseQueue(path: path, keyProvider: provider)             // wrong key: throws code 26
+        let queue = try FMDatabaseQueue(path: path, keyProvider: provider)  // wrong key: throws code 26
         queue.inDatabase { db in
             db.executeUpdate("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT)")
         }
@@ -137,10 +139,10 @@ final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
             let rs = try db.executeQuery("SELECT count(*) FROM notes", values: nil)
             return rs.next() ? rs.int(forColumnIndex: 0) : 0
         }
-        try queue.inTransaction(.immediate) { db in                                   // rolls back if it throws
+        try queue.inTransaction(.immediate) { db in  // rolls back if it throws
             try db.executeUpdate("INSERT INTO notes (body) VALUES (?)", values: ["second"])
         }
-        let bodies = try await queue.perform { db -> [String] in                      // async: never blocks the pool
+        let bodies = try await queue.perform { db -> [String] in  // async: never blocks the pool
             var bodies: [String] = []
             if let rs = db.executeQuery("SELECT body FROM notes ORDER BY id") {
                 while rs.next() { bodies.append(rs.string(forColumnIndex: 0) ?? "") }
@@ -169,11 +171,12 @@ final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
                 try db.executeUpdate("INSERT INTO notes (body) VALUES (?)", values: ["from the pool"])
             }
         } catch {
-            XCTFail("\(error)")  // Not started (busy: another process holds the lock; no connection), failed, or rolled back.
+            // Not started (busy: another process holds the lock; no connection), failed, or rolled back.
+            XCTFail("\(error)")
         }
-        pool.inTransaction { db, rollback in   // FMDB's form: when BEGIN fails the block is not called,
+        pool.inTransaction { db, rollback in  // FMDB's form: when BEGIN fails the block is not called,
             _ = db.executeUpdate("INSERT INTO notes (body) VALUES (?)", "fmdb style")  // the error is logged
-        }                                       // and kept in pool.lastError
+        }  // and kept in pool.lastError
 
         XCTAssertEqual(count, 1)
         XCTAssertEqual(bodies, ["first", "second"])

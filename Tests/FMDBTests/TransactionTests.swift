@@ -11,7 +11,10 @@ final class TransactionTests: FMDBTempDBTestCase {
     private var count: Int32 { db.int(forQuery: "select count(*) from t") }
 
     func testAllFourTransactionKindsCommitAndRollBack() {
-        for begin in [db.beginTransaction, db.beginDeferredTransaction, db.beginImmediateTransaction, db.beginExclusiveTransaction] {
+        for begin in [
+            db.beginTransaction, db.beginDeferredTransaction, db.beginImmediateTransaction,
+            db.beginExclusiveTransaction,
+        ] {
             XCTAssertFalse(db.isInTransaction)
             XCTAssertTrue(begin())
             XCTAssertTrue(db.isInTransaction)
@@ -32,7 +35,8 @@ final class TransactionTests: FMDBTempDBTestCase {
         XCTAssertTrue(other.open())
         other.maxBusyRetryTimeInterval = 0
         XCTAssertEqual(other.int(forQuery: "select count(*) from t"), 0)
-        XCTAssertEqual(other.lastErrorCode(), SQLITE_BUSY, "an exclusive transaction keeps readers out (rollback journal)")
+        XCTAssertEqual(
+            other.lastErrorCode(), SQLITE_BUSY, "an exclusive transaction keeps readers out (rollback journal)")
         db.commit()
         other.close()
     }
@@ -59,10 +63,11 @@ final class TransactionTests: FMDBTempDBTestCase {
     func testInSavePointCommitsAndRollsBack() {
         XCTAssertNil(db.inSavePoint { _ in db.executeUpdate("insert into t values (1)") })
         XCTAssertEqual(count, 1)
-        XCTAssertNil(db.inSavePoint { rollback in
-            db.executeUpdate("insert into t values (2)")
-            rollback.pointee = true
-        })
+        XCTAssertNil(
+            db.inSavePoint { rollback in
+                db.executeUpdate("insert into t values (2)")
+                rollback.pointee = true
+            })
         XCTAssertEqual(count, 1)
         XCTAssertFalse(db.isInTransaction, "the savepoint is released after a rollback")
     }
@@ -85,9 +90,10 @@ final class TransactionTests: FMDBTempDBTestCase {
         let other = FMDatabase()
         XCTAssertTrue(other.open())
         // Interleaved savepoints on two connections each start from their own counter and succeed.
-        XCTAssertNil(db.inSavePoint { _ in
-            XCTAssertNil(other.inSavePoint { _ in other.executeUpdate("create table x (a)") })
-        })
+        XCTAssertNil(
+            db.inSavePoint { _ in
+                XCTAssertNil(other.inSavePoint { _ in other.executeUpdate("create table x (a)") })
+            })
         XCTAssertTrue(other.tableExists("x"))
     }
 
@@ -109,7 +115,8 @@ final class TransactionTests: FMDBTempDBTestCase {
         XCTAssertEqual(logFrames, checkpointed)
         try db.checkpoint(.truncate)
         try db.checkpoint(.full, name: "main")
-        let walSize = (try FileManager.default.attributesOfItem(atPath: databasePath + "-wal")[.size] as? NSNumber)?.intValue
+        let walSize = (try FileManager.default.attributesOfItem(atPath: databasePath + "-wal")[.size] as? NSNumber)?
+            .intValue
         XCTAssertEqual(walSize, 0, "TRUNCATE empties the WAL")
         XCTAssertThrowsError(try db.checkpoint(.passive, name: "nosuchdb"))
     }

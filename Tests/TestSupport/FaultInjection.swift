@@ -90,8 +90,9 @@ public final class FaultShim: Sendable {
     ) throws -> (calls: [Call], status: Int32, stderr: String) {
         let scratch = try TemporaryDirectory("fmdb-fault-plan")
         let log = scratch.path("calls")
-        let result = try runProcess(executable, arguments, input: "",
-                                    environment: environment(folder: folder, log: log, base: base))
+        let result = try runProcess(
+            executable, arguments, input: "",
+            environment: environment(folder: folder, log: log, base: base))
         let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         let calls = text.split(separator: "\n").compactMap { line -> Call? in
             let parts = line.split(separator: " ", maxSplits: 2).map(String.init)
@@ -106,7 +107,9 @@ public final class FaultShim: Sendable {
         _ executable: String, _ arguments: [String], folder: String, at point: Int, mode: Mode,
         environment base: [String: String]
     ) throws -> (status: Int32, stdout: String, stderr: String) {
-        try runProcess(executable, arguments, input: "", environment: environment(folder: folder, at: point, mode: mode, base: base))
+        try runProcess(
+            executable, arguments, input: "",
+            environment: environment(folder: folder, at: point, mode: mode, base: base))
     }
 }
 

@@ -95,7 +95,8 @@ public enum StorageMode: String, CaseIterable, Sendable {
     public var keyProvider: (any KeyProvider)? {
         switch self {
         case .plain: return nil
-        case .encrypted: return PBKDF2KeyProvider(passphrase: "test passphrase", digest: .sha256, unsafeIterations: 1_000)
+        case .encrypted:
+            return PBKDF2KeyProvider(passphrase: "test passphrase", digest: .sha256, unsafeIterations: 1_000)
         }
     }
 }
@@ -103,10 +104,15 @@ public enum StorageMode: String, CaseIterable, Sendable {
 /// Runs the `sqlcipher` shell on `path` with `script` on standard input. SQLCipher 4's shell answers
 /// `PRAGMA key` (and `rekey`, `cipher_compatibility`) with a line "ok" that 3.4.1's does not print: those
 /// answers go to /dev/null, so the output is the same on both lines.
-public func runSQLCipherShell(_ shell: String, _ path: String, _ script: String) throws -> (status: Int32, stdout: String, stderr: String) {
+public func runSQLCipherShell(_ shell: String, _ path: String, _ script: String) throws -> (
+    status: Int32, stdout: String, stderr: String
+) {
     let quiet = script.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
         let lower = line.lowercased()
-        guard lower.hasPrefix("pragma key") || lower.hasPrefix("pragma rekey") || lower.hasPrefix("pragma cipher_compatibility") else {
+        guard
+            lower.hasPrefix("pragma key") || lower.hasPrefix("pragma rekey")
+                || lower.hasPrefix("pragma cipher_compatibility")
+        else {
             return String(line)
         }
         return ".output /dev/null\n\(line)\n.output stdout"

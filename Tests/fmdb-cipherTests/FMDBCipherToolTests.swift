@@ -14,7 +14,9 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertTrue(db.open())
         XCTAssertTrue(db.executeUpdate("create table t (id integer primary key, v text, b blob)"))
         XCTAssertTrue(db.beginTransaction())
-        for i in 0..<rows { XCTAssertTrue(db.executeUpdate("insert into t (v, b) values (?, ?)", "MARKER-\(i)", Data([UInt8(i % 256)]))) }
+        for i in 0..<rows {
+            XCTAssertTrue(db.executeUpdate("insert into t (v, b) values (?, ?)", "MARKER-\(i)", Data([UInt8(i % 256)])))
+        }
         XCTAssertTrue(db.commit())
         db.userVersion = 42
         db.applicationID = 0x1234
@@ -46,7 +48,8 @@ final class FMDBCipherToolTests: ToolTestCase {
     func testEncryptProducesAVerifiedEncryptedCopy() throws {
         let plain = try makeMarkedPlaintext()
         let before = try Data(contentsOf: URL(fileURLWithPath: plain))
-        let result = try run(["encrypt", plain, path("enc.db"), "--key-env", "DB_KEY"], env: ["DB_KEY": "correct horse"])
+        let result = try run(
+            ["encrypt", plain, path("enc.db"), "--key-env", "DB_KEY"], env: ["DB_KEY": "correct horse"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout, "", "data on stdout only; messages on stderr")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: path("enc.db")))
@@ -60,7 +63,9 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertEqual(db.userVersion, 42, "user_version copied")
         XCTAssertEqual(db.applicationID, 0x1234, "application_id copied")
         db.close()
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.hasSuffix(".tmp") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter {
+            $0.hasSuffix(".tmp")
+        }
         XCTAssertEqual(leftovers, [], "no temporary file left behind")
     }
 
@@ -73,21 +78,28 @@ final class FMDBCipherToolTests: ToolTestCase {
 
         // A page size that is not the linked SQLCipher's default (1024 on 3.x, 4096 on 4.x).
         let pageSize = CipherFormat.linkedDefault == .v4 ? "8192" : "4096"
-        result = try run(["export", enc, path("exported.db"), "--key-env", "K", "--new-key-env", "N", "--new-page-size", pageSize],
-                         env: ["K": "k1", "N": "k2"])
+        result = try run(
+            ["export", enc, path("exported.db"), "--key-env", "K", "--new-key-env", "N", "--new-page-size", pageSize],
+            env: ["K": "k1", "N": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         // The new page size is needed to open it, here and in the shell.
-        result = try run(["sql", path("exported.db"), "select count(*) from t", "--key-env", "N", "--cipher-page-size", pageSize], env: ["N": "k2"])
+        result = try run(
+            ["sql", path("exported.db"), "select count(*) from t", "--key-env", "N", "--cipher-page-size", pageSize],
+            env: ["N": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("50"))
         result = try run(["sql", path("exported.db"), "select count(*) from t", "--key-env", "N"], env: ["N": "k2"])
         XCTAssertEqual(result.status, 65, "without the page size the file does not open")
         let shell = try XCTUnwrap(which("sqlcipher"))
-        let viaShell = try runSQLCipherShell(shell, path("exported.db"), "PRAGMA key='k2';\nPRAGMA cipher_page_size=\(pageSize);\nSELECT count(*) FROM t;\n")
+        let viaShell = try runSQLCipherShell(
+            shell, path("exported.db"),
+            "PRAGMA key='k2';\nPRAGMA cipher_page_size=\(pageSize);\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50", viaShell.stderr)
 
         // --format 4: written on SQLCipher 4.x; refused with an explanation on 3.x, which cannot write it.
-        result = try run(["export", enc, path("v4.db"), "--key-env", "K", "--new-key-env", "N", "--format", "4"], env: ["K": "k1", "N": "k2"])
+        result = try run(
+            ["export", enc, path("v4.db"), "--key-env", "K", "--new-key-env", "N", "--format", "4"],
+            env: ["K": "k1", "N": "k2"])
         if CipherFormat.v4.isSupportedByLinkedSQLCipher {
             XCTAssertEqual(result.status, 0, result.stderr)
             XCTAssertEqual(rowCount(path("v4.db"), key: "k2"), 50)
@@ -97,7 +109,9 @@ final class FMDBCipherToolTests: ToolTestCase {
             XCTAssertFalse(FileManager.default.fileExists(atPath: path("v4.db")))
         }
         // --format 3 on either line: the 3.4.1 shell's format (on 4.x: PRAGMA cipher_compatibility = 3).
-        result = try run(["export", enc, path("v3.db"), "--key-env", "K", "--new-key-env", "N", "--format", "3"], env: ["K": "k1", "N": "k2"])
+        result = try run(
+            ["export", enc, path("v3.db"), "--key-env", "K", "--new-key-env", "N", "--format", "3"],
+            env: ["K": "k1", "N": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         let v3 = FMDatabase(path: path("v3.db"))
         XCTAssertTrue(v3.open())
@@ -105,14 +119,17 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertEqual(v3.cipherFormat, .v3)
         XCTAssertEqual(v3.int(forQuery: "select count(*) from t"), 50)
         v3.close()
-        result = try run(["export", enc, path("v5.db"), "--key-env", "K", "--new-key-env", "N", "--format", "5"], env: ["K": "k1", "N": "k2"])
+        result = try run(
+            ["export", enc, path("v5.db"), "--key-env", "K", "--new-key-env", "N", "--format", "5"],
+            env: ["K": "k1", "N": "k2"])
         XCTAssertEqual(result.status, 64)
     }
 
     func testRekeyWithBackup() throws {
         let enc = try makePassphraseEncrypted()
-        let result = try run(["rekey", enc, "--key-env", "OLD", "--new-key-env", "NEW", "--backup", path("backup.db")],
-                             env: ["OLD": "k1", "NEW": "k2"])
+        let result = try run(
+            ["rekey", enc, "--key-env", "OLD", "--new-key-env", "NEW", "--backup", path("backup.db")],
+            env: ["OLD": "k1", "NEW": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(rowCount(enc, key: "k2"), 50)
         XCTAssertNil(rowCount(enc, key: "k1"))
@@ -176,12 +193,17 @@ final class FMDBCipherToolTests: ToolTestCase {
 
     func testSQLFormatsAndScriptFromStandardInput() throws {
         let enc = try makePassphraseEncrypted()
-        var result = try run(["sql", enc, "select id, v from t where id <= 2 order by id", "--key-env", "K"], env: ["K": "k1"])
+        var result = try run(
+            ["sql", enc, "select id, v from t where id <= 2 order by id", "--key-env", "K"], env: ["K": "k1"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout, "id  v\n--  --------\n1   MARKER-0\n2   MARKER-1\n")
-        result = try run(["sql", enc, "select id, v, b from t where id = 1; select 'a,\"b' as q", "--key-env", "K", "--csv"], env: ["K": "k1"])
+        result = try run(
+            ["sql", enc, "select id, v, b from t where id = 1; select 'a,\"b' as q", "--key-env", "K", "--csv"],
+            env: ["K": "k1"])
         XCTAssertEqual(result.stdout, "id,v,b\n1,MARKER-0,x'00'\nq\n\"a,\"\"b\"\n")
-        result = try run(["sql", enc, "--key-stdin", "--json"], input: "k1\ncreate table u (x); insert into u values (1.5), (NULL);\nselect x from u order by x;\n")
+        result = try run(
+            ["sql", enc, "--key-stdin", "--json"],
+            input: "k1\ncreate table u (x); insert into u values (1.5), (NULL);\nselect x from u order by x;\n")
         XCTAssertEqual(result.status, 0, result.stderr)
         let rows = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
         XCTAssertEqual(rows.count, 2)
@@ -201,7 +223,8 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(rowCount(path("f.db"), key: "file key"), 50, "one trailing newline stripped")
         for kdf in ["pbkdf2-sqlcipher", "pbkdf2", "scrypt"] {
-            result = try run(["encrypt", plain, path("\(kdf).db"), "--key-env", "K", "--kdf", kdf], env: ["K": "kdf key"])
+            result = try run(
+                ["encrypt", plain, path("\(kdf).db"), "--key-env", "K", "--kdf", kdf], env: ["K": "kdf key"])
             XCTAssertEqual(result.status, 0, "\(kdf): \(result.stderr)")
             result = try run(["check", path("\(kdf).db"), "--key-env", "K", "--kdf", kdf], env: ["K": "kdf key"])
             XCTAssertEqual(result.status, 0, "\(kdf): \(result.stderr)")
@@ -211,9 +234,11 @@ final class FMDBCipherToolTests: ToolTestCase {
         result = try run(["encrypt", plain, path("raw.db"), "--key-env", "K", "--kdf", "raw"], env: ["K": hex])
         XCTAssertEqual(result.status, 0, result.stderr)
         let shell = try XCTUnwrap(which("sqlcipher"))
-        let viaShell = try runSQLCipherShell(shell, path("raw.db"), "PRAGMA key=\"x'\(hex)'\";\nSELECT count(*) FROM t;\n")
+        let viaShell = try runSQLCipherShell(
+            shell, path("raw.db"), "PRAGMA key=\"x'\(hex)'\";\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50")
-        result = try run(["encrypt", plain, path("raw2.db"), "--key-env", "K", "--kdf", "raw"], env: ["K": "too short"])
+        result = try run(
+            ["encrypt", plain, path("raw2.db"), "--key-env", "K", "--kdf", "raw"], env: ["K": "too short"])
         XCTAssertEqual(result.status, 1)
         XCTAssertTrue(result.stderr.contains("32 bytes"), result.stderr)
         XCTAssertFalse(result.stderr.contains("too short"), "the key is never echoed")
@@ -245,7 +270,10 @@ final class FMDBCipherToolTests: ToolTestCase {
     func testWrongKeyIs65AndChangesNothing() throws {
         let enc = try makePassphraseEncrypted()
         let before = try Data(contentsOf: URL(fileURLWithPath: enc))
-        for args in [["check", enc], ["sql", enc, "select 1"], ["rekey", enc, "--new-key-env", "N"], ["decrypt", enc, path("d.db")], ["info", enc]] {
+        for args in [
+            ["check", enc], ["sql", enc, "select 1"], ["rekey", enc, "--new-key-env", "N"],
+            ["decrypt", enc, path("d.db")], ["info", enc],
+        ] {
             let result = try run(args + ["--key-env", "K"], env: ["K": "wrong", "N": "new"])
             XCTAssertEqual(result.status, 65, "\(args[0]): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("wrong key"), result.stderr)
@@ -255,8 +283,10 @@ final class FMDBCipherToolTests: ToolTestCase {
     }
 
     func testMissingFilesDirectoriesAndUnreadableKeyFilesAre66() throws {
-        for args in [["check", path("missing.db")], ["info", path("missing.db")], ["check", directory.url.path],
-                     ["encrypt", path("missing.db"), path("out.db")]] {
+        for args in [
+            ["check", path("missing.db")], ["info", path("missing.db")], ["check", directory.url.path],
+            ["encrypt", path("missing.db"), path("out.db")],
+        ] {
             let result = try run(args + ["--key-env", "K"], env: ["K": "k"])
             XCTAssertEqual(result.status, 66, "\(args): \(result.stderr)")
         }
@@ -301,8 +331,13 @@ final class FMDBCipherToolTests: ToolTestCase {
         let plain = try makeMarkedPlaintext()
         let zeroed = path("zeroed.db")
         try Data(repeating: 0, count: 512).write(to: URL(fileURLWithPath: zeroed + "-journal"))
-        XCTAssertEqual(try run(["encrypt", plain, zeroed, "--key-env", "K"], env: ["K": "k"]).status, 0, "a zeroed journal is not replayed")
-        let headers: [String: [UInt8]] = ["-wal": [0x37, 0x7F, 0x06, 0x82, 0, 0x2D, 0xE2, 0x18], "-journal": [0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7]]
+        XCTAssertEqual(
+            try run(["encrypt", plain, zeroed, "--key-env", "K"], env: ["K": "k"]).status, 0,
+            "a zeroed journal is not replayed")
+        let headers: [String: [UInt8]] = [
+            "-wal": [0x37, 0x7F, 0x06, 0x82, 0, 0x2D, 0xE2, 0x18],
+            "-journal": [0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7],
+        ]
         for suffix in ["-wal", "-journal"] {
             let dest = path("dest\(suffix).db")
             try Data("precious".utf8).write(to: URL(fileURLWithPath: dest))
@@ -311,7 +346,8 @@ final class FMDBCipherToolTests: ToolTestCase {
             XCTAssertEqual(result.status, 75, result.stderr)
             XCTAssertTrue(result.stderr.contains("\(suffix): exists"), result.stderr)
             XCTAssertEqual(try String(contentsOfFile: dest, encoding: .utf8), "precious")
-            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: dest + suffix)).suffix(10), Data("old frames".utf8))
+            XCTAssertEqual(
+                try Data(contentsOf: URL(fileURLWithPath: dest + suffix)).suffix(10), Data("old frames".utf8))
             // Without DEST: 73, and no DEST appears.
             try FileManager.default.removeItem(atPath: dest)
             result = try run(["encrypt", plain, dest, "--key-env", "K"], env: ["K": "k"])
@@ -323,19 +359,26 @@ final class FMDBCipherToolTests: ToolTestCase {
             XCTAssertEqual(result.status, 0, result.stderr)
             XCTAssertEqual(rowCount(dest, key: "k"), 50)
         }
-        XCTAssertTrue(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).allSatisfy { !$0.contains("fmdb-cipher-") },
-                      "no private directory left behind")
+        XCTAssertTrue(
+            try FileManager.default.contentsOfDirectory(atPath: directory.url.path).allSatisfy {
+                !$0.contains("fmdb-cipher-")
+            },
+            "no private directory left behind")
     }
 
     func testNonDatabaseAndTruncatedFiles() throws {
-        try Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: URL(fileURLWithPath: path("random.bin")))
+        try Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(
+            to: URL(fileURLWithPath: path("random.bin")))
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path("short.bin")))
         let enc = try makePassphraseEncrypted()
         let truncated = try Data(contentsOf: URL(fileURLWithPath: enc)).prefix(1500)
         try truncated.write(to: URL(fileURLWithPath: path("truncated.db")))
         for file in ["random.bin", "short.bin", "truncated.db"] {
-            for args in [["check", path(file)], ["sql", path(file), "select * from t"], ["rekey", path(file), "--new-key-env", "K"],
-                         ["decrypt", path(file), path("out-\(file)")]] {
+            for args in [
+                ["check", path(file)], ["sql", path(file), "select * from t"],
+                ["rekey", path(file), "--new-key-env", "K"],
+                ["decrypt", path(file), path("out-\(file)")],
+            ] {
                 let result = try run(args + ["--key-env", "K"], env: ["K": "k1"])
                 XCTAssertTrue([2, 65].contains(result.status), "\(args[0]) \(file): \(result.status) \(result.stderr)")
                 XCTAssertFalse((result.stdout + result.stderr).isEmpty, "a reason is given")
@@ -354,7 +397,9 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertTrue(holder.open())
         try holder.setKey(using: PassphraseKeyProvider("k1"))
         XCTAssertTrue(holder.beginExclusiveTransaction())
-        let result = try run(["rekey", enc, "--key-env", "K", "--new-key-env", "N", "--busy-timeout", "0.2"], env: ["K": "k1", "N": "k2"])
+        let result = try run(
+            ["rekey", enc, "--key-env", "K", "--new-key-env", "N", "--busy-timeout", "0.2"],
+            env: ["K": "k1", "N": "k2"])
         XCTAssertEqual(result.status, 75, result.stderr)
         XCTAssertTrue(holder.commit())
         holder.close()
@@ -365,7 +410,8 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertEqual(try run([]).status, 0, "no subcommand prints help")
         XCTAssertEqual(try run(["frobnicate"]).status, 64)
         XCTAssertEqual(try run(["encrypt"]).status, 64)
-        XCTAssertEqual(try run(["sql", path("x.db"), "select 1", "--csv", "--json", "--key-env", "K"], env: ["K": "k"]).status, 64)
+        XCTAssertEqual(
+            try run(["sql", path("x.db"), "select 1", "--csv", "--json", "--key-env", "K"], env: ["K": "k"]).status, 64)
         for sub in ["rekey", "encrypt", "decrypt", "export", "info", "check", "sql"] {
             let help = try run([sub, "--help"])
             XCTAssertEqual(help.status, 0, sub)
@@ -393,8 +439,10 @@ final class FMDBCipherToolTests: ToolTestCase {
         var viaShell = try runSQLCipherShell(shell, enc, "PRAGMA key='shared';\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50", viaShell.stderr)
         let fromShell = path("shell.db")
-        _ = try runSQLCipherShell(shell, fromShell, "PRAGMA key='shell key';\nCREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
-        let result = try run(["rekey", fromShell, "--key-env", "K", "--new-key-env", "N"], env: ["K": "shell key", "N": "rotated"])
+        _ = try runSQLCipherShell(
+            shell, fromShell, "PRAGMA key='shell key';\nCREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
+        let result = try run(
+            ["rekey", fromShell, "--key-env", "K", "--new-key-env", "N"], env: ["K": "shell key", "N": "rotated"])
         XCTAssertEqual(result.status, 0, result.stderr)
         viaShell = try runSQLCipherShell(shell, fromShell, "PRAGMA key='rotated';\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "1", viaShell.stderr)
@@ -419,7 +467,8 @@ final class FMDBCipherScriptTests: ToolTestCase {
         let plain = try makeBigPlaintext(rows: 3000)
         var env = ProcessInfo.processInfo.environment
         env["K"] = "k"
-        let piped = try runProcess(tool, ["encrypt", plain, directory.path("a.db"), "--key-env", "K"], environment: env)
+        let piped = try runProcess(
+            tool, ["encrypt", plain, directory.path("a.db"), "--key-env", "K"], environment: env)
         XCTAssertEqual(piped.status, 0, piped.stderr)
         XCTAssertFalse(piped.stderr.contains("%"), "no progress when stderr is not a terminal")
         // `script` gives the tool a terminal.
@@ -428,7 +477,9 @@ final class FMDBCipherScriptTests: ToolTestCase {
         let tty = try runProcess(script, ["-qec", command, "/dev/null"], environment: env)
         XCTAssertEqual(tty.status, 0, tty.stdout + tty.stderr)
         XCTAssertTrue(tty.stdout.contains("encrypt ["), "a progress bar on a terminal: \(tty.stdout)")
-        let quiet = try runProcess(script, ["-qec", command.replacingOccurrences(of: "b.db", with: "c.db") + " --quiet", "/dev/null"], environment: env)
+        let quiet = try runProcess(
+            script, ["-qec", command.replacingOccurrences(of: "b.db", with: "c.db") + " --quiet", "/dev/null"],
+            environment: env)
         XCTAssertEqual(quiet.status, 0)
         XCTAssertFalse(quiet.stdout.contains("encrypt ["), "--quiet: no progress")
     }
@@ -437,7 +488,10 @@ final class FMDBCipherScriptTests: ToolTestCase {
         let plain = try makeBigPlaintext(rows: 10)
         var env = ProcessInfo.processInfo.environment
         env["K"] = "old"
-        XCTAssertEqual(try runProcess(tool, ["encrypt", plain, directory.path("app.db"), "--key-env", "K", "--quiet"], environment: env).status, 0)
+        XCTAssertEqual(
+            try runProcess(
+                tool, ["encrypt", plain, directory.path("app.db"), "--key-env", "K", "--quiet"], environment: env
+            ).status, 0)
         let scriptPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Scripts/rotate-key").path
         env["FMDB_CIPHER"] = tool
@@ -447,12 +501,16 @@ final class FMDBCipherScriptTests: ToolTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("rotated"), result.stderr)
         env["K"] = "new"
-        XCTAssertEqual(try runProcess(tool, ["check", directory.path("app.db"), "--key-env", "K"], environment: env).status, 0)
-        let backups = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.hasSuffix(".bak") }
+        XCTAssertEqual(
+            try runProcess(tool, ["check", directory.path("app.db"), "--key-env", "K"], environment: env).status, 0)
+        let backups = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter {
+            $0.hasSuffix(".bak")
+        }
         XCTAssertEqual(backups.count, 1)
         let backup = try XCTUnwrap(backups.first)
         env["K"] = "old"
-        XCTAssertEqual(try runProcess(tool, ["check", directory.path(backup), "--key-env", "K"], environment: env).status, 0)
+        XCTAssertEqual(
+            try runProcess(tool, ["check", directory.path(backup), "--key-env", "K"], environment: env).status, 0)
         // With the wrong old key the script stops before touching the database.
         env["OLD_DB_KEY"] = "wrong"
         let failed = try runProcess("/bin/bash", [scriptPath, directory.path("app.db")], environment: env)

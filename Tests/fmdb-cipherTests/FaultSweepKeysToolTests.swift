@@ -30,8 +30,9 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         }
         connection.close()
         if twoSlots {
-            let added = try run(["keys", "add", db, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B"],
-                                env: ["A": Self.first, "B": Self.second])
+            let added = try run(
+                ["keys", "add", db, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B"],
+                env: ["A": Self.first, "B": Self.second])
             XCTAssertEqual(added.status, 0, added.stderr)
         }
         return db
@@ -57,7 +58,8 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         guard db.open(withFlags: SQLITE_OPEN_READWRITE) else { return nil }
         defer { db.close() }
         guard (try? db.setKey(using: KeySlotKeyProvider(secret: secret(hex)))) != nil,
-              let rs = db.executeQuery(query), rs.next() else { return nil }
+            let rs = db.executeQuery(query), rs.next()
+        else { return nil }
         return rs.int(forColumnIndex: 0)
     }
 
@@ -68,9 +70,13 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         guard db.open(withFlags: SQLITE_OPEN_READWRITE) else { return false }
         defer { db.close() }
         var text = hex
-        guard let provider = text.withUTF8({ try? RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) }),
-              (try? db.setKey(using: provider)) != nil,
-              let rs = db.executeQuery("select count(*) from sqlite_master"), rs.next() else { return false }
+        guard
+            let provider = text.withUTF8({
+                try? RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0)))
+            }),
+            (try? db.setKey(using: provider)) != nil,
+            let rs = db.executeQuery("select count(*) from sqlite_master"), rs.next()
+        else { return false }
         return true
     }
 
@@ -125,11 +131,15 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         for mode in FaultShim.Mode.allCases {
             for point in points(plan.calls) where select(mode, point - 1, plan.calls) {
                 try reset()
-                let result = try shim.run(tool, arguments, folder: work, at: point, mode: mode, environment: environment)
+                let result = try shim.run(
+                    tool, arguments, folder: work, at: point, mode: mode, environment: environment)
                 runs += 1
-                let killed = mode == .kill && (result.status == 128 + SIGKILL || result.status == -SIGKILL || result.status == SIGKILL)
-                let run = Run(mode: mode, point: point, call: plan.calls[point - 1], status: result.status, stderr: result.stderr,
-                              killed: killed)
+                let killed =
+                    mode == .kill
+                    && (result.status == 128 + SIGKILL || result.status == -SIGKILL || result.status == SIGKILL)
+                let run = Run(
+                    mode: mode, point: point, call: plan.calls[point - 1], status: result.status, stderr: result.stderr,
+                    killed: killed)
                 let claim: Claim
                 switch result.status {
                 case _ where killed: claim = .either
@@ -144,13 +154,18 @@ final class FaultSweepKeysToolTests: ToolTestCase {
                 if !killed, result.status != 0 {
                     // The message names the cause: a one-off I/O error or a full disk, never a lock or a wrong key.
                     let text = result.stderr.lowercased()
-                    for blame in ["locked", "another process", "another connection", "wrong key", "neither", "does not open"]
+                    for blame in [
+                        "locked", "another process", "another connection", "wrong key", "neither", "does not open",
+                    ]
                     where text.contains(blame) {
-                        failures.append("\(run.place): says \"\(blame)\"; the secret was right and no other process existed")
+                        failures.append(
+                            "\(run.place): says \"\(blame)\"; the secret was right and no other process existed")
                     }
                     // The slot file is written by the library itself, which names the errno; SQLite reports a
                     // failed sync or unlink as "disk I/O error" whatever the errno, which still names the class.
-                    let cause = mode == .eio || !run.call.path.contains("-keyslots") ? ["input/output", "i/o", "no space", "full"]
+                    let cause =
+                        mode == .eio || !run.call.path.contains("-keyslots")
+                        ? ["input/output", "i/o", "no space", "full"]
                         : ["no space", "full"]
                     if !cause.contains(where: text.contains) {
                         failures.append("\(run.place): does not name the cause (\(cause.joined(separator: " or ")))")
@@ -158,8 +173,11 @@ final class FaultSweepKeysToolTests: ToolTestCase {
                 }
                 // A directory sync that failed after the file was in place is said, not hidden.
                 if !killed, result.status == 0, run.call.operation == "fsync", run.call.path == directory,
-                   !result.stderr.lowercased().contains("power loss") {
-                    failures.append("\(run.place): the directory sync failed, but nothing warns that the change may not survive a power loss")
+                    !result.stderr.lowercased().contains("power loss")
+                {
+                    failures.append(
+                        "\(run.place): the directory sync failed, but nothing warns that the change may not survive a power loss"
+                    )
                 }
             }
         }
@@ -167,23 +185,29 @@ final class FaultSweepKeysToolTests: ToolTestCase {
     }
 
     func report(_ outcome: (runs: Int, failures: [String]), file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(outcome.failures.isEmpty, "\(outcome.failures.count) of \(outcome.runs) runs:\n"
-                      + outcome.failures.prefix(30).joined(separator: "\n"), file: file, line: line)
+        XCTAssertTrue(
+            outcome.failures.isEmpty,
+            "\(outcome.failures.count) of \(outcome.runs) runs:\n"
+                + outcome.failures.prefix(30).joined(separator: "\n"), file: file, line: line)
     }
 
     /// The folder a sweep faults, filled by `copy` from the fault-free base before each run.
     func workFolder(_ name: String, base: String?) -> (folder: String, file: String, reset: () throws -> Void) {
         let work = path(name)
         let file = work + "/db"
-        return (work, file, {
-            try? FileManager.default.removeItem(atPath: work)
-            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-            if let base {
-                try FileManager.default.copyItem(atPath: base, toPath: file)
-                try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: base),
-                                                 toPath: KeySlots.slotFilePath(forDatabaseAt: file))
+        return (
+            work, file,
+            {
+                try? FileManager.default.removeItem(atPath: work)
+                try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+                if let base {
+                    try FileManager.default.copyItem(atPath: base, toPath: file)
+                    try FileManager.default.copyItem(
+                        atPath: KeySlots.slotFilePath(forDatabaseAt: base),
+                        toPath: KeySlots.slotFilePath(forDatabaseAt: file))
+                }
             }
-        })
+        )
     }
 
     // MARK: - The sweeps
@@ -207,7 +231,9 @@ final class FaultSweepKeysToolTests: ToolTestCase {
                 }
                 // Nothing was made: keys init must work now (it cleans its own leftovers).
                 let again = try self.run(arguments, env: environment)
-                guard again.status == 0 else { return "nothing at the path, but keys init again: exit \(again.status) \(again.stderr)" }
+                guard again.status == 0 else {
+                    return "nothing at the path, but keys init again: exit \(again.status) \(again.stderr)"
+                }
                 return count(file, slot: Self.first, query: "select count(*) from sqlite_master") != nil
                     ? nil : "keys init again: the slot does not open the database"
             }
@@ -218,15 +244,20 @@ final class FaultSweepKeysToolTests: ToolTestCase {
     func testKeysChangeUnderEveryFaultLeavesTheOldOrTheNewSecret() throws {
         let base = try makeSlotted("change-base.db", twoSlots: false)
         let (work, file, reset) = workFolder("change", base: base)
-        let arguments = ["keys", "change", file, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B"]
-        let outcome = try sweep(arguments, environment: ["A": Self.first, "B": Self.second], folder: work, reset: reset) { _, claim in
+        let arguments = [
+            "keys", "change", file, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B",
+        ]
+        let outcome = try sweep(
+            arguments, environment: ["A": Self.first, "B": Self.second], folder: work, reset: reset
+        ) { _, claim in
             let old = count(file, slot: Self.first)
             let new = count(file, slot: Self.second)
             let oldState = old == Self.rows && new == nil
             let newState = new == Self.rows && old == nil
             switch claim {
             case .new where !newState, .old where !oldState, .either where !oldState && !newState:
-                return "claims \(claim); the old secret opens \(String(describing: old)) rows, the new \(String(describing: new))"
+                return
+                    "claims \(claim); the old secret opens \(String(describing: old)) rows, the new \(String(describing: new))"
             default: return nil
             }
         }
@@ -236,8 +267,12 @@ final class FaultSweepKeysToolTests: ToolTestCase {
     func testKeysAddUnderEveryFaultAddsTheSlotOrNothing() throws {
         let base = try makeSlotted("add-base.db", twoSlots: false)
         let (work, file, reset) = workFolder("add", base: base)
-        let arguments = ["keys", "add", file, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B"]
-        let outcome = try sweep(arguments, environment: ["A": Self.first, "B": Self.second], folder: work, reset: reset) { _, claim in
+        let arguments = [
+            "keys", "add", file, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B",
+        ]
+        let outcome = try sweep(
+            arguments, environment: ["A": Self.first, "B": Self.second], folder: work, reset: reset
+        ) { _, claim in
             let old = count(file, slot: Self.first)
             let new = count(file, slot: Self.second)
             guard old == Self.rows else { return "the existing slot opens \(String(describing: old)) rows" }
@@ -260,7 +295,8 @@ final class FaultSweepKeysToolTests: ToolTestCase {
             let removed = count(file, slot: Self.second)
             guard kept == Self.rows else { return "the kept slot opens \(String(describing: kept)) rows" }
             switch claim {
-            case .new where removed != nil, .old where removed != Self.rows, .either where removed != nil && removed != Self.rows:
+            case .new where removed != nil, .old where removed != Self.rows,
+                .either where removed != nil && removed != Self.rows:
                 return "claims \(claim); the removed secret opens \(String(describing: removed)) rows"
             default: return nil
             }
@@ -270,25 +306,39 @@ final class FaultSweepKeysToolTests: ToolTestCase {
 
     func testRekeyDataKeyUnderEveryFaultSaysWhichDataKeyTheDatabaseIsUnder() throws {
         let base = try makeSlotted("rotate-base.db", twoSlots: true)
-        let oldDataKey = try KeySlots.withDataKeyHex(of: base, unlockingWith: secret(Self.first)) { String(decoding: $0, as: UTF8.self) }
+        let oldDataKey = try KeySlots.withDataKeyHex(of: base, unlockingWith: secret(Self.first)) {
+            String(decoding: $0, as: UTF8.self)
+        }
         let (work, file, reset) = workFolder("rotate", base: base)
         let keyFile = path("second.key")
-        XCTAssertTrue(FileManager.default.createFile(atPath: keyFile, contents: Data(Self.second.utf8), attributes: [.posixPermissions: 0o600]))
-        let arguments = ["rekey", "--data-key", file, "--kdf", "raw", "--key-env", "A", "--slot-key-file", keyFile, "--quiet"]
+        XCTAssertTrue(
+            FileManager.default.createFile(
+                atPath: keyFile, contents: Data(Self.second.utf8), attributes: [.posixPermissions: 0o600]))
+        let arguments = [
+            "rekey", "--data-key", file, "--kdf", "raw", "--key-env", "A", "--slot-key-file", keyFile, "--quiet",
+        ]
         var finishedPending = 0
         // Every slot file write and directory sync under every fault. The database's own rekey transaction is the
         // library's rekey, swept at every point by FaultSweepToolTests; a failure inside it waits out the rekey's
         // busy timeout (5 s), so here it gets every kill and one EIO and one full disk per kind of call.
         let select: (FaultShim.Mode, Int, [FaultShim.Call]) -> Bool = { mode, index, calls in
             let call = calls[index]
-            if mode == .kill || call.path.contains("-keyslots") || call.operation == "fsync" && !call.path.hasSuffix("/db")
-                && !call.path.hasSuffix("-journal") { return true }
+            if mode == .kill || call.path.contains("-keyslots")
+                || call.operation == "fsync" && !call.path.hasSuffix("/db")
+                    && !call.path.hasSuffix("-journal")
+            {
+                return true
+            }
             guard mode == .eio || mode == .full else { return false }
             let firstOfItsKind = !calls[..<index].contains { $0.operation == call.operation && $0.path == call.path }
-            let firstOfTheTransaction = !calls[..<index].contains { !$0.path.contains("-keyslots") && $0.operation != "fsync" }
+            let firstOfTheTransaction = !calls[..<index].contains {
+                !$0.path.contains("-keyslots") && $0.operation != "fsync"
+            }
             return mode == .eio ? firstOfItsKind : firstOfTheTransaction
         }
-        let outcome = try sweep(arguments, environment: ["A": Self.first], folder: work, reset: reset, selecting: select) { run, claim in
+        let outcome = try sweep(
+            arguments, environment: ["A": Self.first], folder: work, reset: reset, selecting: select
+        ) { run, claim in
             for hex in [Self.first, Self.second] {
                 let rows = count(file, slot: hex)
                 guard rows == Self.rows else { return "a slot opens \(String(describing: rows)) rows" }
@@ -302,9 +352,13 @@ final class FaultSweepKeysToolTests: ToolTestCase {
             // The rotation reported done while its last slot file write failed: still pending, opening through
             // every slot (checked above), finished by the next slot change.
             let slots = (try? String(contentsOfFile: KeySlots.slotFilePath(forDatabaseAt: file), encoding: .utf8)) ?? ""
-            if claim == .new, !run.killed, slots.range(of: #""pendingGeneration"\s*:\s*[0-9]"#, options: .regularExpression) != nil {
+            if claim == .new, !run.killed,
+                slots.range(of: #""pendingGeneration"\s*:\s*[0-9]"#, options: .regularExpression) != nil
+            {
                 finishedPending += 1
-                if !run.stderr.lowercased().contains("pending") { return "done with a pending slot file, and nothing says so" }
+                if !run.stderr.lowercased().contains("pending") {
+                    return "done with a pending slot file, and nothing says so"
+                }
             }
             return nil
         }

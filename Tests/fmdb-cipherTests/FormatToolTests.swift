@@ -8,11 +8,14 @@ import XCTest
 /// with: `migrate`, `info`'s format line, `export --format`, and a SQLCipher 4 file on SQLCipher 3 (exit 69).
 final class FormatToolTests: ToolTestCase {
     @discardableResult
-    func runKeyed(_ arguments: [String], key: String = "format key") throws -> (status: Int32, stdout: String, stderr: String) {
+    func runKeyed(_ arguments: [String], key: String = "format key") throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = key
-        return try runProcess("/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
-                              environment: environment)
+        return try runProcess(
+            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
+            environment: environment)
     }
 
     /// An encrypted database in `format`, with 20 rows, made by the library.
@@ -53,7 +56,8 @@ final class FormatToolTests: ToolTestCase {
         let file = path("busy.db")
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
-        try db.setKey(using: RawKeyProvider(key: Data(repeating: 0x5C, count: 32)), settings: CipherSettings(format: .v3))
+        try db.setKey(
+            using: RawKeyProvider(key: Data(repeating: 0x5C, count: 32)), settings: CipherSettings(format: .v3))
         XCTAssertTrue(db.executeUpdate("CREATE TABLE acks (n INTEGER PRIMARY KEY, payload BLOB, note TEXT)"))
         db.close()
 
@@ -73,18 +77,21 @@ final class FormatToolTests: ToolTestCase {
         }
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = hex
-        let refused = try runProcess(tool, ["migrate", file, "--kdf", "raw", "--key-env", "K", "--quiet"], input: "",
-                                     environment: environment)
+        let refused = try runProcess(
+            tool, ["migrate", file, "--kdf", "raw", "--key-env", "K", "--quiet"], input: "",
+            environment: environment)
         XCTAssertEqual(refused.status, 75, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("open in another process (pid \(writer.processIdentifier)"), refused.stderr)
+        XCTAssertTrue(
+            refused.stderr.contains("open in another process (pid \(writer.processIdentifier)"), refused.stderr)
         writer.terminate()
         writer.waitUntilExit()
         acknowledged += String(decoding: acks.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let last = try XCTUnwrap(acknowledged.split(separator: "\n").compactMap { Int($0) }.max())
 
         // Nobody has it open now: migrated, and every acknowledged transaction is in the new file.
-        let migrated = try runProcess(tool, ["migrate", file, "--kdf", "raw", "--key-env", "K", "--quiet"], input: "",
-                                      environment: environment)
+        let migrated = try runProcess(
+            tool, ["migrate", file, "--kdf", "raw", "--key-env", "K", "--quiet"], input: "",
+            environment: environment)
         XCTAssertEqual(migrated.status, 0, migrated.stderr)
         let reader = FMDatabase(path: file)
         XCTAssertTrue(reader.open())
@@ -127,22 +134,28 @@ final class FormatToolTests: ToolTestCase {
         result = try runKeyed(["migrate", old, "--key-env", "K"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("already"), result.stderr)
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.contains("fmdb-cipher-") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter {
+            $0.contains("fmdb-cipher-")
+        }
         XCTAssertEqual(leftovers, [])
     }
 
     func testCheckReportsPagesThatFailTheirHMACOnSQLCipher4() throws {
-        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("PRAGMA cipher_integrity_check is SQLCipher 4's") }
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
+            throw XCTSkip("PRAGMA cipher_integrity_check is SQLCipher 4's")
+        }
         let file = path("pages.db")
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
         try db.setKey(using: PassphraseKeyProvider("format key"))
         XCTAssertTrue(db.executeUpdate("create table t (v text)"))
-        for i in 0..<200 { XCTAssertTrue(db.executeUpdate("insert into t values (?)", String(repeating: "x", count: 100) + "\(i)")) }
+        for i in 0..<200 {
+            XCTAssertTrue(db.executeUpdate("insert into t values (?)", String(repeating: "x", count: 100) + "\(i)"))
+        }
         db.close()
         var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
         XCTAssertGreaterThan(bytes.count, 3 * 4096)
-        bytes[2 * 4096 + 100] ^= 0x01   // page 3
+        bytes[2 * 4096 + 100] ^= 0x01  // page 3
         try bytes.write(to: URL(fileURLWithPath: file))
         let result = try runKeyed(["check", file, "--key-env", "K"])
         XCTAssertEqual(result.status, 2, result.stderr)
@@ -150,7 +163,9 @@ final class FormatToolTests: ToolTestCase {
     }
 
     func testMigrateBadInput() throws {
-        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 (tested above on 3.x)") }
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
+            throw XCTSkip("migrate needs SQLCipher 4 (tested above on 3.x)")
+        }
         // A plaintext file, a wrong key, a missing file: clear errors, SRC unchanged.
         let plain = path("plain.db")
         let db = FMDatabase(path: plain)
@@ -173,12 +188,15 @@ final class FormatToolTests: ToolTestCase {
     }
 
     func testSQLCipher4FileOnSQLCipher3ExitsWith69AndInfoNamesTheFormat() throws {
-        guard !CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("SQLCipher 4 is linked: such files open (CipherFormatTests)") }
+        guard !CipherFormat.v4.isSupportedByLinkedSQLCipher else {
+            throw XCTSkip("SQLCipher 4 is linked: such files open (CipherFormatTests)")
+        }
         guard let shell = ProcessInfo.processInfo.environment["FMDB_SQLCIPHER4_SHELL"] else {
             throw XCTSkip("FMDB_SQLCIPHER4_SHELL is not set (Scripts/test sets it)")
         }
         let file = path("v4.db")
-        let made = try runSQLCipherShell(shell, file, "PRAGMA key = 'format key';\nCREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
+        let made = try runSQLCipherShell(
+            shell, file, "PRAGMA key = 'format key';\nCREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
         XCTAssertEqual(made.status, 0, made.stderr)
         var result = try runKeyed(["info", file, "--key-env", "K", "--json"])
         XCTAssertEqual(result.status, 69, result.stderr)

@@ -25,8 +25,9 @@ final class KeysToolPendingTests: ToolTestCase {
 
     /// A crash after the rotation's rekey committed, before its last slot file write.
     func makePending(_ path: String, _ second: String = "beta") throws {
-        _ = try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase(second)],
-                                       droppingUnmatchedSlots: false, finishing: false)
+        _ = try KeySlots.rotateDataKey(
+            of: path, secrets: [.passphrase("alpha"), .passphrase(second)],
+            droppingUnmatchedSlots: false, finishing: false)
         XCTAssertTrue(try slotText(path).contains("pendingGeneration"))
     }
 
@@ -43,7 +44,8 @@ final class KeysToolPendingTests: ToolTestCase {
     }
 
     func opens(_ path: String, _ passphrase: String) -> Bool {
-        let result = try? run(["sql", path, "--kdf", "slot", "--key-env", "K", "--csv", "select a from t"], env: ["K": passphrase])
+        let result = try? run(
+            ["sql", path, "--kdf", "slot", "--key-env", "K", "--csv", "select a from t"], env: ["K": passphrase])
         return result?.status == 0 && result?.stdout.contains("slotted") == true
     }
 
@@ -70,16 +72,22 @@ final class KeysToolPendingTests: ToolTestCase {
         let db = try makeSlotted()
         try makePending(db)
         var release = try holdLock(db, for: 2.5)
-        let exported = try run(["keys", "export-raw", db, "--key-env", "K", "--i-understand-this-reveals-the-data-key"], env: ["K": "beta"])
+        let exported = try run(
+            ["keys", "export-raw", db, "--key-env", "K", "--i-understand-this-reveals-the-data-key"], env: ["K": "beta"]
+        )
         release()
         XCTAssertEqual(exported.status, 0, exported.stderr)
         let raw = FMDatabase(path: db)
         XCTAssertTrue(raw.open())
-        try raw.setKey(using: RawKeyProvider(key: XCTUnwrap(Data(hex: exported.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))))
+        try raw.setKey(
+            using: RawKeyProvider(
+                key: XCTUnwrap(Data(hex: exported.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))))
         XCTAssertEqual(raw.string(forQuery: "select a from t"), "slotted", "the printed key opens the database")
         raw.close()
         release = try holdLock(db, for: 2.5)
-        let added = try run(["keys", "add", db, "--key-env", "K", "--new-key-env", "N", "--slot-kdf", "pbkdf2"], env: ["K": "alpha", "N": "gamma"])
+        let added = try run(
+            ["keys", "add", db, "--key-env", "K", "--new-key-env", "N", "--slot-kdf", "pbkdf2"],
+            env: ["K": "alpha", "N": "gamma"])
         release()
         XCTAssertEqual(added.status, 0, added.stderr)
         for passphrase in ["alpha", "beta", "gamma"] { XCTAssertTrue(opens(db, passphrase), passphrase) }
@@ -89,7 +97,9 @@ final class KeysToolPendingTests: ToolTestCase {
         let db = try makeSlotted()
         try makePending(db)
         var release = try holdLock(db, for: 2.5)
-        let changed = try run(["keys", "change", db, "--key-env", "K", "--new-key-env", "N", "--slot-kdf", "pbkdf2"], env: ["K": "beta", "N": "delta"])
+        let changed = try run(
+            ["keys", "change", db, "--key-env", "K", "--new-key-env", "N", "--slot-kdf", "pbkdf2"],
+            env: ["K": "beta", "N": "delta"])
         release()
         XCTAssertEqual(changed.status, 0, changed.stderr)
         XCTAssertTrue(opens(db, "delta"))
@@ -107,7 +117,9 @@ final class KeysToolPendingTests: ToolTestCase {
         try makePending(db)
         let before = try slotText(db)
         let release = try holdLock(db, for: nil)
-        let exported = try run(["keys", "export-raw", db, "--key-env", "K", "--i-understand-this-reveals-the-data-key"], env: ["K": "alpha"])
+        let exported = try run(
+            ["keys", "export-raw", db, "--key-env", "K", "--i-understand-this-reveals-the-data-key"],
+            env: ["K": "alpha"])
         release()
         XCTAssertEqual(exported.status, 75, exported.stderr)
         XCTAssertEqual(exported.stdout, "", "no key printed")
@@ -128,10 +140,13 @@ final class KeysToolPendingTests: ToolTestCase {
             }
             try FileManager.default.copyItem(atPath: db, toPath: copy)
             try FileManager.default.copyItem(atPath: db + "-journal", toPath: copy + "-journal")
-            try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: db), toPath: KeySlots.slotFilePath(forDatabaseAt: copy))
+            try FileManager.default.copyItem(
+                atPath: KeySlots.slotFilePath(forDatabaseAt: db), toPath: KeySlots.slotFilePath(forDatabaseAt: copy))
             writer.rollback()
         }
-        let added = try run(["keys", "add", copy, "--key-env", "K", "--new-key-env", "N", "--slot-kdf", "pbkdf2"], env: ["K": "alpha", "N": "gamma"])
+        let added = try run(
+            ["keys", "add", copy, "--key-env", "K", "--new-key-env", "N", "--slot-kdf", "pbkdf2"],
+            env: ["K": "alpha", "N": "gamma"])
         XCTAssertEqual(added.status, 0, added.stderr)
         XCTAssertTrue(opens(copy, "alpha"))
         XCTAssertTrue(opens(copy, "gamma"))
@@ -145,8 +160,9 @@ final class KeysToolPendingTests: ToolTestCase {
         XCTAssertEqual(reader.string(forQuery: "select a from t"), "slotted")
         let other = directory.path("beta.pass")
         try Data("beta\n".utf8).write(to: URL(fileURLWithPath: other))
-        let rotated = try run(["rekey", "--data-key", db, "--key-env", "K", "--slot-key-file", other, "--quiet"],
-                              env: ["K": "alpha"])
+        let rotated = try run(
+            ["rekey", "--data-key", db, "--key-env", "K", "--slot-key-file", other, "--quiet"],
+            env: ["K": "alpha"])
         reader.rollback()
         reader.close()
         XCTAssertEqual(rotated.status, 3, rotated.stderr)
@@ -156,7 +172,8 @@ final class KeysToolPendingTests: ToolTestCase {
 
     func testASecretAddedTwiceIsAUsageError() throws {
         let db = try makeSlotted()
-        let again = try run(["keys", "add", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "beta"])
+        let again = try run(
+            ["keys", "add", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "beta"])
         XCTAssertEqual(again.status, 64, again.stderr)
         XCTAssertTrue(again.stderr.contains("already opens key slot 2"), again.stderr)
         XCTAssertFalse(again.stderr.contains("beta"))
@@ -170,7 +187,10 @@ final class KeysToolPendingTests: ToolTestCase {
         let macLine = try XCTUnwrap(text.split(separator: "\n").first { $0.hasPrefix("mac ") })
         let flipped = String(macLine.dropLast()) + (macLine.hasSuffix("0") ? "1" : "0")
         try Data(text.replacingOccurrences(of: macLine, with: flipped).utf8).write(to: URL(fileURLWithPath: slots))
-        for arguments in [["sql", db, "--kdf", "slot", "--key-env", "K", "select 1"], ["keys", "add", db, "--key-env", "K", "--new-key-env", "N"]] {
+        for arguments in [
+            ["sql", db, "--kdf", "slot", "--key-env", "K", "select 1"],
+            ["keys", "add", db, "--key-env", "K", "--new-key-env", "N"],
+        ] {
             let result = try run(arguments, env: ["K": "alpha", "N": "gamma"])
             XCTAssertEqual(result.status, 2, result.stderr)
             XCTAssertTrue(result.stderr.contains("damaged"), result.stderr)

@@ -10,13 +10,17 @@ final class KeysToolTests: ToolTestCase {
     /// A slotted database: passphrases "alpha" (slot 1) and "beta" (slot 3), a recovery key (slot 2), one row.
     func makeSlotted() throws -> (path: String, recovery: String) {
         let db = directory.path("app.db")
-        let created = try run(["keys", "init", db, "--key-env", "K", "--recovery", "--slot-kdf", "pbkdf2"], env: ["K": "alpha"])
+        let created = try run(
+            ["keys", "init", db, "--key-env", "K", "--recovery", "--slot-kdf", "pbkdf2"], env: ["K": "alpha"])
         XCTAssertEqual(created.status, 0, created.stderr)
         let recovery = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(recovery.split(separator: "-").count, 9, created.stdout)
-        let added = try run(["keys", "add", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "beta"])
+        let added = try run(
+            ["keys", "add", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "beta"])
         XCTAssertEqual(added.status, 0, added.stderr)
-        let made = try run(["sql", db, "--kdf", "slot", "--key-env", "K", "create table t (a); insert into t values ('slotted')"], env: ["K": "beta"])
+        let made = try run(
+            ["sql", db, "--kdf", "slot", "--key-env", "K", "create table t (a); insert into t values ('slotted')"],
+            env: ["K": "beta"])
         XCTAssertEqual(made.status, 0, made.stderr)
         return (db, recovery)
     }
@@ -27,7 +31,9 @@ final class KeysToolTests: ToolTestCase {
 
     func testTwoPassphrasesAndTheRecoveryKeyOpenTheDatabaseInTheTool() throws {
         let (db, recovery) = try makeSlotted()
-        for (kdf, key) in [("slot", "alpha"), ("slot", "beta"), ("slot-recovery", recovery), ("slot-recovery", recovery.lowercased())] {
+        for (kdf, key) in [
+            ("slot", "alpha"), ("slot", "beta"), ("slot-recovery", recovery), ("slot-recovery", recovery.lowercased()),
+        ] {
             let result = try select(db, kdf: kdf, key: key)
             XCTAssertEqual(result.status, 0, result.stderr)
             XCTAssertTrue(result.stdout.contains("slotted"), result.stdout)
@@ -47,7 +53,8 @@ final class KeysToolTests: ToolTestCase {
     func testChangeRemoveAndExportRaw() throws {
         let (db, recovery) = try makeSlotted()
         let before = try Data(contentsOf: URL(fileURLWithPath: db))
-        let changed = try run(["keys", "change", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "alpha 2"])
+        let changed = try run(
+            ["keys", "change", db, "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "alpha 2"])
         XCTAssertEqual(changed.status, 0, changed.stderr)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: db)), before, "change must not touch the database")
         XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 65)
@@ -61,8 +68,12 @@ final class KeysToolTests: ToolTestCase {
         let refused = try run(["keys", "export-raw", db, "--key-env", "K"], env: ["K": "alpha 2"])
         XCTAssertEqual(refused.status, 64)
         XCTAssertEqual(refused.stdout, "")
-        let exported = try run(["keys", "export-raw", db, "--key-env", "K", "--kdf", "slot-recovery", "--i-understand-this-reveals-the-data-key"],
-                               env: ["K": recovery])
+        let exported = try run(
+            [
+                "keys", "export-raw", db, "--key-env", "K", "--kdf", "slot-recovery",
+                "--i-understand-this-reveals-the-data-key",
+            ],
+            env: ["K": recovery])
         XCTAssertEqual(exported.status, 0, exported.stderr)
         let hex = exported.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(hex.count, 64)
@@ -75,7 +86,9 @@ final class KeysToolTests: ToolTestCase {
         // Rotation: the old data key stops opening the database; every kept slot still does.
         let recoveryFile = directory.path("recovery.txt")
         try Data((recovery + "\n").utf8).write(to: URL(fileURLWithPath: recoveryFile))
-        let rotated = try run(["rekey", "--data-key", db, "--key-env", "K", "--slot-key-file", recoveryFile, "--quiet"], env: ["K": "alpha 2"])
+        let rotated = try run(
+            ["rekey", "--data-key", db, "--key-env", "K", "--slot-key-file", recoveryFile, "--quiet"],
+            env: ["K": "alpha 2"])
         XCTAssertEqual(rotated.status, 0, rotated.stderr)
         let stale = try runProcess(shell, [db], input: "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n")
         XCTAssertTrue(stale.stderr.contains("not a database"), stale.stderr)
@@ -90,15 +103,17 @@ final class KeysToolTests: ToolTestCase {
         XCTAssertEqual(refused.status, 1, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("2, 3"), refused.stderr)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: db)), before)
-        let dropped = try run(["rekey", "--data-key", db, "--key-env", "K", "--drop-other-slots", "--quiet"], env: ["K": "alpha"])
+        let dropped = try run(
+            ["rekey", "--data-key", db, "--key-env", "K", "--drop-other-slots", "--quiet"], env: ["K": "alpha"])
         XCTAssertEqual(dropped.status, 0, dropped.stderr)
         XCTAssertEqual(try select(db, kdf: "slot", key: "beta").status, 65)
         XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 0)
         let misuse = try run(["rekey", "--data-key", db, "--key-env", "K", "--new-key-env", "K"], env: ["K": "alpha"])
         XCTAssertEqual(misuse.status, 64)
         // A plain rekey would leave the slots wrapping a key the database no longer has: refused.
-        let plain = try run(["rekey", db, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
-                            env: ["K": "alpha", "N": String(repeating: "ab", count: 32)])
+        let plain = try run(
+            ["rekey", db, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
+            env: ["K": "alpha", "N": String(repeating: "ab", count: 32)])
         XCTAssertEqual(plain.status, 64, plain.stderr)
         XCTAssertEqual(try select(db, kdf: "slot", key: "alpha").status, 0)
     }
@@ -117,7 +132,8 @@ final class KeysToolTests: ToolTestCase {
         damaged[damaged.count / 2] ^= 0x20
         try damaged.write(to: URL(fileURLWithPath: slots))
         XCTAssertTrue([2, 65].contains(try select(db, kdf: "slot", key: "alpha").status))
-        XCTAssertNotEqual(try run(["keys", "add", db, "--key-env", "K", "--new-key-env", "K"], env: ["K": "alpha"]).status, 0)
+        XCTAssertNotEqual(
+            try run(["keys", "add", db, "--key-env", "K", "--new-key-env", "K"], env: ["K": "alpha"]).status, 0)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: slots)), damaged)
     }
 
@@ -131,8 +147,12 @@ final class KeysToolTests: ToolTestCase {
         var environment = ProcessInfo.processInfo.environment
         environment["ADMIN"] = "alpha"
         func initUnderUmask022(_ path: String) throws -> (status: Int32, stdout: String, stderr: String) {
-            try runProcess("/bin/sh", ["-c", "umask 022 && exec \"$0\" \"$@\"", tool, "keys", "init", path, "--key-env", "ADMIN",
-                                       "--slot-kdf", "pbkdf2"], input: "", environment: environment)
+            try runProcess(
+                "/bin/sh",
+                [
+                    "-c", "umask 022 && exec \"$0\" \"$@\"", tool, "keys", "init", path, "--key-env", "ADMIN",
+                    "--slot-kdf", "pbkdf2",
+                ], input: "", environment: environment)
         }
         let refused = try initUnderUmask022(planted)
         XCTAssertEqual(refused.status, 73, refused.stderr)
@@ -155,7 +175,8 @@ final class KeysToolTests: ToolTestCase {
         let slots = KeySlots.slotFilePath(forDatabaseAt: db)
         let text = try String(contentsOfFile: slots, encoding: .utf8)
         XCTAssertTrue(text.contains("\"p\":1") && text.contains("\"r\":8"), text)
-        let crafted = text.replacingOccurrences(of: "\"p\":1", with: "\"p\":2").replacingOccurrences(of: "\"r\":8", with: "\"r\":9223372036854775808")
+        let crafted = text.replacingOccurrences(of: "\"p\":1", with: "\"p\":2").replacingOccurrences(
+            of: "\"r\":8", with: "\"r\":9223372036854775808")
         try Data(crafted.utf8).write(to: URL(fileURLWithPath: slots))
         let opened = try run(["sql", db, "--kdf", "slot", "--key-env", "ADMIN", "SELECT 1"], env: ["ADMIN": "alpha"])
         XCTAssertEqual(opened.status, 2, opened.stderr)
@@ -169,17 +190,22 @@ final class KeysToolTests: ToolTestCase {
         try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
         try Data("beta\n".utf8).write(to: URL(fileURLWithPath: credentials + "/app-pass"))
         XCTAssertEqual(chmod(credentials + "/app-pass", 0o400), 0)
-        let ok = try run(["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "--csv", "select a from t"],
-                         env: ["CREDENTIALS_DIRECTORY": credentials])
+        let ok = try run(
+            ["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "--csv", "select a from t"],
+            env: ["CREDENTIALS_DIRECTORY": credentials])
         XCTAssertEqual(ok.status, 0, ok.stderr)
         XCTAssertTrue(ok.stdout.contains("slotted"))
         XCTAssertEqual(chmod(credentials + "/app-pass", 0o644), 0)
-        let tooOpen = try run(["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "select 1"], env: ["CREDENTIALS_DIRECTORY": credentials])
+        let tooOpen = try run(
+            ["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "select 1"],
+            env: ["CREDENTIALS_DIRECTORY": credentials])
         XCTAssertEqual(tooOpen.status, 66, tooOpen.stderr)
         XCTAssertTrue(tooOpen.stderr.contains("group or others"), tooOpen.stderr)
         var environment = ProcessInfo.processInfo.environment
         environment["CREDENTIALS_DIRECTORY"] = nil
-        let unset = try runProcess(tool, ["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "select 1"], input: "", environment: environment)
+        let unset = try runProcess(
+            tool, ["sql", db, "--kdf", "slot", "--key-credential", "app-pass", "select 1"], input: "",
+            environment: environment)
         XCTAssertEqual(unset.status, 66, unset.stderr)
         XCTAssertTrue(unset.stderr.contains("CREDENTIALS_DIRECTORY"), unset.stderr)
         let twoWays = try run(["sql", db, "--key-env", "K", "--key-credential", "x", "select 1"], env: ["K": "k"])
@@ -197,8 +223,10 @@ final class KeysToolTests: ToolTestCase {
         var unsetEnvironment = ProcessInfo.processInfo.environment
         unsetEnvironment["CREDENTIALS_DIRECTORY"] = nil
         for value in ["S3cr3t+Pass/word==", "S3cr3tPassw0rd", "S3cr3tOpen"] {
-            for command in [["sql", db, "--kdf", "slot", "--key-credential", value, "select 1"],
-                            ["keys", "add", db, "--key-credential", value, "--new-key-env", "N"]] {
+            for command in [
+                ["sql", db, "--kdf", "slot", "--key-credential", value, "select 1"],
+                ["keys", "add", db, "--key-credential", value, "--new-key-env", "N"],
+            ] {
                 let set = try run(command, env: ["CREDENTIALS_DIRECTORY": credentials, "N": "gamma"])
                 let unset = try runProcess(tool, command, input: "", environment: unsetEnvironment)
                 for result in [set, unset] {

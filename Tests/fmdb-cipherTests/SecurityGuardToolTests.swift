@@ -8,12 +8,15 @@ import XCTest
 /// get no KDF below the floor unless spelled `--unsafe-…`.
 final class SecurityGuardToolTests: ToolTestCase {
     @discardableResult
-    func runKeyed(_ arguments: [String], key: String = "k1", newKey: String = "k2") throws -> (status: Int32, stdout: String, stderr: String) {
+    func runKeyed(_ arguments: [String], key: String = "k1", newKey: String = "k2") throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = key
         environment["NK"] = newKey
-        return try runProcess("/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
-                              environment: environment)
+        return try runProcess(
+            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
+            environment: environment)
     }
 
     func rows(_ path: String, key: String, iterations: Int? = nil) throws -> Int32? {
@@ -21,7 +24,10 @@ final class SecurityGuardToolTests: ToolTestCase {
         db.logsErrors = false
         guard db.open() else { return nil }
         defer { db.close() }
-        guard (try? db.setKey(using: PassphraseKeyProvider(key), settings: CipherSettings(kdfIterations: iterations))) != nil else {
+        guard
+            (try? db.setKey(using: PassphraseKeyProvider(key), settings: CipherSettings(kdfIterations: iterations)))
+                != nil
+        else {
             return nil
         }
         return db.executeQuery("SELECT count(*) FROM t").flatMap { $0.next() ? $0.int(forColumnIndex: 0) : nil }
@@ -38,7 +44,8 @@ final class SecurityGuardToolTests: ToolTestCase {
 
     func testSQLCannotChangeTheKey() throws {
         let db = directory.path("enc.db")
-        XCTAssertEqual(try runKeyed(["sql", db, "CREATE TABLE t (a); INSERT INTO t VALUES (1)", "--key-env", "K"]).status, 0)
+        XCTAssertEqual(
+            try runKeyed(["sql", db, "CREATE TABLE t (a); INSERT INTO t VALUES (1)", "--key-env", "K"]).status, 0)
         for sql in [
             "INSERT INTO t VALUES (2); PRAGMA key='other'; INSERT INTO t VALUES (3)",
             "PRAGMA rekey='other'; INSERT INTO t VALUES (3)",
@@ -54,7 +61,8 @@ final class SecurityGuardToolTests: ToolTestCase {
         // Only the first statement of the first script ran; the real key still opens the file, intact.
         XCTAssertEqual(try rows(db, key: "k1"), 2)
         XCTAssertNil(try rows(db, key: "other"))
-        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("leak.db")), "ATTACH never ran: no plaintext copy")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: directory.path("leak.db")), "ATTACH never ran: no plaintext copy")
     }
 
     func testEncryptRefusesAWeakKDFUnlessSpelledUnsafe() throws {
@@ -64,7 +72,8 @@ final class SecurityGuardToolTests: ToolTestCase {
         XCTAssertEqual(refused.status, 64, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("--unsafe-kdf-iter"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: weak))
-        XCTAssertEqual(try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "64000", "--quiet"]).status, 0)
+        XCTAssertEqual(
+            try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "64000", "--quiet"]).status, 0)
         let unsafe = directory.path("unsafe.db")
         let written = try runKeyed(["encrypt", plain, unsafe, "--key-env", "K", "--unsafe-kdf-iter", "1000", "--quiet"])
         XCTAssertEqual(written.status, 0, written.stderr)
@@ -86,19 +95,27 @@ final class SecurityGuardToolTests: ToolTestCase {
         let source = directory.path("src.db")
         XCTAssertEqual(try runKeyed(["encrypt", plain, source, "--key-env", "K", "--quiet"]).status, 0)
         let weak = directory.path("weak.db")
-        let refused = try runKeyed(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "1", "--quiet"])
+        let refused = try runKeyed([
+            "export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "1", "--quiet",
+        ])
         XCTAssertEqual(refused.status, 64, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("--unsafe-new-kdf-iter"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: weak))
-        let both = try runKeyed(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "64000",
-                            "--unsafe-new-kdf-iter", "1000", "--quiet"])
+        let both = try runKeyed([
+            "export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--new-kdf-iter", "64000",
+            "--unsafe-new-kdf-iter", "1000", "--quiet",
+        ])
         XCTAssertEqual(both.status, 64, both.stderr)
-        let written = try runKeyed(["export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--unsafe-new-kdf-iter", "1000", "--quiet"])
+        let written = try runKeyed([
+            "export", source, weak, "--key-env", "K", "--new-key-env", "NK", "--unsafe-new-kdf-iter", "1000", "--quiet",
+        ])
         XCTAssertEqual(written.status, 0, written.stderr)
         XCTAssertEqual(try rows(weak, key: "k2", iterations: 1_000), 2)
         // Re-exporting the weak file (reading it with its own count) to a strong one works.
         let strong = directory.path("strong.db")
-        let upgraded = try runKeyed(["export", weak, strong, "--key-env", "NK", "--kdf-iter", "1000", "--new-key-env", "K", "--quiet"])
+        let upgraded = try runKeyed([
+            "export", weak, strong, "--key-env", "NK", "--kdf-iter", "1000", "--new-key-env", "K", "--quiet",
+        ])
         XCTAssertEqual(upgraded.status, 0, upgraded.stderr)
         XCTAssertEqual(try rows(strong, key: "k1"), 2)
     }

@@ -15,7 +15,9 @@ final class SlotCopyToolTests: ToolTestCase {
 
     /// A slotted database: passphrases "alpha" (slot 1) and "beta" (slot 2), a recovery key (slot 3), and a
     /// table `t` of 50 rows.
-    func makeSlotted(_ name: String = "app.db", rows: Int = 50, payload: Int = 0) throws -> (path: String, recovery: String) {
+    func makeSlotted(_ name: String = "app.db", rows: Int = 50, payload: Int = 0) throws -> (
+        path: String, recovery: String
+    ) {
         let file = path(name)
         try KeySlots.createDatabase(at: file, secret: .passphrase("alpha"), kdf: cheap)
         try KeySlots.addSlot(to: file, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("beta"), kdf: cheap)
@@ -24,7 +26,10 @@ final class SlotCopyToolTests: ToolTestCase {
         try queue.inDatabase { db in
             try db.executeUpdate("create table t (id integer primary key, v text, b blob)", values: nil)
             try db.inTransaction { db in
-                for i in 0..<rows { try db.executeUpdate("insert into t (v, b) values (?, randomblob(?))", values: ["row \(i)", payload]) }
+                for i in 0..<rows {
+                    try db.executeUpdate(
+                        "insert into t (v, b) values (?, randomblob(?))", values: ["row \(i)", payload])
+                }
             }
         }
         queue.close()
@@ -36,15 +41,20 @@ final class SlotCopyToolTests: ToolTestCase {
 
     /// The rows of `t` through the tool's `sql` with `kdf` and `key`; nil when it fails.
     func toolCount(_ file: String, kdf: String, key: String, extra: [String] = []) throws -> String? {
-        let result = try run(["sql", file, "--kdf", kdf, "--key-env", "K", "--csv", "select count(*) from t"] + extra, env: ["K": key])
+        let result = try run(
+            ["sql", file, "--kdf", kdf, "--key-env", "K", "--csv", "select count(*) from t"] + extra, env: ["K": key])
         guard result.status == 0 else { return nil }
         return result.stdout.split(separator: "\n").last.map(String.init)
     }
 
     /// The data key as the tool exports it.
     func dataKeyHex(_ file: String, passphrase: String) throws -> String {
-        let result = try run(["keys", "export-raw", file, "--kdf", "slot", "--key-env", "K", "--i-understand-this-reveals-the-data-key"],
-                             env: ["K": passphrase])
+        let result = try run(
+            [
+                "keys", "export-raw", file, "--kdf", "slot", "--key-env", "K",
+                "--i-understand-this-reveals-the-data-key",
+            ],
+            env: ["K": passphrase])
         XCTAssertEqual(result.status, 0, result.stderr)
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -52,7 +62,8 @@ final class SlotCopyToolTests: ToolTestCase {
     /// What the line's `sqlcipher` shell answers to `select count(*) from t` under the raw key `hex`.
     func shellCount(_ file: String, hex: String, pageSize: Int? = nil, compatibility: Int? = nil) throws -> String {
         let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell of the line under test")
-        let page = (compatibility.map { "PRAGMA cipher_compatibility = \($0);\n" } ?? "")
+        let page =
+            (compatibility.map { "PRAGMA cipher_compatibility = \($0);\n" } ?? "")
             + (pageSize.map { "PRAGMA cipher_page_size = \($0);\n" } ?? "")
         let result = try runSQLCipherShell(shell, file, "PRAGMA key = \"x'\(hex)'\";\n\(page)SELECT count(*) FROM t;\n")
         // The 4.x shell answers PRAGMA key with "ok" (3.4.1 prints nothing).
@@ -62,11 +73,14 @@ final class SlotCopyToolTests: ToolTestCase {
     /// Two passphrases and the recovery key open `copy` in the tool and in the library (fresh providers),
     /// and its data key opens it in the sqlcipher shell.
     /// `compatibility`: the shell's `PRAGMA cipher_compatibility` (a SQLCipher 3 file in a 4.x shell).
-    func assertEverySecretOpens(_ copy: String, recovery: String, pageSize: Int? = nil, compatibility: Int? = nil,
-                                file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertEverySecretOpens(
+        _ copy: String, recovery: String, pageSize: Int? = nil, compatibility: Int? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let extra = pageSize.map { ["--cipher-page-size", String($0)] } ?? []
         for (kdf, key) in [("slot", "alpha"), ("slot", "beta"), ("slot-recovery", recovery)] {
-            XCTAssertEqual(try toolCount(copy, kdf: kdf, key: key, extra: extra), "50", "\(kdf) \(key)", file: file, line: line)
+            XCTAssertEqual(
+                try toolCount(copy, kdf: kdf, key: key, extra: extra), "50", "\(kdf) \(key)", file: file, line: line)
         }
         for secret in [KeySlotSecret.passphrase("alpha"), .passphrase("beta"), try .recoveryKey(recovery)] {
             let db = FMDatabase(path: copy)
@@ -76,17 +90,22 @@ final class SlotCopyToolTests: ToolTestCase {
             db.close()
         }
         let hex = try dataKeyHex(copy, passphrase: "beta")
-        XCTAssertEqual(try shellCount(copy, hex: hex, pageSize: pageSize, compatibility: compatibility), "50", file: file, line: line)
+        XCTAssertEqual(
+            try shellCount(copy, hex: hex, pageSize: pageSize, compatibility: compatibility), "50", file: file,
+            line: line)
         XCTAssertEqual(try toolCount(copy, kdf: "slot", key: "gamma", extra: extra), nil, file: file, line: line)
     }
 
     /// Both files of a copy are 0600 (the tool runs under umask 022), and the slot file is `expected` byte for byte.
-    func assertPrivateCopy(_ copy: String, slotFile expected: Data?, file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertPrivateCopy(_ copy: String, slotFile expected: Data?, file: StaticString = #filePath, line: UInt = #line)
+        throws
+    {
         XCTAssertEqual(mode(copy), 0o600, file: file, line: line)
         XCTAssertEqual(mode(slots(copy)), 0o600, file: file, line: line)
         if let expected { XCTAssertEqual(try bytes(slots(copy)), expected, file: file, line: line) }
-        XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") || $0.contains(".tmp-") }, [], "no private directory left",
-                       file: file, line: line)
+        XCTAssertEqual(
+            entries().filter { $0.contains("fmdb-cipher-") || $0.contains(".tmp-") }, [], "no private directory left",
+            file: file, line: line)
     }
 
     func salt(_ file: String) throws -> Data { try bytes(file).prefix(16) }
@@ -97,7 +116,8 @@ final class SlotCopyToolTests: ToolTestCase {
         let (source, recovery) = try makeSlotted()
         let (before, slotsBefore) = (try bytes(source), try bytes(slots(source)))
         let copy = path("copy.db")
-        let result = try run(["export", source, copy, "--kdf", "slot", "--key-env", "K", "--new-page-size", "4096"], env: ["K": "beta"])
+        let result = try run(
+            ["export", source, copy, "--kdf", "slot", "--key-env", "K", "--new-page-size", "4096"], env: ["K": "beta"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("with its key slots"), result.stderr)
         try assertPrivateCopy(copy, slotFile: slotsBefore)
@@ -115,12 +135,14 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(refused.status, 73, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("copy.db-keyslots"), refused.stderr)
         // Before any work: even a wrong key is not tried (it would be exit 65).
-        XCTAssertEqual(try run(["export", source, copy, "--kdf", "slot", "--key-env", "K"], env: ["K": "gamma"]).status, 73)
+        XCTAssertEqual(
+            try run(["export", source, copy, "--kdf", "slot", "--key-env", "K"], env: ["K": "gamma"]).status, 73)
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy))
         XCTAssertEqual(try bytes(slots(copy)), Data("mine".utf8))
         XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") }, [])
         // --force replaces both.
-        let forced = try run(["export", source, copy, "--kdf", "slot", "--key-env", "K", "--force", "--quiet"], env: ["K": "alpha"])
+        let forced = try run(
+            ["export", source, copy, "--kdf", "slot", "--key-env", "K", "--force", "--quiet"], env: ["K": "alpha"])
         XCTAssertEqual(forced.status, 0, forced.stderr)
         XCTAssertEqual(try bytes(slots(copy)), try bytes(slots(source)))
         XCTAssertEqual(try toolCount(copy, kdf: "slot", key: "beta"), "50")
@@ -138,7 +160,9 @@ final class SlotCopyToolTests: ToolTestCase {
         let swapped = try run(["export", source, copy, "--kdf", "slot", "--key-env", "K"], env: ["K": "alpha"])
         XCTAssertEqual(swapped.status, 65, swapped.stderr)
         try saved.write(to: URL(fileURLWithPath: slots(source)))
-        for result in [wrong, swapped] { XCTAssertFalse(result.stderr.contains("alpha") || result.stderr.contains("gamma")) }
+        for result in [wrong, swapped] {
+            XCTAssertFalse(result.stderr.contains("alpha") || result.stderr.contains("gamma"))
+        }
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy))
         XCTAssertFalse(FileManager.default.fileExists(atPath: slots(copy)))
         XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") }, [])
@@ -177,20 +201,24 @@ final class SlotCopyToolTests: ToolTestCase {
     func testExportUnderANewKeyIsASingleKeyDatabaseAndSaysSo() throws {
         let (source, _) = try makeSlotted()
         let copy = path("single.db")
-        let result = try run(["export", source, copy, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
-                             env: ["K": "alpha", "N": Self.otherRawKey])
+        let result = try run(
+            ["export", source, copy, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
+            env: ["K": "alpha", "N": Self.otherRawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("single-key database"), result.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: slots(copy)))
         XCTAssertEqual(rowCount(copy, rawKey: Self.otherRawKey), 50)
         // With the raw data key itself, too (no slot is opened): a single-key copy, said so.
         let hex = try dataKeyHex(source, passphrase: "alpha")
-        let raw = try run(["export", source, path("raw.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N"],
-                          env: ["K": hex, "N": Self.rawKey])
+        let raw = try run(
+            ["export", source, path("raw.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N"],
+            env: ["K": hex, "N": Self.rawKey])
         XCTAssertEqual(raw.status, 0, raw.stderr)
         XCTAssertTrue(raw.stderr.contains("single-key database"), raw.stderr)
         XCTAssertEqual(rowCount(path("raw.db"), rawKey: Self.rawKey), 50)
-        let slotNewKDF = try run(["export", source, path("x.db"), "--kdf", "slot", "--key-env", "K", "--new-kdf", "slot"], env: ["K": "alpha"])
+        let slotNewKDF = try run(
+            ["export", source, path("x.db"), "--kdf", "slot", "--key-env", "K", "--new-kdf", "slot"],
+            env: ["K": "alpha"])
         XCTAssertEqual(slotNewKDF.status, 64, slotNewKDF.stderr)
     }
 
@@ -201,7 +229,8 @@ final class SlotCopyToolTests: ToolTestCase {
     func testSQLDoesNotCreateADatabaseUnderAPlantedSlotFile() throws {
         let shared = path("shared.db")
         try KeySlots.createDatabase(at: shared, secret: .passphrase("mallory"), kdf: cheap)
-        try KeySlots.addSlot(to: shared, unlockingWith: .passphrase("mallory"), newSecret: .passphrase("victim"), kdf: cheap)
+        try KeySlots.addSlot(
+            to: shared, unlockingWith: .passphrase("mallory"), newSecret: .passphrase("victim"), kdf: cheap)
         let victim = path("victim.db")
         try FileManager.default.copyItem(atPath: slots(shared), toPath: slots(victim))
         let script = "CREATE TABLE s(x); INSERT INTO s VALUES('victim secret')"
@@ -209,7 +238,8 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(refused.status, 66, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("keys init"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: victim), "the empty file the run made is removed")
-        let read = try run(["sql", victim, "--kdf", "slot", "--key-env", "M", "--csv", "SELECT x FROM s"], env: ["M": "mallory"])
+        let read = try run(
+            ["sql", victim, "--kdf", "slot", "--key-env", "M", "--csv", "SELECT x FROM s"], env: ["M": "mallory"])
         XCTAssertNotEqual(read.status, 0, read.stdout)
         XCTAssertFalse(read.stdout.contains("victim secret"))
         // An empty file: refused, and left as it was.
@@ -225,7 +255,8 @@ final class SlotCopyToolTests: ToolTestCase {
         let (source, recovery) = try makeSlotted()
         guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
             // SQLCipher 3.x cannot write SQLCipher 4 files: refused before anything is written.
-            let refused = try run(["migrate", source, path("m.db"), "--kdf", "slot", "--key-env", "K"], env: ["K": "alpha"])
+            let refused = try run(
+                ["migrate", source, path("m.db"), "--kdf", "slot", "--key-env", "K"], env: ["K": "alpha"])
             XCTAssertEqual(refused.status, 64, refused.stderr)
             XCTAssertFalse(FileManager.default.fileExists(atPath: path("m.db")))
             XCTAssertFalse(FileManager.default.fileExists(atPath: slots(path("m.db"))))
@@ -233,7 +264,8 @@ final class SlotCopyToolTests: ToolTestCase {
         }
         // A SQLCipher 3 slotted file, made by export --format 3 (which carries the slots too).
         let v3 = path("v3.db")
-        let exported = try run(["export", source, v3, "--kdf", "slot", "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "alpha"])
+        let exported = try run(
+            ["export", source, v3, "--kdf", "slot", "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "alpha"])
         XCTAssertEqual(exported.status, 0, exported.stderr)
         let slotsV3 = try bytes(slots(v3))
         try assertEverySecretOpens(v3, recovery: recovery, compatibility: 3)
@@ -245,7 +277,8 @@ final class SlotCopyToolTests: ToolTestCase {
         // Into DEST.
         let before = try bytes(v3)
         let migrated = path("v4.db")
-        let intoDest = try run(["migrate", v3, migrated, "--kdf", "slot-recovery", "--key-env", "K"], env: ["K": recovery])
+        let intoDest = try run(
+            ["migrate", v3, migrated, "--kdf", "slot-recovery", "--key-env", "K"], env: ["K": recovery])
         XCTAssertEqual(intoDest.status, 0, intoDest.stderr)
         try assertPrivateCopy(migrated, slotFile: slotsV3)
         XCTAssertEqual(try salt(migrated), try salt(v3))
@@ -260,7 +293,8 @@ final class SlotCopyToolTests: ToolTestCase {
         try assertEverySecretOpens(v3, recovery: recovery)
         // An existing DEST-keyslots: refused before any work.
         try Data("mine".utf8).write(to: URL(fileURLWithPath: slots(path("again.db"))))
-        let refused = try run(["migrate", source, path("again.db"), "--kdf", "slot", "--key-env", "K"], env: ["K": "alpha"])
+        let refused = try run(
+            ["migrate", source, path("again.db"), "--kdf", "slot", "--key-env", "K"], env: ["K": "alpha"])
         XCTAssertEqual(refused.status, 73, refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("again.db")))
         XCTAssertEqual(try bytes(slots(path("again.db"))), Data("mine".utf8))
@@ -273,7 +307,8 @@ final class SlotCopyToolTests: ToolTestCase {
         guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
         let (source, _) = try makeSlotted()
         let v3 = path("v3.db")
-        let exported = try run(["export", source, v3, "--kdf", "slot", "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "alpha"])
+        let exported = try run(
+            ["export", source, v3, "--kdf", "slot", "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "alpha"])
         XCTAssertEqual(exported.status, 0, exported.stderr)
         let before = try bytes(v3)
         var environment = ProcessInfo.processInfo.environment
@@ -319,8 +354,11 @@ final class SlotCopyToolTests: ToolTestCase {
         // An existing backup slot file: refused before the rotation starts.
         try Data("mine".utf8).write(to: URL(fileURLWithPath: slots(path("stale.bak"))))
         let before = try bytes(source)
-        let refused = try run(["rekey", "--data-key", source, "--kdf", "slot", "--key-env", "K", "--slot-key-file", betaFile,
-                               "--slot-key-file", recoveryFile, "--backup", path("stale.bak")], env: ["K": "alpha"])
+        let refused = try run(
+            [
+                "rekey", "--data-key", source, "--kdf", "slot", "--key-env", "K", "--slot-key-file", betaFile,
+                "--slot-key-file", recoveryFile, "--backup", path("stale.bak"),
+            ], env: ["K": "alpha"])
         XCTAssertEqual(refused.status, 73, refused.stderr)
         XCTAssertEqual(try bytes(source), before)
         XCTAssertEqual(try bytes(slots(source)), oldSlots)
@@ -328,8 +366,11 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(try bytes(slots(path("stale.bak"))), Data("mine".utf8))
 
         let backup = path("app.bak")
-        let rotated = try run(["rekey", "--data-key", source, "--kdf", "slot", "--key-env", "K", "--slot-key-file", betaFile,
-                               "--slot-key-file", recoveryFile, "--backup", backup], env: ["K": "alpha"])
+        let rotated = try run(
+            [
+                "rekey", "--data-key", source, "--kdf", "slot", "--key-env", "K", "--slot-key-file", betaFile,
+                "--slot-key-file", recoveryFile, "--backup", backup,
+            ], env: ["K": "alpha"])
         XCTAssertEqual(rotated.status, 0, rotated.stderr)
         try assertPrivateCopy(backup, slotFile: oldSlots)
         // The backup: old data key, old salt, old slots; every old secret opens it.
@@ -349,8 +390,11 @@ final class SlotCopyToolTests: ToolTestCase {
         let plain = try makePlaintext()
         let before = try bytes(plain)
         let app = path("app.db")
-        XCTAssertEqual(try run(["encrypt", plain, app, "--recovery", "--key-env", "K"], env: ["K": "alpha"]).status, 64)
-        XCTAssertEqual(try run(["encrypt", plain, app, "--kdf", "slot-recovery", "--key-env", "K"], env: ["K": "alpha"]).status, 64)
+        XCTAssertEqual(
+            try run(["encrypt", plain, app, "--recovery", "--key-env", "K"], env: ["K": "alpha"]).status, 64)
+        XCTAssertEqual(
+            try run(["encrypt", plain, app, "--kdf", "slot-recovery", "--key-env", "K"], env: ["K": "alpha"]).status, 64
+        )
         // An existing DEST-keyslots: refused before any work.
         try Data("mine".utf8).write(to: URL(fileURLWithPath: slots(app)))
         let refused = try run(["encrypt", plain, app, "--kdf", "slot", "--key-env", "K"], env: ["K": "alpha"])
@@ -359,12 +403,16 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(try bytes(slots(app)), Data("mine".utf8))
         try FileManager.default.removeItem(atPath: slots(app))
 
-        let made = try run(["encrypt", plain, app, "--kdf", "slot", "--slot-kdf", "scrypt", "--recovery", "--key-env", "K"], env: ["K": "alpha"])
+        let made = try run(
+            ["encrypt", plain, app, "--kdf", "slot", "--slot-kdf", "scrypt", "--recovery", "--key-env", "K"],
+            env: ["K": "alpha"])
         XCTAssertEqual(made.status, 0, made.stderr)
         let recovery = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(recovery.split(separator: "-").count, 9, made.stdout)
         XCTAssertTrue(made.stderr.contains("Recovery key for slot 2"), made.stderr)
-        let added = try run(["keys", "add", app, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N"], env: ["K": "alpha", "N": "beta"])
+        let added = try run(
+            ["keys", "add", app, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N"],
+            env: ["K": "alpha", "N": "beta"])
         XCTAssertEqual(added.status, 0, added.stderr)
         XCTAssertEqual(try KeySlots.list(forDatabaseAt: app).map(\.kind), [.passphrase, .recoveryKey, .passphrase])
         try assertPrivateCopy(app, slotFile: nil)
@@ -373,7 +421,8 @@ final class SlotCopyToolTests: ToolTestCase {
 
         // A raw-key slot, without a recovery key.
         let rawApp = path("raw.db")
-        let raw = try run(["encrypt", plain, rawApp, "--kdf", "slot-raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
+        let raw = try run(
+            ["encrypt", plain, rawApp, "--kdf", "slot-raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
         XCTAssertEqual(raw.status, 0, raw.stderr)
         XCTAssertEqual(raw.stdout, "")
         XCTAssertEqual(try toolCount(rawApp, kdf: "slot-raw", key: Self.rawKey), "50")

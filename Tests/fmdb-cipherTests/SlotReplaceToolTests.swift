@@ -59,11 +59,14 @@ final class SlotReplaceToolTests: ToolTestCase {
         guard exists(file), db.open(withFlags: SQLITE_OPEN_READONLY) else { return nil }
         defer { db.close() }
         guard (try? db.setKey(using: KeySlotKeyProvider(secret: .passphrase(passphrase)))) != nil,
-              let rs = db.executeQuery("select count(*) from t"), rs.next() else { return nil }
+            let rs = db.executeQuery("select count(*) from t"), rs.next()
+        else { return nil }
         return rs.int(forColumnIndex: 0)
     }
 
-    func privateDirectories() -> [String] { entries().filter { $0.hasPrefix(".dest.db.fmdb-cipher-") }.map { path($0) } }
+    func privateDirectories() -> [String] {
+        entries().filter { $0.hasPrefix(".dest.db.fmdb-cipher-") }.map { path($0) }
+    }
 
     /// A copy that replaces DEST: `slotted` copies carry SRC's slot file; the others make a plaintext DEST.
     struct Copy {
@@ -74,10 +77,14 @@ final class SlotReplaceToolTests: ToolTestCase {
 
     var copies: [Copy] {
         [
-            Copy(name: "export --kdf slot", arguments: ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--force", "--quiet"],
-                 slotted: true),
-            Copy(name: "decrypt", arguments: ["decrypt", source, dest, "--kdf", "slot", "--key-env", "K", "--force", "--quiet"],
-                 slotted: false),
+            Copy(
+                name: "export --kdf slot",
+                arguments: ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--force", "--quiet"],
+                slotted: true),
+            Copy(
+                name: "decrypt",
+                arguments: ["decrypt", source, dest, "--kdf", "slot", "--key-env", "K", "--force", "--quiet"],
+                slotted: false),
         ]
     }
 
@@ -97,12 +104,17 @@ final class SlotReplaceToolTests: ToolTestCase {
         let oldAtDest = bytes(dest) == oldDest && bytes(slots(dest)) == oldSlots && slottedRows(dest, "old") == 7
         let newAtDest = newCopyAtDest(copy)
         if exists(dest) {
-            XCTAssertTrue(oldAtDest != newAtDest, "\(round): DEST is the old pair or the new one", file: file, line: line)
+            XCTAssertTrue(
+                oldAtDest != newAtDest, "\(round): DEST is the old pair or the new one", file: file, line: line)
         } else if let slotFile = bytes(slots(dest)) {
-            XCTAssertTrue(slotFile == oldSlots || (copy.slotted && slotFile == sourceSlots), "\(round): DEST-keyslots", file: file, line: line)
+            XCTAssertTrue(
+                slotFile == oldSlots || (copy.slotted && slotFile == sourceSlots), "\(round): DEST-keyslots",
+                file: file, line: line)
         }
         if !newAtDest, !oldAtDest {
-            let aside = privateDirectories().contains { slottedRows($0 + "/old.db", "old") == 7 && bytes($0 + "/old.db") == oldDest }
+            let aside = privateDirectories().contains {
+                slottedRows($0 + "/old.db", "old") == 7 && bytes($0 + "/old.db") == oldDest
+            }
             XCTAssertTrue(aside, "\(round): the old pair is whole in the private directory", file: file, line: line)
         }
     }
@@ -121,8 +133,9 @@ final class SlotReplaceToolTests: ToolTestCase {
         let log = path("strace.log")
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = "alpha"
-        let traced = try runProcess(strace, ["-f", "-o", log, "-e", "trace=link,rename,renameat2,unlink", tool] + copy.arguments,
-                                    environment: environment)
+        let traced = try runProcess(
+            strace, ["-f", "-o", log, "-e", "trace=link,rename,renameat2,unlink", tool] + copy.arguments,
+            environment: environment)
         XCTAssertEqual(traced.status, 0, traced.stderr)
         let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
         try FileManager.default.removeItem(atPath: log)
@@ -142,11 +155,13 @@ final class SlotReplaceToolTests: ToolTestCase {
     }
 
     func runInjected(_ strace: String, _ copy: Copy, syscall: String, when: String, action: String) throws
-        -> (status: Int32, stdout: String, stderr: String) {
+        -> (status: Int32, stdout: String, stderr: String)
+    {
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = "alpha"
-        return try runProcess(strace, ["-f", "-o", "/dev/null", "-e", "inject=\(syscall):\(action):when=\(when)", tool] + copy.arguments,
-                              environment: environment)
+        return try runProcess(
+            strace, ["-f", "-o", "/dev/null", "-e", "inject=\(syscall):\(action):when=\(when)", tool] + copy.arguments,
+            environment: environment)
     }
 
     func testAKillAtEveryMoveOfAForcedCopyOverASlottedDestLeavesMatchingPairs() throws {
@@ -158,7 +173,8 @@ final class SlotReplaceToolTests: ToolTestCase {
             XCTAssertGreaterThanOrEqual(calls.count, 4, "\(copy.name): \(calls)")
             for (syscall, number) in calls {
                 let round = "\(copy.name), SIGKILL at \(syscall) #\(number)"
-                let result = try runInjected(strace, copy, syscall: syscall, when: String(number), action: "signal=KILL")
+                let result = try runInjected(
+                    strace, copy, syscall: syscall, when: String(number), action: "signal=KILL")
                 XCTAssertEqual(result.status, SIGKILL, "\(round): \(result.stderr)")
                 assertMatchingPairs(round)
                 try resetDest()
@@ -174,7 +190,8 @@ final class SlotReplaceToolTests: ToolTestCase {
             XCTAssertGreaterThanOrEqual(calls.count, 4, "\(copy.name): \(calls)")
             for (syscall, number) in calls {
                 let round = "\(copy.name), EBUSY at \(syscall) #\(number)"
-                let result = try runInjected(strace, copy, syscall: syscall, when: String(number), action: "error=EBUSY")
+                let result = try runInjected(
+                    strace, copy, syscall: syscall, when: String(number), action: "error=EBUSY")
                 if syscall == "link", result.status == 0 {
                     // The hard link is optional (no hard links: the old slot file is moved instead).
                     XCTAssertTrue(newCopyAtDest(copy), round)
@@ -191,9 +208,13 @@ final class SlotReplaceToolTests: ToolTestCase {
         }
         // The new database cannot be moved, and the old pair cannot be put back either (every renameat2 after
         // the first fails): the private directory with the old pair stays, and the error names it.
-        let kept = try runProcess(strace, ["-f", "-o", "/dev/null", "-e", "inject=rename:error=EBUSY:when=2", "-e",
-                                           "inject=renameat2:error=EBUSY:when=2+", tool] + copies[0].arguments,
-                                  environment: ProcessInfo.processInfo.environment.merging(["K": "alpha"]) { _, new in new })
+        let kept = try runProcess(
+            strace,
+            [
+                "-f", "-o", "/dev/null", "-e", "inject=rename:error=EBUSY:when=2", "-e",
+                "inject=renameat2:error=EBUSY:when=2+", tool,
+            ] + copies[0].arguments,
+            environment: ProcessInfo.processInfo.environment.merging(["K": "alpha"]) { _, new in new })
         XCTAssertEqual(kept.status, 74, kept.stderr)
         XCTAssertTrue(kept.stderr.contains("could not put back"), kept.stderr)
         let directory = try XCTUnwrap(privateDirectories().first)
@@ -208,7 +229,9 @@ final class SlotReplaceToolTests: ToolTestCase {
     func testASlotFileThatCannotBeMovedLeavesTheOldPairAsItWas() throws {
         guard getuid() == 0, let chattr = which("chattr") else { throw XCTSkip("needs root and chattr") }
         try makeSourceAndOldDest()
-        guard try runProcess(chattr, ["+i", slots(dest)]).status == 0 else { throw XCTSkip("no immutable files on this file system") }
+        guard try runProcess(chattr, ["+i", slots(dest)]).status == 0 else {
+            throw XCTSkip("no immutable files on this file system")
+        }
         defer { _ = try? runProcess(chattr, ["-i", slots(dest)]) }
         for copy in copies {
             let result = try run(copy.arguments, env: ["K": "alpha"])
@@ -228,8 +251,11 @@ final class SlotReplaceToolTests: ToolTestCase {
         let plain = try makePlaintext()
         let commands: [(String, [String], [String: String])] = [
             ("decrypt", ["decrypt", source, dest, "--kdf", "slot", "--key-env", "K"], ["K": "alpha"]),
-            ("export --new-key", ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
-             ["K": "alpha", "N": Self.rawKey]),
+            (
+                "export --new-key",
+                ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--new-key-env", "N", "--new-kdf", "raw"],
+                ["K": "alpha", "N": Self.rawKey]
+            ),
             ("encrypt", ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "N"], ["N": Self.rawKey]),
         ]
         for (name, arguments, environment) in commands {

@@ -7,14 +7,20 @@ import XCTest
 /// Inputs that are not regular files, damage found after the key is verified, and `check` after a crash.
 final class ToolInputTests: ToolTestCase {
     /// Runs the tool with a time limit: a hang shows as exit 124, not as a stuck test.
-    func runLimited(_ arguments: [String], env: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
+    func runLimited(_ arguments: [String], env: [String: String] = [:]) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         try run(["--"] + arguments, env: env, wrapper: ["/usr/bin/timeout", "20"])
     }
 
-    func run(_ arguments: [String], env: [String: String], wrapper: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    func run(_ arguments: [String], env: [String: String], wrapper: [String]) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         var environment = ProcessInfo.processInfo.environment
         environment.merge(env) { _, new in new }
-        return try runProcess(wrapper[0], Array(wrapper.dropFirst()) + [tool] + arguments.dropFirst(), input: "", environment: environment)
+        return try runProcess(
+            wrapper[0], Array(wrapper.dropFirst()) + [tool] + arguments.dropFirst(), input: "", environment: environment
+        )
     }
 
     func testFIFOsDevicesAndDirectoriesAreRefusedWithoutHanging() throws {
@@ -67,7 +73,9 @@ final class ToolInputTests: ToolTestCase {
         }
         for arguments in commands.prefix(3) {
             let result = try run(arguments, env: env)
-            XCTAssertTrue(result.stderr.contains("damaged") && result.stderr.contains("Page "), "the page, when known: \(result.stderr)")
+            XCTAssertTrue(
+                result.stderr.contains("damaged") && result.stderr.contains("Page "),
+                "the page, when known: \(result.stderr)")
         }
         // The wrong key is still a wrong key.
         let wrong = try run(["sql", enc, "select 1", "--kdf", "raw", "--key-env", "N"], env: env)
@@ -87,7 +95,10 @@ final class ToolInputTests: ToolTestCase {
         for round in 0..<12 where hotJournals < 2 {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: tool)
-            process.arguments = ["rekey", enc, "--kdf", "raw", "--key-env", current, "--new-key-env", current == "K" ? "N" : "K", "--quiet"]
+            process.arguments = [
+                "rekey", enc, "--kdf", "raw", "--key-env", current, "--new-key-env", current == "K" ? "N" : "K",
+                "--quiet",
+            ]
             process.environment = environment
             process.standardError = FileHandle.nullDevice
             try process.run()
@@ -106,17 +117,21 @@ final class ToolInputTests: ToolTestCase {
             }
             if journal { hotJournals += 1 }
             // The documented recovery: check with the old key, then with the new one.
-            let old = try runProcess(tool, ["check", enc, "--kdf", "raw", "--key-env", current], environment: environment)
+            let old = try runProcess(
+                tool, ["check", enc, "--kdf", "raw", "--key-env", current], environment: environment)
             if old.status != 0 {
-                XCTAssertEqual(old.status, 65, "round \(round): the old key is refused cleanly, not a write error: \(old.stderr)")
+                XCTAssertEqual(
+                    old.status, 65, "round \(round): the old key is refused cleanly, not a write error: \(old.stderr)")
                 current = current == "K" ? "N" : "K"
-                let new = try runProcess(tool, ["check", enc, "--kdf", "raw", "--key-env", current], environment: environment)
+                let new = try runProcess(
+                    tool, ["check", enc, "--kdf", "raw", "--key-env", current], environment: environment)
                 XCTAssertEqual(new.status, 0, "round \(round) (hot journal: \(journal)): \(old.stderr) / \(new.stderr)")
             } else if journal {
                 XCTAssertTrue(old.stderr.contains("recover"), old.stderr)
             }
             XCTAssertFalse(isHotJournal(enc + "-journal"), "round \(round): check rolled the hot journal back")
-            XCTAssertEqual(rowCount(enc, rawKey: current == "K" ? Self.rawKey : Self.otherRawKey), 12_000, "round \(round)")
+            XCTAssertEqual(
+                rowCount(enc, rawKey: current == "K" ? Self.rawKey : Self.otherRawKey), 12_000, "round \(round)")
         }
         XCTAssertGreaterThan(hotJournals, 0, "at least one kill left a hot journal")
     }

@@ -36,7 +36,8 @@ final class ToolKeySourceTests: ToolTestCase {
             XCTAssertFalse(result.stderr.contains(secret), "\(arguments): \(result.stderr)")
             XCTAssertFalse(result.stdout.contains(secret), "\(arguments): \(result.stdout)")
         }
-        let warned = try run(["rekey", "--data-key", db, "--key-env", "K", "--slot-key-file", named, "--quiet"], env: ["K": "alpha"])
+        let warned = try run(
+            ["rekey", "--data-key", db, "--key-env", "K", "--slot-key-file", named, "--quiet"], env: ["K": "alpha"])
         XCTAssertTrue(warned.stderr.contains("--slot-key-file"), warned.stderr)
     }
 
@@ -46,8 +47,13 @@ final class ToolKeySourceTests: ToolTestCase {
         try Data(Self.rawKey.utf8).write(to: URL(fileURLWithPath: keyFile))
         for mode: mode_t in [0o620, 0o602, 0o666] {
             XCTAssertEqual(chmod(keyFile, mode), 0)
-            for arguments in [["info", enc, "--kdf", "raw", "--key-file", keyFile],
-                              ["export", enc, path("copy.db"), "--kdf", "raw", "--key-env", "K", "--new-key-file", keyFile, "--quiet"]] {
+            for arguments in [
+                ["info", enc, "--kdf", "raw", "--key-file", keyFile],
+                [
+                    "export", enc, path("copy.db"), "--kdf", "raw", "--key-env", "K", "--new-key-file", keyFile,
+                    "--quiet",
+                ],
+            ] {
                 let result = try run(arguments, env: ["K": Self.rawKey])
                 XCTAssertEqual(result.status, 66, "\(mode) \(arguments): \(result.stderr)")
                 XCTAssertTrue(result.stderr.contains("group or others can change it"), result.stderr)
@@ -74,8 +80,10 @@ final class ToolKeySourceTests: ToolTestCase {
             XCTAssertEqual(chmod(credentials, mode), 0)
             let result = try run(info, env: ["CREDENTIALS_DIRECTORY": credentials])
             XCTAssertEqual(result.status, 66, "\(mode): \(result.stderr)")
-            XCTAssertTrue(result.stderr.contains("CREDENTIALS_DIRECTORY") && result.stderr.contains("writable by group or others"),
-                          result.stderr)
+            XCTAssertTrue(
+                result.stderr.contains("CREDENTIALS_DIRECTORY")
+                    && result.stderr.contains("writable by group or others"),
+                result.stderr)
         }
         XCTAssertEqual(chmod(credentials, 0o700), 0)
     }

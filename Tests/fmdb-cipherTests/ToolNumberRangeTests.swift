@@ -24,8 +24,14 @@ final class ToolNumberRangeTests: ToolTestCase {
                 ("--page-size", ["encrypt", plain, dest] + raw + ["--page-size=\(value)"]),
                 ("--cipher-page-size", ["encrypt", plain, dest] + raw + ["--cipher-page-size=\(value)"]),
                 ("--new-kdf-iter", ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-kdf-iter=\(value)"]),
-                ("--unsafe-new-kdf-iter", ["export", enc, dest] + raw + ["--new-key-env", "NK", "--unsafe-new-kdf-iter=\(value)"]),
-                ("--new-page-size", ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-page-size=\(value)"]),
+                (
+                    "--unsafe-new-kdf-iter",
+                    ["export", enc, dest] + raw + ["--new-key-env", "NK", "--unsafe-new-kdf-iter=\(value)"]
+                ),
+                (
+                    "--new-page-size",
+                    ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-page-size=\(value)"]
+                ),
                 ("--kdf-iter", ["info", enc, "--json"] + raw + ["--kdf-iter=\(value)"]),
                 ("--cipher-page-size", ["sql", enc, "SELECT 1"] + raw + ["--cipher-page-size=\(value)"]),
                 ("--kdf-iter", ["decrypt", enc, dest] + raw + ["--kdf-iter=\(value)"]),
@@ -47,11 +53,17 @@ final class ToolNumberRangeTests: ToolTestCase {
         let plain = try makePlaintext()
         let dest = path("max.db")
         let env = ["K": Self.rawKey, "NK": Self.otherRawKey]
-        let written = try run(["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--quiet",
-                               "--kdf-iter", "2147483647", "--page-size", "65536"], env: env)
+        let written = try run(
+            [
+                "encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--quiet",
+                "--kdf-iter", "2147483647", "--page-size", "65536",
+            ], env: env)
         XCTAssertEqual(written.status, 0, written.stderr)
-        let info = try run(["info", dest, "--json", "--kdf", "raw", "--key-env", "K",
-                            "--kdf-iter", "2147483647", "--cipher-page-size", "65536"], env: env)
+        let info = try run(
+            [
+                "info", dest, "--json", "--kdf", "raw", "--key-env", "K",
+                "--kdf-iter", "2147483647", "--cipher-page-size", "65536",
+            ], env: env)
         XCTAssertEqual(info.status, 0, info.stderr)
         let details = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(details["kdf_iter"] as? Int, 2_147_483_647)
@@ -59,9 +71,12 @@ final class ToolNumberRangeTests: ToolTestCase {
         XCTAssertEqual(rowCountWith(dest, pageSize: 65_536, iterations: 2_147_483_647), 50)
         // export --new-… the same way.
         let copy = path("copy.db")
-        let exported = try run(["export", dest, copy, "--kdf", "raw", "--key-env", "K", "--kdf-iter", "2147483647",
-                                "--cipher-page-size", "65536", "--new-key-env", "K", "--new-kdf-iter", "2147483647",
-                                "--new-page-size", "65536", "--quiet"], env: env)
+        let exported = try run(
+            [
+                "export", dest, copy, "--kdf", "raw", "--key-env", "K", "--kdf-iter", "2147483647",
+                "--cipher-page-size", "65536", "--new-key-env", "K", "--new-kdf-iter", "2147483647",
+                "--new-page-size", "65536", "--quiet",
+            ], env: env)
         XCTAssertEqual(exported.status, 0, exported.stderr)
         XCTAssertEqual(rowCountWith(copy, pageSize: 65_536, iterations: 2_147_483_647), 50)
     }
@@ -76,10 +91,12 @@ final class ToolNumberRangeTests: ToolTestCase {
         var hex = Self.rawKey
         let provider = hex.withUTF8 { try? RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) }
         guard let provider,
-              (try? db.setKey(using: provider, settings: CipherSettings(pageSize: pageSize, kdfIterations: iterations))) != nil,
-              db.string(forQuery: "PRAGMA kdf_iter") == String(iterations),
-              db.string(forQuery: "PRAGMA cipher_page_size") == String(pageSize),
-              let rs = db.executeQuery("select count(*) from t"), rs.next() else { return nil }
+            (try? db.setKey(using: provider, settings: CipherSettings(pageSize: pageSize, kdfIterations: iterations)))
+                != nil,
+            db.string(forQuery: "PRAGMA kdf_iter") == String(iterations),
+            db.string(forQuery: "PRAGMA cipher_page_size") == String(pageSize),
+            let rs = db.executeQuery("select count(*) from t"), rs.next()
+        else { return nil }
         return rs.int(forColumnIndex: 0)
     }
 }

@@ -10,16 +10,19 @@ import XCTest
 final class ToolOutputFailureTests: ToolTestCase {
     /// Runs the tool with standard output on /dev/full.
     func runToFullDevice(_ arguments: [String], env: [String: String] = [:], input: String = "") throws
-        -> (status: Int32, stdout: String, stderr: String) {
+        -> (status: Int32, stdout: String, stderr: String)
+    {
         var environment = ProcessInfo.processInfo.environment
         environment.merge(env) { _, new in new }
-        return try runProcess("/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\" >/dev/full", tool] + arguments,
-                              input: input, environment: environment)
+        return try runProcess(
+            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\" >/dev/full", tool] + arguments,
+            input: input, environment: environment)
     }
 
     func testSecretsThatCannotBeWrittenFailWithExit74() throws {
         let db = path("app.db")
-        let created = try runToFullDevice(["keys", "init", db, "--key-env", "K", "--recovery", "--slot-kdf", "pbkdf2"], env: ["K": "alpha"])
+        let created = try runToFullDevice(
+            ["keys", "init", db, "--key-env", "K", "--recovery", "--slot-kdf", "pbkdf2"], env: ["K": "alpha"])
         XCTAssertEqual(created.status, 74, created.stderr)
         XCTAssertTrue(created.stderr.contains("recovery key") && created.stderr.contains("not shown"), created.stderr)
 
@@ -27,14 +30,18 @@ final class ToolOutputFailureTests: ToolTestCase {
         XCTAssertEqual(recovery.status, 74, recovery.stderr)
         XCTAssertTrue(recovery.stderr.contains("recovery key"), recovery.stderr)
 
-        let raw = try runToFullDevice(["keys", "export-raw", db, "--key-env", "K", "--i-understand-this-reveals-the-data-key"],
-                                      env: ["K": "alpha"])
+        let raw = try runToFullDevice(
+            ["keys", "export-raw", db, "--key-env", "K", "--i-understand-this-reveals-the-data-key"],
+            env: ["K": "alpha"])
         XCTAssertEqual(raw.status, 74, raw.stderr)
         XCTAssertTrue(raw.stderr.contains("data key") && raw.stderr.contains("No space left"), raw.stderr)
 
         let plain = try makePlaintext()
-        let encrypted = try runToFullDevice(["encrypt", plain, path("slotted.db"), "--kdf", "slot", "--slot-kdf", "pbkdf2",
-                                             "--recovery", "--key-env", "K", "--quiet"], env: ["K": "alpha"])
+        let encrypted = try runToFullDevice(
+            [
+                "encrypt", plain, path("slotted.db"), "--kdf", "slot", "--slot-kdf", "pbkdf2",
+                "--recovery", "--key-env", "K", "--quiet",
+            ], env: ["K": "alpha"])
         XCTAssertEqual(encrypted.status, 74, encrypted.stderr)
         XCTAssertTrue(encrypted.stderr.contains("recovery key"), encrypted.stderr)
     }

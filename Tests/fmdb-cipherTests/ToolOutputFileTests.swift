@@ -17,7 +17,10 @@ final class ToolOutputFileTests: ToolTestCase {
             ("decrypted.db", ["decrypt", enc, path("decrypted.db")] + raw),
             ("exported.db", ["export", enc, path("exported.db"), "--new-key-env", "N"] + raw),
             ("backup.db", ["rekey", enc, "--new-key-env", "N", "--backup", path("backup.db")] + raw),
-            ("created-by-sql.db", ["sql", path("created-by-sql.db"), "create table x (a); insert into x values (1)"] + raw),
+            (
+                "created-by-sql.db",
+                ["sql", path("created-by-sql.db"), "create table x (a); insert into x values (1)"] + raw
+            ),
         ]
         for (output, arguments) in runs {
             let result = try run(arguments + (arguments[0] == "sql" ? [] : ["--quiet"]), env: env)
@@ -31,7 +34,8 @@ final class ToolOutputFileTests: ToolTestCase {
     func testTheSourcesModeWinsWhenItIsStricter() throws {
         let plain = try makePlaintext()
         XCTAssertEqual(chmod(plain, 0o400), 0)
-        let result = try run(["encrypt", plain, path("strict.db"), "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+        let result = try run(
+            ["encrypt", plain, path("strict.db"), "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(mode(path("strict.db")), 0o400)
     }
@@ -40,17 +44,20 @@ final class ToolOutputFileTests: ToolTestCase {
         let plain = try makePlaintext()
         let target = path("target-of-link.db")
         XCTAssertEqual(symlink(target, path("dest.db")), 0)
-        var result = try run(["encrypt", plain, path("dest.db"), "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+        var result = try run(
+            ["encrypt", plain, path("dest.db"), "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 73, result.stderr)
         XCTAssertTrue(result.stderr.contains("--force"), result.stderr)
         XCTAssertTrue(isSymbolicLink(path("dest.db")))
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "the link is not followed")
         // `sql` creating a database does not follow it either.
-        result = try run(["sql", path("dest.db"), "create table x (a)", "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+        result = try run(
+            ["sql", path("dest.db"), "create table x (a)", "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 73, result.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "sql does not create through the link")
         // --force replaces the link itself, and still writes nothing where it pointed.
-        result = try run(["encrypt", plain, path("dest.db"), "--kdf", "raw", "--key-env", "K", "--force"], env: ["K": Self.rawKey])
+        result = try run(
+            ["encrypt", plain, path("dest.db"), "--kdf", "raw", "--key-env", "K", "--force"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertFalse(isSymbolicLink(path("dest.db")))
         XCTAssertEqual(rowCount(path("dest.db"), rawKey: Self.rawKey), 50)
@@ -64,10 +71,12 @@ final class ToolOutputFileTests: ToolTestCase {
         for name in ["out.db-journal", "out.db-wal", "out.db-shm", "out.db.tmp", ".out.db.tmp", "sql.db-journal"] {
             XCTAssertEqual(symlink(victim, path(name)), 0, name)
         }
-        var result = try run(["encrypt", plain, path("out.db"), "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+        var result = try run(
+            ["encrypt", plain, path("out.db"), "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
-        result = try run(["sql", path("sql.db"), "create table x (a); insert into x values (1)", "--kdf", "raw", "--key-env", "K"],
-                         env: ["K": Self.rawKey])
+        result = try run(
+            ["sql", path("sql.db"), "create table x (a); insert into x values (1)", "--kdf", "raw", "--key-env", "K"],
+            env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try String(contentsOfFile: victim, encoding: .utf8), "do not touch")
         XCTAssertEqual(mode(victim), 0o644 & ~0o022, "the victim's mode is unchanged")
@@ -82,7 +91,10 @@ final class ToolOutputFileTests: ToolTestCase {
         environment["K"] = Self.rawKey
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "umask 022; exec \"$0\" \"$@\"", tool, "encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--quiet"]
+        process.arguments = [
+            "-c", "umask 022; exec \"$0\" \"$@\"", tool, "encrypt", plain, dest, "--kdf", "raw", "--key-env", "K",
+            "--quiet",
+        ]
         process.environment = environment
         let errors = Pipe()
         process.standardError = errors
@@ -99,8 +111,12 @@ final class ToolOutputFileTests: ToolTestCase {
         for name in inside { XCTAssertEqual(mode(folder + "/" + name), 0o600, name) }
         if getuid() == 0 {
             // Another user (nobody) cannot plant a link where SQLite will put the journal.
-            let attempt = try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
-                                                              "/bin/ln", "-s", "/etc/passwd", folder + "/new.db-journal"])
+            let attempt = try runProcess(
+                "/usr/bin/setpriv",
+                [
+                    "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                    "/bin/ln", "-s", "/etc/passwd", folder + "/new.db-journal",
+                ])
             XCTAssertNotEqual(attempt.status, 0, "another user cannot write into the private directory")
         }
         try Data("appeared meanwhile".utf8).write(to: URL(fileURLWithPath: dest))
@@ -118,7 +134,8 @@ final class ToolOutputFileTests: ToolTestCase {
         let file = path("app.db")
         let previous = umask(0o022)
         defer { umask(previous) }
-        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: nil, attributes: [.posixPermissions: 0o600]))
+        XCTAssertTrue(
+            FileManager.default.createFile(atPath: file, contents: nil, attributes: [.posixPermissions: 0o600]))
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
         try db.setKey(using: PassphraseKeyProvider("recipe"))

@@ -26,7 +26,9 @@ final class ToolProcessHygieneTests: ToolTestCase {
         if getuid() == 0 {
             let tool = try copyOfTheToolThatNobodyCanRun()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", tool, "info", plain, "--key-file", fifo]
+            process.arguments = [
+                "--reuid=65534", "--regid=65534", "--clear-groups", "--", tool, "info", plain, "--key-file", fifo,
+            ]
         } else {
             process.executableURL = URL(fileURLWithPath: tool)
             process.arguments = ["info", plain, "--key-file", fifo]
@@ -50,10 +52,15 @@ final class ToolProcessHygieneTests: ToolTestCase {
         XCTAssertTrue(waiting, "the tool waits for its key")
         let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
         let core = try XCTUnwrap(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
-        XCTAssertEqual(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2), ["0", "0"], String(core))
+        XCTAssertEqual(
+            core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2), ["0", "0"], String(core)
+        )
         var status = stat()
         XCTAssertEqual(stat("/proc/\(pid)/environ", &status), 0)
-        XCTAssertEqual(status.st_uid, 0, "a process that is not dumpable has /proc files owned by root (the tool runs as uid \(getuid() == 0 ? 65534 : getuid()))")
+        XCTAssertEqual(
+            status.st_uid, 0,
+            "a process that is not dumpable has /proc files owned by root (the tool runs as uid \(getuid() == 0 ? 65534 : getuid()))"
+        )
         XCTAssertNotEqual(getuid() == 0 ? 65534 : getuid(), 0)
     }
 
@@ -73,7 +80,8 @@ final class ToolProcessHygieneTests: ToolTestCase {
             if library.hasPrefix("/usr/lib/") || library.hasPrefix("/lib/") { continue }
             let name = String(parts[0].trimmingCharacters(in: .whitespaces))
             let beside = path(name)
-            try FileManager.default.copyItem(atPath: URL(fileURLWithPath: library).resolvingSymlinksInPath().path, toPath: beside)
+            try FileManager.default.copyItem(
+                atPath: URL(fileURLWithPath: library).resolvingSymlinksInPath().path, toPath: beside)
             XCTAssertEqual(chmod(beside, 0o644), 0)
         }
         return copy
@@ -83,11 +91,11 @@ final class ToolProcessHygieneTests: ToolTestCase {
         let enc = try makeEncrypted()
         let secret = "hunter2-\(UUID().uuidString)"
         let cases: [([String], Int32)] = [
-            (["check", enc, "--key-env", secret], 64),            // the value where the name should be
-            (["check", enc, "--new-key-env", secret], 64),        // an option the subcommand does not have
+            (["check", enc, "--key-env", secret], 64),  // the value where the name should be
+            (["check", enc, "--new-key-env", secret], 64),  // an option the subcommand does not have
             (["rekey", enc, "--key-env", "K", "--new-key-env", secret], 64),
             (["check", enc, "--key-file", secret], 66),
-            (["check", enc, secret, "--key-env", "K"], 64),       // a stray positional argument
+            (["check", enc, secret, "--key-env", "K"], 64),  // a stray positional argument
             (["check", enc, "--kdf", secret, "--key-env", "K"], 64),
             (["check", enc, "--kdf=\(secret)", "--key-env", "K"], 64),
             (["check", enc, "--key", secret], 64),
@@ -96,7 +104,9 @@ final class ToolProcessHygieneTests: ToolTestCase {
             let result = try run(arguments, env: ["K": Self.rawKey])
             XCTAssertEqual(result.status, expected, "\(arguments.dropFirst(2)): \(result.stderr)")
             XCTAssertFalse(result.stderr.isEmpty, "a reason is given")
-            XCTAssertFalse((result.stdout + result.stderr).contains(secret), "\(arguments.dropFirst(2)) echoes the secret: \(result.stderr)")
+            XCTAssertFalse(
+                (result.stdout + result.stderr).contains(secret),
+                "\(arguments.dropFirst(2)) echoes the secret: \(result.stderr)")
         }
     }
 
@@ -105,10 +115,12 @@ final class ToolProcessHygieneTests: ToolTestCase {
         let script = try XCTUnwrap(which("script"))
         // The key arrives after the tool turned echo off (type-ahead is flushed, as getpass does).
         let command = "\(tool!) check \(enc) --kdf raw --key-stdin"
-        let result = try runProcess("/bin/sh", ["-c", "(sleep 0.8; printf '%s\\n' '\(Self.rawKey)') | \(script) -qec '\(command)' /dev/null"])
+        let result = try runProcess(
+            "/bin/sh", ["-c", "(sleep 0.8; printf '%s\\n' '\(Self.rawKey)') | \(script) -qec '\(command)' /dev/null"])
         XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
         XCTAssertTrue(result.stdout.contains("ok"), result.stdout)
-        XCTAssertFalse(result.stdout.contains(Self.rawKey), "the key typed on the terminal is not echoed: \(result.stdout)")
+        XCTAssertFalse(
+            result.stdout.contains(Self.rawKey), "the key typed on the terminal is not echoed: \(result.stdout)")
     }
 
     /// Ctrl-C at the prompt ends the tool by SIGINT and leaves the terminal echoing, as before.
@@ -138,7 +150,8 @@ final class ToolProcessHygieneTests: ToolTestCase {
         let result = try runProcess(python, ["-c", driver, tool, "check", enc, "--kdf", "raw"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("prompted=True"), result.stdout)
-        XCTAssertTrue(result.stdout.contains("echo_during=False"), "echo is off while the key is typed: \(result.stdout)")
+        XCTAssertTrue(
+            result.stdout.contains("echo_during=False"), "echo is off while the key is typed: \(result.stdout)")
         XCTAssertTrue(result.stdout.contains("status=-2"), "the tool ends by SIGINT: \(result.stdout)")
         XCTAssertTrue(result.stdout.contains("echo_after=True"), "the terminal echoes again: \(result.stdout)")
     }

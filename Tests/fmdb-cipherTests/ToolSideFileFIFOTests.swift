@@ -9,10 +9,13 @@ import XCTest
 /// makes the command fail at once with a message, never hang. Each run has a 20 s limit (timeout -s KILL:
 /// exit 137 means it hung).
 final class ToolSideFileFIFOTests: ToolTestCase {
-    func runLimited(_ arguments: [String], env: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
+    func runLimited(_ arguments: [String], env: [String: String] = [:]) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         var environment = ProcessInfo.processInfo.environment
         environment.merge(env) { _, new in new }
-        return try runProcess("/usr/bin/timeout", ["-s", "KILL", "20", tool] + arguments, input: "", environment: environment)
+        return try runProcess(
+            "/usr/bin/timeout", ["-s", "KILL", "20", tool] + arguments, input: "", environment: environment)
     }
 
     func fifo(_ path: String) {
@@ -24,12 +27,16 @@ final class ToolSideFileFIFOTests: ToolTestCase {
         for suffix in ["-journal", "-wal", "-shm", "-keyslots"] {
             let enc = try makeEncrypted("enc\(suffix).db")
             fifo(enc + suffix)
-            for arguments in [["info", enc, "--kdf", "raw", "--key-env", "K"],
-                              ["decrypt", enc, path("out\(suffix).db"), "--kdf", "raw", "--key-env", "K", "--quiet"],
-                              ["sql", enc, "--kdf", "slot", "--key-env", "K", "select 1"]] {
+            for arguments in [
+                ["info", enc, "--kdf", "raw", "--key-env", "K"],
+                ["decrypt", enc, path("out\(suffix).db"), "--kdf", "raw", "--key-env", "K", "--quiet"],
+                ["sql", enc, "--kdf", "slot", "--key-env", "K", "select 1"],
+            ] {
                 let result = try runLimited(arguments, env: env)
                 XCTAssertEqual(result.status, 66, "\(arguments): \(result.stderr)")
-                XCTAssertTrue(result.stderr.contains("\(suffix): is not a regular file (a FIFO"), "\(arguments): \(result.stderr)")
+                XCTAssertTrue(
+                    result.stderr.contains("\(suffix): is not a regular file (a FIFO"), "\(arguments): \(result.stderr)"
+                )
             }
         }
     }
@@ -39,14 +46,16 @@ final class ToolSideFileFIFOTests: ToolTestCase {
         for suffix in ["-journal", "-wal"] {
             let dest = path("dest\(suffix).db")
             fifo(dest + suffix)
-            let result = try runLimited(["decrypt", enc, dest, "--kdf", "raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
+            let result = try runLimited(
+                ["decrypt", enc, dest, "--kdf", "raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
             XCTAssertEqual(result.status, 73, result.stderr)
             XCTAssertTrue(result.stderr.contains("\(suffix): is not a regular file (a FIFO"), result.stderr)
             XCTAssertFalse(FileManager.default.fileExists(atPath: dest))
         }
         let dest = path("dest-slots.db")
         fifo(KeySlots.slotFilePath(forDatabaseAt: dest))
-        let result = try runLimited(["decrypt", enc, dest, "--kdf", "raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
+        let result = try runLimited(
+            ["decrypt", enc, dest, "--kdf", "raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 73, result.stderr)
         XCTAssertTrue(result.stderr.contains("-keyslots: already exists"), result.stderr)
         XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") }, [], "no private directory left")
@@ -56,8 +65,10 @@ final class ToolSideFileFIFOTests: ToolTestCase {
         let enc = try makeEncrypted()
         let keyFIFO = path("key.fifo")
         fifo(keyFIFO)
-        for arguments in [["info", enc, "--kdf", "raw", "--key-file", keyFIFO],
-                          ["export", enc, path("copy.db"), "--kdf", "raw", "--key-env", "K", "--new-key-file", keyFIFO, "--quiet"]] {
+        for arguments in [
+            ["info", enc, "--kdf", "raw", "--key-file", keyFIFO],
+            ["export", enc, path("copy.db"), "--kdf", "raw", "--key-env", "K", "--new-key-file", keyFIFO, "--quiet"],
+        ] {
             let result = try runLimited(arguments, env: ["K": Self.rawKey])
             XCTAssertEqual(result.status, 64, "\(arguments): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("a pipe with nothing written to it"), "\(arguments): \(result.stderr)")
@@ -65,8 +76,9 @@ final class ToolSideFileFIFOTests: ToolTestCase {
         let credentials = path("creds")
         XCTAssertEqual(mkdir(credentials, 0o700), 0)
         fifo(credentials + "/db-key")
-        let credential = try runLimited(["info", enc, "--kdf", "raw", "--key-credential", "db-key"],
-                                        env: ["CREDENTIALS_DIRECTORY": credentials])
+        let credential = try runLimited(
+            ["info", enc, "--kdf", "raw", "--key-credential", "db-key"],
+            env: ["CREDENTIALS_DIRECTORY": credentials])
         XCTAssertEqual(credential.status, 66, credential.stderr)
         XCTAssertTrue(credential.stderr.contains("not a regular file"), credential.stderr)
     }
@@ -77,9 +89,13 @@ final class ToolSideFileFIFOTests: ToolTestCase {
         let bash = try XCTUnwrap(which("bash"))
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = Self.rawKey
-        let result = try runProcess("/usr/bin/timeout", ["-s", "KILL", "20", bash, "-c",
-                                                         "exec \"$0\" info \"$1\" --kdf raw --key-file <(sleep 0.3; printf %s \"$K\")",
-                                                         tool, enc], input: "", environment: environment)
+        let result = try runProcess(
+            "/usr/bin/timeout",
+            [
+                "-s", "KILL", "20", bash, "-c",
+                "exec \"$0\" info \"$1\" --kdf raw --key-file <(sleep 0.3; printf %s \"$K\")",
+                tool, enc,
+            ], input: "", environment: environment)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("t"), result.stdout)
     }

@@ -12,11 +12,13 @@ final class ToolStreamingTests: ToolTestCase {
         let file = path(name)
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
-        XCTAssertTrue(db.executeStatements("""
-            CREATE TABLE r (id INTEGER PRIMARY KEY, x REAL, s TEXT, n, b BLOB);
-            WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < \(rows))
-            INSERT INTO r SELECT i, i / 4.0, 'row ' || i || ', "quoted"' || printf('%.60c', 'x'), NULL, x'00ff10' FROM c;
-            """))
+        XCTAssertTrue(
+            db.executeStatements(
+                """
+                CREATE TABLE r (id INTEGER PRIMARY KEY, x REAL, s TEXT, n, b BLOB);
+                WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < \(rows))
+                INSERT INTO r SELECT i, i / 4.0, 'row ' || i || ', "quoted"' || printf('%.60c', 'x'), NULL, x'00ff10' FROM c;
+                """))
         db.close()
         return file
     }
@@ -43,7 +45,8 @@ final class ToolStreamingTests: ToolTestCase {
             let smallRSS = try peakRSS(["sql", small, "select * from r"] + flag)
             let largeRSS = try peakRSS(["sql", large, "select * from r"] + flag)
             // Ten times the rows (about 10 MB of output more); holding them would add tens of MiB.
-            XCTAssertLessThan(largeRSS - smallRSS, 8 * 1024, "\(format): \(smallRSS) KiB at 10,000 rows, \(largeRSS) KiB at 100,000")
+            XCTAssertLessThan(
+                largeRSS - smallRSS, 8 * 1024, "\(format): \(smallRSS) KiB at 10,000 rows, \(largeRSS) KiB at 100,000")
         }
     }
 
@@ -68,25 +71,34 @@ final class ToolStreamingTests: ToolTestCase {
         XCTAssertTrue(objects[2]["n"] is NSNull)
         XCTAssertEqual(objects[2]["b"] as? String, Data([0, 0xFF, 0x10]).base64EncodedString())
 
-        let json = try run(["sql", file, "select * from r order by id; select char(1, 10, 34, 92) || '\u{E9}' as odd, 1 as odd2", "--json"])
+        let json = try run([
+            "sql", file, "select * from r order by id; select char(1, 10, 34, 92) || '\u{E9}' as odd, 1 as odd2",
+            "--json",
+        ])
         XCTAssertEqual(json.status, 0, json.stderr)
         let array = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
         XCTAssertEqual(array.count, 3_001, "the rows of every statement, in one array")
         XCTAssertEqual(array[2]["s"] as? String, objects[2]["s"] as? String)
-        XCTAssertEqual(array[3_000]["odd"] as? String, "\u{1}\n\"\\\u{E9}", "control characters, quotes and backslashes escaped")
+        XCTAssertEqual(
+            array[3_000]["odd"] as? String, "\u{1}\n\"\\\u{E9}", "control characters, quotes and backslashes escaped")
         let empty = try run(["sql", file, "select * from r where 0", "--json"])
-        XCTAssertEqual(try XCTUnwrap(JSONSerialization.jsonObject(with: Data(empty.stdout.utf8)) as? [Any], empty.stdout).count, 0)
+        XCTAssertEqual(
+            try XCTUnwrap(JSONSerialization.jsonObject(with: Data(empty.stdout.utf8)) as? [Any], empty.stdout).count, 0)
         XCTAssertEqual(try run(["sql", file, "select 1", "--json", "--jsonl"]).status, 64)
     }
 
     func testAnErrorMidStreamLeavesValidJSON() throws {
         let file = try makeRows("rows.db", rows: 10)
         // abs() of the smallest integer overflows on the last row, after nine rows were written.
-        let result = try run(["sql", file, "select id, abs(case when id = 10 then -9223372036854775808 else id end) as a from r order by id",
-                              "--json"])
+        let result = try run([
+            "sql", file,
+            "select id, abs(case when id = 10 then -9223372036854775808 else id end) as a from r order by id",
+            "--json",
+        ])
         XCTAssertEqual(result.status, 1, result.stderr)
         XCTAssertTrue(result.stderr.contains("integer overflow"), result.stderr)
-        let rows = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], result.stdout)
+        let rows = try XCTUnwrap(
+            JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], result.stdout)
         XCTAssertEqual(rows.count, 9)
     }
 
@@ -94,11 +106,13 @@ final class ToolStreamingTests: ToolTestCase {
         let file = path("table.db")
         let db = FMDatabase(path: file)
         XCTAssertTrue(db.open())
-        XCTAssertTrue(db.executeStatements("""
-            CREATE TABLE w (a TEXT, b TEXT);
-            WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1500)
-            INSERT INTO w SELECT CASE WHEN i = 1200 THEN 'a much longer cell' ELSE 'v' || (i % 10) END, 'z' FROM c;
-            """))
+        XCTAssertTrue(
+            db.executeStatements(
+                """
+                CREATE TABLE w (a TEXT, b TEXT);
+                WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1500)
+                INSERT INTO w SELECT CASE WHEN i = 1200 THEN 'a much longer cell' ELSE 'v' || (i % 10) END, 'z' FROM c;
+                """))
         db.close()
         let result = try run(["sql", file, "select a, b from w"])
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -125,7 +139,8 @@ final class ToolStreamingTests: ToolTestCase {
             let stats = try XCTUnwrap(result.stderr.split(separator: "\n").first { $0.contains("MB/s") }, result.stderr)
             XCTAssertTrue(stats.hasPrefix("\(arguments[0]): ") && stats.contains("verification"), String(stats))
         }
-        let quiet = try run(["decrypt", path("x.db"), path("q.db"), "--kdf", "raw", "--key-env", "N", "--quiet"], env: env)
+        let quiet = try run(
+            ["decrypt", path("x.db"), path("q.db"), "--kdf", "raw", "--key-env", "N", "--quiet"], env: env)
         XCTAssertEqual(quiet.status, 0, quiet.stderr)
         XCTAssertEqual(quiet.stderr, "", "--quiet: nothing")
     }

@@ -24,11 +24,14 @@ class ToolTestCase: XCTestCase {
     /// Runs the tool with `env` added to the environment, under umask 022 (the common default, under which
     /// a careless create makes world-readable files).
     @discardableResult
-    func run(_ arguments: [String], env: [String: String] = [:], input: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+    func run(_ arguments: [String], env: [String: String] = [:], input: String? = nil) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         var environment = ProcessInfo.processInfo.environment
         environment.merge(env) { _, new in new }
-        return try runProcess("/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: input ?? "",
-                              environment: environment)
+        return try runProcess(
+            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: input ?? "",
+            environment: environment)
     }
 
     /// A plaintext database with a table `t` of `rows` rows of `payload` random bytes each.
@@ -49,7 +52,8 @@ class ToolTestCase: XCTestCase {
     /// An encrypted copy of a fresh plaintext database, made by the tool with `--kdf raw` (no KDF cost).
     func makeEncrypted(_ name: String = "enc.db", rows: Int = 50, payload: Int = 10) throws -> String {
         let plain = try makePlaintext("src-\(name)", rows: rows, payload: payload)
-        let result = try run(["encrypt", plain, path(name), "--kdf", "raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
+        let result = try run(
+            ["encrypt", plain, path(name), "--kdf", "raw", "--key-env", "K", "--quiet"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
         return path(name)
     }
@@ -77,7 +81,9 @@ class ToolTestCase: XCTestCase {
         defer { db.close() }
         if let rawKey {
             var hex = rawKey
-            let provider = hex.withUTF8 { try? RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) }
+            let provider = hex.withUTF8 {
+                try? RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0)))
+            }
             guard let provider, (try? db.setKey(using: provider)) != nil else { return nil }
         }
         guard let rs = db.executeQuery("select count(*) from t"), rs.next() else { return nil }

@@ -15,8 +15,9 @@ public func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9
 /// runs the benchmarks, ~14 MiB, which hid bench-c's own figure.)
 public func maxRSS() -> Int {
     if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-       let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-       let kb = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap({ Int($0) }) {
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kb = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap({ Int($0) })
+    {
         return kb
     }
     var usage = rusage()

@@ -23,16 +23,16 @@ let (workload, mode, path, variant) = (arguments[1], arguments[2], arguments[3],
 let rows = envInt("BENCH_ROWS", 200_000)
 let lookups = envInt("BENCH_LOOKUPS", 50_000)
 let opens = envInt("BENCH_OPENS", 50)
-let rawKey = Data([0x2D, 0xD2, 0x9C, 0xA8, 0x51, 0xE7, 0xB5, 0x6E, 0x46, 0x97, 0xB0, 0xE1, 0xF0, 0x85, 0x07, 0x29,
-                   0x3D, 0x76, 0x1A, 0x05, 0xCE, 0x4D, 0x1B, 0x62, 0x86, 0x63, 0xF4, 0x11, 0xA8, 0x08, 0x6D, 0x99])
+let rawKey = Data([
+    0x2D, 0xD2, 0x9C, 0xA8, 0x51, 0xE7, 0xB5, 0x6E, 0x46, 0x97, 0xB0, 0xE1, 0xF0, 0x85, 0x07, 0x29,
+    0x3D, 0x76, 0x1A, 0x05, 0xCE, 0x4D, 0x1B, 0x62, 0x86, 0x63, 0xF4, 0x11, 0xA8, 0x08, 0x6D, 0x99,
+])
 let passphrase = "benchmark passphrase"
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("bench-fmdb: \(message)\n".utf8))
     exit(1)
 }
-
-
 
 func cipherSettings() -> CipherSettings {
     CipherSettings(pageSize: ProcessInfo.processInfo.environment["BENCH_CIPHER_PAGE_SIZE"].flatMap(Int.init))
@@ -54,7 +54,6 @@ func openDatabase() -> FMDatabase {
     return db
 }
 
-
 var checksum = 0.0
 var elapsed = 0.0
 var extra = ""
@@ -62,7 +61,9 @@ var extra = ""
 switch (workload, variant) {
 case ("insert", _):
     let db = openDatabase()
-    guard db.executeUpdate("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, r REAL, s TEXT, b BLOB)") else { fail(db.lastErrorMessage()) }
+    guard db.executeUpdate("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, r REAL, s TEXT, b BLOB)") else {
+        fail(db.lastErrorMessage())
+    }
     let start = now()
     db.beginDeferredTransaction()
     var lcg = LCG(state: 42)
@@ -85,7 +86,9 @@ case ("insert", _):
             let r = Double(lcg.next() % 100_000) / 100.0
             let text = rowText(i)
             for k in 0..<32 { blob[k] = UInt8(truncatingIfNeeded: lcg.next()) }
-            guard db.executeUpdate(sql, withArgumentsIn: [i, a, r, text, Data(blob)]) else { fail(db.lastErrorMessage()) }
+            guard db.executeUpdate(sql, withArgumentsIn: [i, a, r, text, Data(blob)]) else {
+                fail(db.lastErrorMessage())
+            }
             checksum += Double(a) + r
         }
     }
@@ -106,7 +109,9 @@ case ("scan", _):
                     checksum += Double(text?.count ?? 0) + Double(text?.first ?? 0)
                 }
                 scan.withUnsafeBytes(at: 4) { bytes in
-                    if let bytes, let first = bytes.first, let last = bytes.last { checksum += Double(first) + Double(last) }
+                    if let bytes, let first = bytes.first, let last = bytes.last {
+                        checksum += Double(first) + Double(last)
+                    }
                 }
             }
         } catch {
@@ -133,7 +138,9 @@ case ("scan", _):
     } else if variant == "compat-index" {
         guard let rs = db.executeQuery(sql) else { fail(db.lastErrorMessage()) }
         while rs.next() {
-            checksum += Double(rs.longLongInt(forColumnIndex: 0)) + Double(rs.longLongInt(forColumnIndex: 1)) + rs.double(forColumnIndex: 2)
+            checksum +=
+                Double(rs.longLongInt(forColumnIndex: 0)) + Double(rs.longLongInt(forColumnIndex: 1))
+                + rs.double(forColumnIndex: 2)
             if let text = rs.string(forColumnIndex: 3) {
                 checksum += Double(text.utf8.count) + Double(text.utf8.first ?? 0)
             }
@@ -144,7 +151,9 @@ case ("scan", _):
     } else {
         guard let rs = db.executeQuery(sql) else { fail(db.lastErrorMessage()) }
         while rs.next() {
-            checksum += Double(rs.longLongInt(forColumn: "id")) + Double(rs.longLongInt(forColumn: "a")) + rs.double(forColumn: "r")
+            checksum +=
+                Double(rs.longLongInt(forColumn: "id")) + Double(rs.longLongInt(forColumn: "a"))
+                + rs.double(forColumn: "r")
             if let text = rs.string(forColumn: "s") {
                 checksum += Double(text.utf8.count) + Double(text.utf8.first ?? 0)
             }
@@ -183,11 +192,14 @@ case ("lookup", _):
             if variant == "compat-index" {
                 if rs.next() {
                     checksum += Double(rs.longLongInt(forColumnIndex: 0)) + rs.double(forColumnIndex: 1)
-                    checksum += Double(rs.string(forColumnIndex: 2)?.utf8.count ?? 0) + Double(rs.data(forColumnIndex: 3)?.count ?? 0)
+                    checksum +=
+                        Double(rs.string(forColumnIndex: 2)?.utf8.count ?? 0)
+                        + Double(rs.data(forColumnIndex: 3)?.count ?? 0)
                 }
             } else if rs.next() {
                 checksum += Double(rs.longLongInt(forColumn: "a")) + rs.double(forColumn: "r")
-                checksum += Double(rs.string(forColumn: "s")?.utf8.count ?? 0) + Double(rs.data(forColumn: "b")?.count ?? 0)
+                checksum +=
+                    Double(rs.string(forColumn: "s")?.utf8.count ?? 0) + Double(rs.data(forColumn: "b")?.count ?? 0)
             }
             rs.close()
         }
@@ -213,7 +225,8 @@ case ("open", _):
     let reused = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: passphrase)
     if variant == "pbkdf2" {
         // The one derivation happens here, before the clock starts: W4 measures the opens that reuse it.
-        _ = try? reused.key(for: KeyRequest(databasePath: path, salt: FileManager.default.contents(atPath: path)?.prefix(16)))
+        _ = try? reused.key(
+            for: KeyRequest(databasePath: path, salt: FileManager.default.contents(atPath: path)?.prefix(16)))
     }
     let start = now()
     for _ in 0..<opens {
@@ -303,4 +316,3 @@ final class Locked: @unchecked Sendable {
     func set(_ index: Int, _ value: Double) { lock.lock(); values[index] = value; lock.unlock() }
     var total: Double { lock.lock(); defer { lock.unlock() }; return values.reduce(0, +) }
 }
-

@@ -15,9 +15,6 @@ let rows = envInt("BENCH_ROWS", 200_000)
 let lookups = envInt("BENCH_LOOKUPS", 50_000)
 let opens = envInt("BENCH_OPENS", 50)
 
-
-
-
 func makeQueue() throws -> DatabaseQueue {
     var config = Configuration()
     config.prepareDatabase { db in
@@ -65,7 +62,9 @@ do {
                     checksum += Double(text?.count ?? 0) + Double(text?.first ?? 0)
                 }
                 try row.withUnsafeData(atIndex: 4) { bytes in
-                    if let bytes, let first = bytes.first, let last = bytes.last { checksum += Double(first) + Double(last) }
+                    if let bytes, let first = bytes.first, let last = bytes.last {
+                        checksum += Double(first) + Double(last)
+                    }
                 }
             }
         }
@@ -90,7 +89,8 @@ do {
         let start = now()
         for _ in 0..<opens {
             let queue = try DatabaseQueue(path: path)
-            checksum += Double(try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") } ?? 0)
+            checksum += Double(
+                try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") } ?? 0)
             try queue.close()
         }
         elapsed = now() - start
@@ -103,4 +103,3 @@ do {
     exit(1)
 }
 print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()))
-

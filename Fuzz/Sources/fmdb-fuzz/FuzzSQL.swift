@@ -48,9 +48,13 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
     while !input.isAtEnd && steps < 64 {
         steps += 1
         switch input.byte() % 10 {
-        case 0: db.executeUpdate(input.text(max: 200), withArgumentsIn: (0..<Int(input.byte() % 4)).map { _ in input.value() })
+        case 0:
+            db.executeUpdate(
+                input.text(max: 200), withArgumentsIn: (0..<Int(input.byte() % 4)).map { _ in input.value() })
         case 1:
-            if let rs = db.executeQuery(input.text(max: 200), withArgumentsIn: (0..<Int(input.byte() % 4)).map { _ in input.value() }) {
+            if let rs = db.executeQuery(
+                input.text(max: 200), withArgumentsIn: (0..<Int(input.byte() % 4)).map { _ in input.value() })
+            {
                 resultSets.append(rs)
             }
         case 2: if let rs = resultSets.last { _ = rs.next() }
@@ -65,7 +69,10 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
         case 5: db.executeStatements(input.text(max: 200))
         case 6: db.executeUpdate(input.text(max: 200), withParameterDictionary: [input.text(max: 8): input.value()])
         case 7: _ = db.inSavePoint { rollback in rollback.pointee = ObjCBool(input.byte() % 2 == 0) }
-        case 8: if let statement = try? db.prepareStatement(input.text(max: 200)) { try? statement.execute(Int(input.byte()), input.text(max: 16)) }
+        case 8:
+            if let statement = try? db.prepareStatement(input.text(max: 200)) {
+                try? statement.execute(Int(input.byte()), input.text(max: 16))
+            }
         default: _ = try? db.validateSQL(input.text(max: 200))
         }
     }
@@ -76,31 +83,34 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
 /// libFuzzer's driver (`-sanitize=fuzzer`), found at run time: SwiftPM links an executable's entry point
 /// as `main`, so the fuzzer is started from there rather than by libFuzzer's own `main`.
 typealias FuzzerCallback = @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
-typealias FuzzerDriver = @convention(c) (
-    UnsafeMutablePointer<Int32>, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>, FuzzerCallback
-) -> Int32
+typealias FuzzerDriver =
+    @convention(c) (
+        UnsafeMutablePointer<Int32>, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+        FuzzerCallback
+    ) -> Int32
 
 @main
 struct Entry {
     static func main() {
         #if FUZZING
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "LLVMFuzzerRunDriver") else {
-            FileHandle.standardError.write(Data("fmdb-fuzz: built without -sanitize=fuzzer\n".utf8))
-            exit(2)
-        }
-        let driver = unsafeBitCast(symbol, to: FuzzerDriver.self)
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        exit(driver(&argc, &argv) { data, size in
-            fuzzOne(UnsafeRawBufferPointer(start: data, count: size))
-            return 0
-        })
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "LLVMFuzzerRunDriver") else {
+                FileHandle.standardError.write(Data("fmdb-fuzz: built without -sanitize=fuzzer\n".utf8))
+                exit(2)
+            }
+            let driver = unsafeBitCast(symbol, to: FuzzerDriver.self)
+            var argc = CommandLine.argc
+            var argv = CommandLine.unsafeArgv
+            exit(
+                driver(&argc, &argv) { data, size in
+                    fuzzOne(UnsafeRawBufferPointer(start: data, count: size))
+                    return 0
+                })
         #else
-        // Without the fuzzer runtime: replays the files given as arguments (a corpus or a crash input).
-        for path in CommandLine.arguments.dropFirst() {
-            guard let data = FileManager.default.contents(atPath: path) else { continue }
-            data.withUnsafeBytes(fuzzOne)
-        }
+            // Without the fuzzer runtime: replays the files given as arguments (a corpus or a crash input).
+            for path in CommandLine.arguments.dropFirst() {
+                guard let data = FileManager.default.contents(atPath: path) else { continue }
+                data.withUnsafeBytes(fuzzOne)
+            }
         #endif
     }
 }

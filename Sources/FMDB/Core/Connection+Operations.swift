@@ -89,7 +89,8 @@ extension Connection {
     }
 
     /// Applies cipher settings right after keying (`PRAGMA cipher_page_size`, `PRAGMA kdf_iter`).
-    func applyCipher(formatStatements: [String] = [], pageSize: Int?, kdfIterations: Int?, schema: String? = nil) throws {
+    func applyCipher(formatStatements: [String] = [], pageSize: Int?, kdfIterations: Int?, schema: String? = nil) throws
+    {
         let prefix = schema.map { "\($0)." } ?? ""
         // The library's own statements: the keyed authorizer refuses these pragmas from SQL text.
         try runningLibraryStatements {
@@ -118,7 +119,11 @@ extension Connection {
             switch self {
             case .opens: return (true, nil)
             case .doesNotOpen(let error): return (false, error)
-            case .locked: return (nil, FMDatabaseError(code: SQLITE_BUSY, message: "The database stayed locked by another connection."))
+            case .locked:
+                return (
+                    nil,
+                    FMDatabaseError(code: SQLITE_BUSY, message: "The database stayed locked by another connection.")
+                )
             case .couldNotCheck(let error): return (nil, error)
             }
         }

@@ -179,20 +179,22 @@ extension Connection {
             let box = RowHandlerBox(handler)
             var errmsg: UnsafeMutablePointer<CChar>?
             let rc = withExtendedLifetime(box) {
-                sqlite3_exec(db, sql, { context, columnCount, values, names in
-                    guard let context else { return SQLITE_ABORT }
-                    let box = Unmanaged<RowHandlerBox>.fromOpaque(context).takeUnretainedValue()
-                    var row: [AnyHashable: Any] = [:]
-                    for index in 0..<Int(columnCount) {
-                        let name = names?[index].map { String(cString: $0) } ?? "\(index)"
-                        if let value = values?[index] {
-                            row[name] = String(cString: value)
-                        } else {
-                            row[name] = NSNull()
+                sqlite3_exec(
+                    db, sql,
+                    { context, columnCount, values, names in
+                        guard let context else { return SQLITE_ABORT }
+                        let box = Unmanaged<RowHandlerBox>.fromOpaque(context).takeUnretainedValue()
+                        var row: [AnyHashable: Any] = [:]
+                        for index in 0..<Int(columnCount) {
+                            let name = names?[index].map { String(cString: $0) } ?? "\(index)"
+                            if let value = values?[index] {
+                                row[name] = String(cString: value)
+                            } else {
+                                row[name] = NSNull()
+                            }
                         }
-                    }
-                    return box.handler(row)
-                }, Unmanaged.passUnretained(box).toOpaque(), &errmsg)
+                        return box.handler(row)
+                    }, Unmanaged.passUnretained(box).toOpaque(), &errmsg)
             }
             if rc != SQLITE_OK {
                 let message = errmsg.map { String(cString: $0) }
@@ -204,7 +206,10 @@ extension Connection {
 }
 
 extension Connection {
-    func checkpoint(mode: Int32, name: String?, logFrameCount: UnsafeMutablePointer<Int32>?, checkpointCount: UnsafeMutablePointer<Int32>?) throws {
+    func checkpoint(
+        mode: Int32, name: String?, logFrameCount: UnsafeMutablePointer<Int32>?,
+        checkpointCount: UnsafeMutablePointer<Int32>?
+    ) throws {
         guard let db = handle else { throw FMDatabaseError.closed() }
         let rc = sqlite3_wal_checkpoint_v2(db, name, mode, logFrameCount, checkpointCount)
         try check(rc)
@@ -221,7 +226,8 @@ extension Connection {
         var consumed = 0
         let rc = bytes.withUnsafeBufferPointer { buffer -> Int32 in
             guard let base = buffer.baseAddress else { return SQLITE_OK }
-            return base.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: buffer.count - offset) { start in
+            return base.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: buffer.count - offset) {
+                start in
                 var tail: UnsafePointer<CChar>?
                 let rc = sqlite3_prepare_v2(db, start, Int32(clamping: buffer.count - offset), &stmt, &tail)
                 consumed = tail.map { start.distance(to: $0) } ?? (buffer.count - offset)

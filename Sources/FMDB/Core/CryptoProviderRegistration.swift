@@ -56,8 +56,8 @@ enum CryptoProviderRegistration {
 
     private static func register() -> Bool {
         guard FMDatabase.cryptoProvider == .library,
-              let layout = layout(forCipherVersion: SQLCipherRuntime.version),
-              let connection = Connection.openScratchKeyed(registeringCryptoProvider: false)
+            let layout = layout(forCipherVersion: SQLCipherRuntime.version),
+            let connection = Connection.openScratchKeyed(registeringCryptoProvider: false)
         else { return false }
         guard fmdb_crypto_register(layout) == 0 else {
             try? connection.close()

@@ -41,7 +41,7 @@ enum DatabaseFile {
         guard fd >= 0 else {
             switch errno {
             case ENOENT, ENOTDIR: return .missing
-            case ENXIO: return .notRegularFile   // a FIFO or socket with nobody on the other end
+            case ENXIO: return .notRegularFile  // a FIFO or socket with nobody on the other end
             default: return .unreadable
             }
         }

@@ -4,7 +4,9 @@ import Foundation
 /// The block behind one SQL function, kept alive by SQLite until the function is replaced or the
 /// connection closes (`sqlite3_create_function_v2`'s destructor releases it).
 private final class FunctionBox {
-    typealias Block = (_ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>) -> Void
+    typealias Block = (
+        _ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>
+    ) -> Void
     let block: Block
     init(_ block: @escaping Block) { self.block = block }
 }
@@ -17,7 +19,10 @@ extension Connection {
     func createFunction(
         _ name: String,
         arguments: Int32,
-        block: @escaping (_ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>) -> Void
+        block:
+            @escaping (
+                _ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>
+            ) -> Void
     ) throws {
         guard let db = handle else { throw FMDatabaseError.closed() }
         let box = Unmanaged.passRetained(FunctionBox(block))
@@ -105,14 +110,18 @@ enum FunctionValues {
                 if let base = chars.baseAddress, chars.count > 0 {
                     fmdb_result_text_transient(ctx, base, sqlite3_uint64(chars.count))
                 } else {
-                    sqlite3_result_text(ctx, "", 0, nil)   // a static empty string: SQLITE_STATIC
+                    sqlite3_result_text(ctx, "", 0, nil)  // a static empty string: SQLITE_STATIC
                 }
             }
         }
     }
 
-    static func resultError(_ message: String, _ c: UnsafeMutableRawPointer) { sqlite3_result_error(context(c), message, -1) }
-    static func resultErrorCode(_ code: Int32, _ c: UnsafeMutableRawPointer) { sqlite3_result_error_code(context(c), code) }
+    static func resultError(_ message: String, _ c: UnsafeMutableRawPointer) {
+        sqlite3_result_error(context(c), message, -1)
+    }
+    static func resultErrorCode(_ code: Int32, _ c: UnsafeMutableRawPointer) {
+        sqlite3_result_error_code(context(c), code)
+    }
     static func resultErrorNoMemory(_ c: UnsafeMutableRawPointer) { sqlite3_result_error_nomem(context(c)) }
     static func resultErrorTooBig(_ c: UnsafeMutableRawPointer) { sqlite3_result_error_toobig(context(c)) }
 }

@@ -74,7 +74,8 @@ enum KeyedAuthorizerPolicy {
         let name = rawName.lowercased()
         let hasValue = value != nil
         if hasValue, name.hasPrefix("cipher_default_") || processWidePragmas.contains(name) {
-            return "PRAGMA \(name) is refused: it changes a process-wide SQLCipher setting, which would weaken or expose every "
+            return
+                "PRAGMA \(name) is refused: it changes a process-wide SQLCipher setting, which would weaken or expose every "
                 + "later encrypted connection of this process. Use CipherSettings (or fmdb-cipher's options) for one database."
         }
         guard keyed else { return nil }
@@ -90,36 +91,44 @@ enum KeyedAuthorizerPolicy {
         // Keeping temporary data in memory is what a keyed connection has already: asking for it is allowed.
         if name == "temp_store", strcasecmp(value, "memory") == 0 || strcmp(value, "2") == 0 { return nil }
         if name == "temp_store" || name == "temp_store_directory" {
-            return "PRAGMA \(name) is refused on an encrypted database: temporary tables and sort files must stay in memory "
+            return
+                "PRAGMA \(name) is refused on an encrypted database: temporary tables and sort files must stay in memory "
                 + "(temp_store = MEMORY), never on disk in plaintext."
         }
         if name == "page_size" {
-            return "PRAGMA page_size is refused on an encrypted database: SQLCipher 3.4.1 would write pages it cannot read back. "
+            return
+                "PRAGMA page_size is refused on an encrypted database: SQLCipher 3.4.1 would write pages it cannot read back. "
                 + "Use CipherSettings(pageSize:) when keying a new database, or fmdb-cipher export --new-page-size."
         }
         if settingPragmas.contains(name) || name.hasPrefix("cipher_") {
-            return "PRAGMA \(name) = … is refused on an encrypted database: changing cipher settings on a keyed connection "
+            return
+                "PRAGMA \(name) = … is refused on an encrypted database: changing cipher settings on a keyed connection "
                 + "can make the file unreadable. Use CipherSettings with setKey(using:settings:) or attachDatabase, "
                 + "or fmdb-cipher export to convert a database."
         }
         return nil
     }
 
-    static let attachRefusal = "ATTACH is refused on an encrypted database: an attached file could receive a plaintext copy "
+    static let attachRefusal =
+        "ATTACH is refused on an encrypted database: an attached file could receive a plaintext copy "
         + "(ATTACH … KEY '' then sqlcipher_export or INSERT … SELECT). Use attachDatabase(atPath:schema:keyProvider:), which "
         + "says in code whether the attached file is encrypted."
 
-    static let keyRequiredRefusal = "No statement runs on this connection: setKey(using:) failed on a new database, and "
+    static let keyRequiredRefusal =
+        "No statement runs on this connection: setKey(using:) failed on a new database, and "
         + "anything written now would be written without encryption. Key it again (setKey(using:)), or close it."
 
-    static let emptyKeyRefusal = "PRAGMA key with an empty value is refused: SQLCipher would not encrypt the database. "
+    static let emptyKeyRefusal =
+        "PRAGMA key with an empty value is refused: SQLCipher would not encrypt the database. "
         + "Give a key of one or more characters, or use setKey(using:)."
 
-    static let keyAfterStatementsRefusal = "PRAGMA key is refused: other statements are prepared on this connection, and "
+    static let keyAfterStatementsRefusal =
+        "PRAGMA key is refused: other statements are prepared on this connection, and "
         + "they were checked as for an unencrypted database (an ATTACH of a plaintext file would run under the key). "
         + "Key the connection right after open(), before any other statement, or use setKey(using:)."
 
-    static let badHexKeyRefusal = "PRAGMA hexkey is refused: its value must be whole bytes of hexadecimal digits "
+    static let badHexKeyRefusal =
+        "PRAGMA hexkey is refused: its value must be whole bytes of hexadecimal digits "
         + "(SQLCipher would not encrypt the database with anything else). Use setKey(using:) with a RawKeyProvider."
 
     /// Why SQL text may not key with `value` through the key PRAGMA `name` (lower case), or nil when it may.
@@ -138,7 +147,8 @@ enum KeyedAuthorizerPolicy {
         return length % 2 == 0 ? nil : badHexKeyRefusal
     }
 
-    static let exportRefusal = "sqlcipher_export is refused in SQL text on an encrypted database: it can write a plaintext copy. "
+    static let exportRefusal =
+        "sqlcipher_export is refused in SQL text on an encrypted database: it can write a plaintext copy. "
         + "Use exportContents(to:) after attachDatabase(atPath:schema:keyProvider:), or fmdb-cipher export / decrypt."
 }
 
@@ -190,7 +200,8 @@ final class AuthorizerState {
             // Until the connection is keyed, SQL text may run one thing: a key PRAGMA with a usable value. It
             // ends the lockout only when SQLCipher then says it keyed (settlePendingSQLKey), never here.
             if action == SQLITE_PRAGMA, !sqlKeyPending, let second, let first,
-               case let name = String(cString: first).lowercased(), KeyedAuthorizerPolicy.keyPragmas.contains(name) {
+                case let name = String(cString: first).lowercased(), KeyedAuthorizerPolicy.keyPragmas.contains(name)
+            {
                 if let refusal = sqlKeyRefusal(pragma: name, value: second) {
                     refuse(refusal)
                     return SQLITE_DENY
@@ -212,7 +223,8 @@ final class AuthorizerState {
             // weakened by the statements that follow (`PRAGMA kdf_iter = 1`, `cipher_use_hmac = OFF`).
             // Whether it keyed is asked of SQLCipher before the library's next statement.
             if refusal == nil, !keyedRules, let second, case let lowered = name.lowercased(),
-               KeyedAuthorizerPolicy.keyPragmas.contains(lowered) {
+                KeyedAuthorizerPolicy.keyPragmas.contains(lowered)
+            {
                 if libraryDepth == 0 {
                     refusal = sqlKeyRefusal(pragma: lowered, value: second)
                     if refusal == nil { sqlKeyPending = true }
@@ -245,14 +257,18 @@ extension Connection {
         guard let db = handle else { return }
         authorizerState.handle = db
         let state = Unmanaged.passUnretained(authorizerState).toOpaque()
-        sqlite3_set_authorizer(db, { context, action, first, second, _, _ in
-            guard let context else { return SQLITE_OK }
-            let state = Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue()
-            guard state.requiresKey || action == SQLITE_PRAGMA || action == SQLITE_ATTACH || action == SQLITE_FUNCTION else {
-                return SQLITE_OK
-            }
-            return state.decide(action: action, first: first, second: second)
-        }, state)
+        sqlite3_set_authorizer(
+            db,
+            { context, action, first, second, _, _ in
+                guard let context else { return SQLITE_OK }
+                let state = Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue()
+                guard
+                    state.requiresKey || action == SQLITE_PRAGMA || action == SQLITE_ATTACH || action == SQLITE_FUNCTION
+                else {
+                    return SQLITE_OK
+                }
+                return state.decide(action: action, first: first, second: second)
+            }, state)
     }
 
     /// Marks the connection keyed: from now on SQL text may not change its key or cipher (see

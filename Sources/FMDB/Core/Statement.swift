@@ -82,7 +82,8 @@ final class Statement {
 
     func columnName(_ index: Int32) -> String? {
         guard let stmt = handle, index >= 0, index < sqlite3_column_count(stmt),
-              let name = sqlite3_column_name(stmt, index) else { return nil }
+            let name = sqlite3_column_name(stmt, index)
+        else { return nil }
         return String(cString: name)
     }
 
@@ -231,7 +232,8 @@ final class Statement {
         if let bytes = sqlite3_column_blob(stmt, index) {
             return try body(UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(stmt, index))))
         }
-        return try body(sqlite3_column_type(stmt, index) == SQLITE_NULL ? nil : UnsafeRawBufferPointer(start: nil, count: 0))
+        return try body(
+            sqlite3_column_type(stmt, index) == SQLITE_NULL ? nil : UnsafeRawBufferPointer(start: nil, count: 0))
     }
 }
 

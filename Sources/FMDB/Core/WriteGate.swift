@@ -89,7 +89,8 @@ final class WriteGate: @unchecked Sendable {
                     lock.unlock()
                     throw FMDatabaseError(
                         code: SQLITE_BUSY,
-                        message: "The transaction did not start: it waited \(Self.waited(timeout)) (the pool's transactionQueueTimeout) "
+                        message:
+                            "The transaction did not start: it waited \(Self.waited(timeout)) (the pool's transactionQueueTimeout) "
                             + "behind this file's earlier transactions in this process."
                     )
                 }
@@ -158,6 +159,7 @@ final class WriteGate: @unchecked Sendable {
         if FileManager.default.fileExists(atPath: url.path) {
             return url.resolvingSymlinksInPath().path
         }
-        return url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(url.lastPathComponent).path
+        return url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(url.lastPathComponent)
+            .path
     }
 }

@@ -32,7 +32,8 @@ extension FMDatabase {
             default:
                 break
             }
-            try source.backup(to: destinationConnection, maxBusyWaits: max(1, Int(maxBusyRetryTimeInterval.steps(of: 0.01))))
+            try source.backup(
+                to: destinationConnection, maxBusyWaits: max(1, Int(maxBusyRetryTimeInterval.steps(of: 0.01))))
         }
     }
 }

@@ -130,8 +130,9 @@ private final class ParameterEncoder: Encoder {
         do {
             return String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
         } catch {
-            throw FMDatabaseError(code: SQLITE_MISMATCH,
-                                  message: "Cannot bind property '\(name)' as JSON text: \(type(of: error))")
+            throw FMDatabaseError(
+                code: SQLITE_MISMATCH,
+                message: "Cannot bind property '\(name)' as JSON text: \(type(of: error))")
         }
     }
 
@@ -153,8 +154,9 @@ private final class ParameterEncoder: Encoder {
 
     private func integer(_ value: any FixedWidthInteger, name: String) throws -> Any {
         guard let int64 = Int64(exactly: value) else {
-            throw FMDatabaseError(code: SQLITE_MISMATCH,
-                                  message: "Cannot bind property '\(name)': its value does not fit in a 64-bit integer")
+            throw FMDatabaseError(
+                code: SQLITE_MISMATCH,
+                message: "Cannot bind property '\(name)': its value does not fit in a 64-bit integer")
         }
         return int64
     }
@@ -195,14 +197,16 @@ private struct ParameterContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     mutating func nestedContainer<NestedKey: CodingKey>(
         keyedBy keyType: NestedKey.Type, forKey key: Key
     ) -> KeyedEncodingContainer<NestedKey> {
-        encoder.fail("Property '\(key.stringValue)' uses a nested container: encode a Codable property instead "
-                        + "(it is bound as JSON text)")
+        encoder.fail(
+            "Property '\(key.stringValue)' uses a nested container: encode a Codable property instead "
+                + "(it is bound as JSON text)")
         return JSONProbe().container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        encoder.fail("Property '\(key.stringValue)' uses a nested list: encode an array property instead "
-                        + "(it is bound as JSON text)")
+        encoder.fail(
+            "Property '\(key.stringValue)' uses a nested list: encode an array property instead "
+                + "(it is bound as JSON text)")
         return JSONProbe().unkeyedContainer()
     }
 

@@ -21,7 +21,10 @@ extension FMDatabase {
     public func makeFunctionNamed(
         _ name: String,
         arguments: Int32,
-        block: @escaping (_ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>) -> Void
+        block:
+            @escaping (
+                _ context: UnsafeMutableRawPointer, _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutableRawPointer>
+            ) -> Void
     ) {
         recordingBool { try requireConnection().createFunction(name, arguments: arguments, block: block) }
     }

@@ -19,7 +19,10 @@ extension FMDatabase {
             while offset < bytes.count {
                 guard let (statement, consumed) = try connection.prepare(bytes, from: offset) else { break }
                 offset += consumed
-                if traceExecution { logger.info("\(databasePath ?? ":memory:") executeScript: \(FMDatabaseError.loggable(statement.sql))") }
+                if traceExecution {
+                    logger.info(
+                        "\(databasePath ?? ":memory:") executeScript: \(FMDatabaseError.loggable(statement.sql))")
+                }
                 statement.inUse = true
                 let rs = FMResultSet(statement: statement, parent: self)
                 try body(rs)

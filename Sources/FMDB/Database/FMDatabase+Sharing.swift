@@ -48,7 +48,8 @@ extension FMDatabase {
     /// logging a warning for each, so the next block starts clean. `owner` names the caller in the log.
     func cleanUpAfterBlock(owner: String) {
         if closeTransientResultSets() > 0 {
-            logger.warning("Warning: there is at least one open result set around after performing [\(owner) inDatabase:]")
+            logger.warning(
+                "Warning: there is at least one open result set around after performing [\(owner) inDatabase:]")
         }
         if isInTransaction {
             logger.warning("\(owner): a block left a transaction open; it was rolled back.")

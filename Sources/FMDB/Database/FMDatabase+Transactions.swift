@@ -22,7 +22,8 @@ extension FMDatabase {
 
     /// FMDB's transaction block shape: begin, run, commit unless `rollback` was set.
     /// The block is not called when BEGIN fails.
-    func runTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) throws {
+    func runTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) throws
+    {
         try begin(kind)
         var shouldRollback: ObjCBool = false
         block(self, &shouldRollback)
@@ -43,7 +44,9 @@ extension FMDatabase {
     /// }
     /// ```
     @discardableResult
-    public func inTransaction<T>(_ kind: FMDBTransactionKind = .exclusive, _ block: (FMDatabase) throws -> T) throws -> T {
+    public func inTransaction<T>(_ kind: FMDBTransactionKind = .exclusive, _ block: (FMDatabase) throws -> T) throws
+        -> T
+    {
         try begin(kind)
         let result: T
         do {
@@ -182,7 +185,8 @@ extension FMDatabase {
     ) throws {
         try recording {
             let connection = try requireConnection()
-            try connection.checkpoint(mode: mode.rawValue, name: name, logFrameCount: logFrameCount, checkpointCount: checkpointCount)
+            try connection.checkpoint(
+                mode: mode.rawValue, name: name, logFrameCount: logFrameCount, checkpointCount: checkpointCount)
         }
     }
 }

@@ -229,7 +229,8 @@ public final class FMDatabase {
         if isFileBacked, let path = databasePath {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "unable to open database file: \(path) is a directory")
+                throw FMDatabaseError(
+                    code: SQLITE_CANTOPEN, message: "unable to open database file: \(path) is a directory")
             }
         }
         let opened = try Connection.open(path: sqlitePath, flags: flags, vfs: vfsName)
@@ -253,7 +254,9 @@ public final class FMDatabase {
     public func close() -> Bool {
         guard connection != nil else { return true }
         recordingBool { closeConnection() }
-        if keyingFailedOnCreatedFile, let created = filesCreatedByOpen, let path = databasePath, DatabaseFile.kind(atPath: path).isNew {
+        if keyingFailedOnCreatedFile, let created = filesCreatedByOpen, let path = databasePath,
+            DatabaseFile.kind(atPath: path).isNew
+        {
             // A failed keying of a file this open created leaves nothing behind.
             created.removeCreated()
         }
@@ -383,7 +386,8 @@ public final class FMDatabase {
 
     /// Stores an error for `lastError()`. Only `recording` and the close path call it.
     private func record(_ error: Error) {
-        let value = (error as? FMDatabaseError)
+        let value =
+            (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         lastErrorValue = value
         if crashOnErrors {
@@ -395,7 +399,8 @@ public final class FMDatabase {
     /// or nil call it (the throwing forms leave the error to their caller).
     func logError(_ error: Error) {
         guard logsErrors else { return }
-        let value = (error as? FMDatabaseError)
+        let value =
+            (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         logger.error("DB Error: \(value.code) \"\(value.message)\"")
         if let sql = value.sql { logger.error("DB Query: \(sql)") }
@@ -447,7 +452,9 @@ public final class FMDatabase {
     /// A statement for `sql`: from the cache when caching, else freshly prepared; marked in use.
     func acquireStatement(_ sql: String) throws -> Statement {
         guard connection != nil else { throw FMDatabaseError.closed(sql: sql) }
-        if traceExecution { logger.info("\(databasePath ?? ":memory:") executeQuery: \(FMDatabaseError.loggable(sql))") }
+        if traceExecution {
+            logger.info("\(databasePath ?? ":memory:") executeQuery: \(FMDatabaseError.loggable(sql))")
+        }
         let caching = shouldCacheStatements
         if caching, let cached = statementCache.take(sql) {
             cached.inUse = true
@@ -655,7 +662,9 @@ public final class FMDatabase {
     public func executeStatements(_ sql: String, withResultBlock block: FMDBExecuteStatementsCallbackBlock?) -> Bool {
         recordingBool {
             let connection = try requireConnection(sql: sql)
-            if traceExecution { logger.info("\(databasePath ?? ":memory:") executeStatements: \(FMDatabaseError.loggable(sql))") }
+            if traceExecution {
+                logger.info("\(databasePath ?? ":memory:") executeStatements: \(FMDatabaseError.loggable(sql))")
+            }
             try connection.execute(sql, rowHandler: block)
         }
     }

@@ -107,7 +107,10 @@ extension FMDatabase {
     }
 
     private func pragmaUInt32(_ name: String) -> UInt32 {
-        UInt32(truncatingIfNeeded: firstValue("PRAGMA \(name)", [], fallback: Int64(0)) { $0.longLongInt(forColumnIndex: 0) })
+        UInt32(
+            truncatingIfNeeded: firstValue("PRAGMA \(name)", [], fallback: Int64(0)) {
+                $0.longLongInt(forColumnIndex: 0)
+            })
     }
 
     private func setPragma(_ name: String, _ value: UInt32) {
@@ -131,7 +134,10 @@ extension FMDatabase {
         set {
             let bytes = Array(newValue.utf8)
             guard bytes.count == 4 else {
-                recordingBool { throw FMDatabaseError.misuse("applicationIDString must be four ASCII characters, got '\(newValue)'.") }
+                recordingBool {
+                    throw FMDatabaseError.misuse(
+                        "applicationIDString must be four ASCII characters, got '\(newValue)'.")
+                }
                 return
             }
             applicationID = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }

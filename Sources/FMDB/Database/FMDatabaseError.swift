@@ -107,9 +107,10 @@ extension FMDatabaseError {
     /// replaced by a placeholder, because its text holds a key (the library itself never puts a key in SQL;
     /// a program porting FMDB code may).
     static func loggable(_ sql: String) -> String {
-        sql.range(of: #"pragma\s+(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?\s*\.\s*)?["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#,
-                  options: [.regularExpression, .caseInsensitive]) == nil
+        sql.range(
+            of:
+                #"pragma\s+(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?\s*\.\s*)?["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#,
+            options: [.regularExpression, .caseInsensitive]) == nil
             ? sql : "(SQL with a key PRAGMA, not shown)"
     }
 }
-

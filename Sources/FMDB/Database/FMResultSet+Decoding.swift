@@ -237,12 +237,14 @@ final class RowDecoder: Decoder {
             return Date(timeIntervalSince1970: ColumnAccess.double(handle, index))
         case SQLITE_TEXT:
             guard let dateFormatter else {
-                throw failure("Cannot decode \(columnLabel(index)) as Date: it holds TEXT and the database has "
-                                + "no date format (FMDatabase.setDateFormat(_:)); without one dates are numbers")
+                throw failure(
+                    "Cannot decode \(columnLabel(index)) as Date: it holds TEXT and the database has "
+                        + "no date format (FMDatabase.setDateFormat(_:)); without one dates are numbers")
             }
             guard let text = ColumnAccess.string(handle, index), let date = dateFormatter.date(from: text) else {
-                throw failure("Cannot decode \(columnLabel(index)) as Date: its text does not match the "
-                                + "database's date format")
+                throw failure(
+                    "Cannot decode \(columnLabel(index)) as Date: its text does not match the "
+                        + "database's date format")
             }
             return date
         default:
@@ -281,8 +283,9 @@ final class RowDecoder: Decoder {
         do {
             return try JSONDecoder().decode(T.self, from: bytes)
         } catch {
-            throw failure("Cannot decode \(columnLabel(index)) as \(T.self) from JSON text: "
-                            + FMResultSet.describe(error))
+            throw failure(
+                "Cannot decode \(columnLabel(index)) as \(T.self) from JSON text: "
+                    + FMResultSet.describe(error))
         }
     }
 
@@ -293,8 +296,9 @@ final class RowDecoder: Decoder {
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        throw failure("Cannot decode \(typeName) from a row as a list: decode a type with properties named "
-                        + "after the columns")
+        throw failure(
+            "Cannot decode \(typeName) from a row as a list: decode a type with properties named "
+                + "after the columns")
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
@@ -395,13 +399,15 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type, forKey key: Key
     ) throws -> KeyedDecodingContainer<NestedKey> {
-        throw row.failure("Cannot decode column '\(key.stringValue)' as a nested container: decode a "
-                            + "Decodable property instead (it is read as JSON text)")
+        throw row.failure(
+            "Cannot decode column '\(key.stringValue)' as a nested container: decode a "
+                + "Decodable property instead (it is read as JSON text)")
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw row.failure("Cannot decode column '\(key.stringValue)' as a nested list: decode an array "
-                            + "property instead (it is read as JSON text)")
+        throw row.failure(
+            "Cannot decode column '\(key.stringValue)' as a nested list: decode an array "
+                + "property instead (it is read as JSON text)")
     }
 
     func superDecoder() throws -> any Decoder { row }

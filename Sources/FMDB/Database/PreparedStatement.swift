@@ -146,7 +146,9 @@ public final class PreparedStatement {
     /// ```
     ///
     /// - Returns: SQLite's result code (`SQLITE_OK` on success).
-    @inline(__always) public func bindInt64(_ value: Int64, at index: Int32) -> Int32 { statement.bind(value, at: index) }
+    @inline(__always) public func bindInt64(_ value: Int64, at index: Int32) -> Int32 {
+        statement.bind(value, at: index)
+    }
     /// Binds a REAL to parameter `index` (1-based), as `sqlite3_bind_double`.
     ///
     /// ```swift
@@ -159,7 +161,9 @@ public final class PreparedStatement {
     /// ```
     ///
     /// - Returns: SQLite's result code (`SQLITE_OK` on success).
-    @inline(__always) public func bindDouble(_ value: Double, at index: Int32) -> Int32 { statement.bind(value, at: index) }
+    @inline(__always) public func bindDouble(_ value: Double, at index: Int32) -> Int32 {
+        statement.bind(value, at: index)
+    }
     /// Binds TEXT (the string's UTF-8, copied by SQLite) to parameter `index` (1-based), as `sqlite3_bind_text`.
     ///
     /// ```swift
@@ -172,7 +176,9 @@ public final class PreparedStatement {
     /// ```
     ///
     /// - Returns: SQLite's result code (`SQLITE_OK` on success).
-    @inline(__always) public func bindText(_ value: String, at index: Int32) -> Int32 { statement.bind(value, at: index) }
+    @inline(__always) public func bindText(_ value: String, at index: Int32) -> Int32 {
+        statement.bind(value, at: index)
+    }
     /// Binds a BLOB (the bytes, copied by SQLite) to parameter `index` (1-based), as `sqlite3_bind_blob`.
     ///
     /// An empty buffer binds a zero-length BLOB, not NULL.
@@ -232,7 +238,9 @@ public final class PreparedStatement {
         statement.withUnsafeBytes(at: index) { $0.map { Data($0) } }
     }
     /// Calls `body` with the column's bytes in place, valid only inside `body`; nil for NULL.
-    @inline(__always) public func withUnsafeBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    @inline(__always) public func withUnsafeBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer?) throws -> R)
+        rethrows -> R
+    {
         try statement.withUnsafeBytes(at: index, body)
     }
 }
@@ -245,7 +253,9 @@ extension FMDatabase {
     /// - Throws: `FMDatabaseError` for SQL that does not compile or a closed database.
     public func prepareStatement(_ sql: String) throws -> PreparedStatement {
         try recording {
-            if traceExecution { logger.info("\(databasePath ?? ":memory:") prepareStatement: \(FMDatabaseError.loggable(sql))") }
+            if traceExecution {
+                logger.info("\(databasePath ?? ":memory:") prepareStatement: \(FMDatabaseError.loggable(sql))")
+            }
             return PreparedStatement(statement: try requireConnection(sql: sql).prepare(sql), database: self)
         }
     }
@@ -255,23 +265,33 @@ extension FMDatabase {
 
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int64: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(self, at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(self, at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int32: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int16: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension Int8: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER (past `Int64.max`: the bit pattern, as FMDB).
 extension UInt: SQLiteBindable {
@@ -282,35 +302,51 @@ extension UInt: SQLiteBindable {
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER (past `Int64.max`: the bit pattern, as FMDB).
 extension UInt64: SQLiteBindable {
     /// Past Int64.max: the bit pattern, as FMDB.
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(bitPattern: self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(bitPattern: self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension UInt32: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension UInt16: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER.
 extension UInt8: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(Int64(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(Int64(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds INTEGER 1 or 0.
 extension Bool: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindInt64(self ? 1 : 0, at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindInt64(self ? 1 : 0, at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds REAL.
 extension Double: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindDouble(self, at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindDouble(self, at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds REAL.
 extension Float: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindDouble(Double(self), at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindDouble(Double(self), at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds TEXT.
 extension String: SQLiteBindable {
-    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 { statement.bindText(self, at: index) }
+    @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
+        statement.bindText(self, at: index)
+    }
 }
 /// A ``SQLiteBindable`` value for ``PreparedStatement``: binds a BLOB (empty data: a zero-length BLOB, not NULL).
 extension Data: SQLiteBindable {

@@ -101,12 +101,16 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
     /// and when page 1 of the file at `path` does not authenticate as SQLCipher 4 under the key `provider`
     /// gives for `.v4` (a wrong key, a file of another format). A passphrase costs SQLCipher 4's KDF: call it
     /// on a failure path only, after no format the linked library reads has matched.
-    static func unreadableSQLCipher4Error(atPath path: String, salt: Data, provider: any KeyProvider,
-                                          settings: CipherSettings, action: String) -> FMDatabaseError? {
+    static func unreadableSQLCipher4Error(
+        atPath path: String, salt: Data, provider: any KeyProvider,
+        settings: CipherSettings, action: String
+    ) -> FMDatabaseError? {
         guard settings.format == nil, !CipherFormat.v4.isSupportedByLinkedSQLCipher,
-              SQLCipher4Verifier.isSQLCipher4File(atPath: path, salt: salt, key: {
-                  try provider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
-              })
+            SQLCipher4Verifier.isSQLCipher4File(
+                atPath: path, salt: salt,
+                key: {
+                    try provider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
+                })
         else { return nil }
         return FMDatabaseError(code: SQLITE_FORMAT, message: sqlcipher4Unavailable(action: action))
     }

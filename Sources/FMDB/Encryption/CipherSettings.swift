@@ -72,7 +72,8 @@ public struct CipherSettings: Sendable, Equatable {
     /// two in `pageSizeRange`. The one check of a cipher page size, for `validate()` and fmdb-cipher's options.
     public static func validatePageSize(_ pageSize: Int) throws {
         guard pageSizeRange.contains(pageSize), pageSize & (pageSize - 1) == 0 else {
-            throw FMDatabaseError.misuse("The cipher page size must be a power of two from 512 to 65536 (got \(pageSize)).")
+            throw FMDatabaseError.misuse(
+                "The cipher page size must be a power of two from 512 to 65536 (got \(pageSize)).")
         }
     }
 
@@ -107,7 +108,9 @@ extension FMDatabase {
     func checkKDFFloorForRekey(to newKey: SecureBytes) throws {
         guard let connection, !newKey.isRawKeyLiteral else { return }
         let text = try connection.pragmaText("PRAGMA kdf_iter")
-        guard let iterations = text.flatMap({ Int($0) }), iterations < CipherSettings.minimumKDFIterations else { return }
+        guard let iterations = text.flatMap({ Int($0) }), iterations < CipherSettings.minimumKDFIterations else {
+            return
+        }
         throw FMDatabaseError.misuse(
             "This database uses \(iterations) KDF iterations, below the floor of \(CipherSettings.minimumKDFIterations): "
                 + "a passphrase rekey would keep that count. Copy it with fmdb-cipher export --new-kdf-iter "
@@ -123,10 +126,12 @@ extension SecureBytes {
     var isRawKeyLiteral: Bool {
         withUnsafeBytes { bytes in
             guard bytes.count == 64 + 3 || bytes.count == 96 + 3,
-                  bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"),
-                  bytes[1] == UInt8(ascii: "'"), bytes[bytes.count - 1] == UInt8(ascii: "'") else { return false }
+                bytes[0] == UInt8(ascii: "x") || bytes[0] == UInt8(ascii: "X"),
+                bytes[1] == UInt8(ascii: "'"), bytes[bytes.count - 1] == UInt8(ascii: "'")
+            else { return false }
             return bytes[2..<(bytes.count - 1)].allSatisfy { byte in
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
                     || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
             }
         }

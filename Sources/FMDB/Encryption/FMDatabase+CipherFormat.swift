@@ -31,8 +31,10 @@ extension FMDatabase {
     /// checked against SQLCipher 4's format, so the right key to a SQLCipher 4 file gets SQLITE_FORMAT (24)
     /// with a message saying so, and a wrong key SQLITE_NOTADB (26). On failure the connection is reopened
     /// unkeyed, so another key can be tried.
-    func keyFindingFormat(using provider: any KeyProvider, settings: CipherSettings,
-                          request: KeyRequest, kind: DatabaseFile.Kind?) throws {
+    func keyFindingFormat(
+        using provider: any KeyProvider, settings: CipherSettings,
+        request: KeyRequest, kind: DatabaseFile.Kind?
+    ) throws {
         var salt: Data?
         if case .encrypted(let fileSalt) = kind { salt = fileSalt }
         let candidates: [CipherFormat]
@@ -58,8 +60,9 @@ extension FMDatabase {
             var applied = settings
             applied.format = format
             if !alreadyKeyed {
-                try connection.applyCipher(formatStatements: applied.formatStatements(), pageSize: settings.pageSize,
-                                           kdfIterations: settings.kdfIterations)
+                try connection.applyCipher(
+                    formatStatements: applied.formatStatements(), pageSize: settings.pageSize,
+                    kdfIterations: settings.kdfIterations)
             }
             do {
                 try verifyKey(on: connection)
@@ -74,8 +77,10 @@ extension FMDatabase {
             }
         }
         if isFileBacked { try? reopenConnection(key: nil) }
-        if let salt, let path = request.databasePath, let error = CipherFormat.unreadableSQLCipher4Error(
-            atPath: path, salt: salt, provider: provider, settings: settings, action: "open") {
+        if let salt, let path = request.databasePath,
+            let error = CipherFormat.unreadableSQLCipher4Error(
+                atPath: path, salt: salt, provider: provider, settings: settings, action: "open")
+        {
             throw error
         }
         throw failure ?? FMDatabaseError(code: SQLITE_NOTADB)

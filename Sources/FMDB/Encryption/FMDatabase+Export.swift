@@ -62,8 +62,9 @@ extension FMDatabase {
                         // Its temporary tables and sort files stay in memory, as on a keyed main database.
                         try connection.execute("PRAGMA temp_store = MEMORY")
                     }
-                    try connection.applyCipher(formatStatements: formatStatements, pageSize: settings.pageSize,
-                                               kdfIterations: settings.kdfIterations, schema: name)
+                    try connection.applyCipher(
+                        formatStatements: formatStatements, pageSize: settings.pageSize,
+                        kdfIterations: settings.kdfIterations, schema: name)
                     // Reading the schema verifies the key for an existing file.
                     _ = try connection.pragmaText("SELECT count(*) FROM \(name).sqlite_master")
                 } catch {
@@ -80,11 +81,14 @@ extension FMDatabase {
     /// on a separate read-only connection (one KDF per format tried, on this failure path only), so the
     /// error says what is wrong: the right key to a file that needs other settings is `SQLITE_FORMAT`
     /// with a message saying how to read it, anything else `SQLITE_NOTADB`.
-    private func attachExisting(atPath path: String, schema name: String, salt: Data,
-                                keyProvider: any KeyProvider, settings: CipherSettings) throws {
+    private func attachExisting(
+        atPath path: String, schema name: String, salt: Data,
+        keyProvider: any KeyProvider, settings: CipherSettings
+    ) throws {
         let connection = try requireConnection()
         let linked = CipherFormat.linkedDefault
-        let inDefaults = (settings.format ?? linked) == linked
+        let inDefaults =
+            (settings.format ?? linked) == linked
             && (settings.pageSize ?? linked.pageSize) == linked.pageSize
             && (settings.kdfIterations ?? linked.kdfIterations) == linked.kdfIterations
         var failure: FMDatabaseError?
@@ -97,7 +101,8 @@ extension FMDatabase {
                 failure = error
             }
         }
-        let candidates = settings.format.map { [$0] } ?? CipherFormat.candidates(hint: CipherFormatHints.format(forSalt: salt))
+        let candidates =
+            settings.format.map { [$0] } ?? CipherFormat.candidates(hint: CipherFormatHints.format(forSalt: salt))
         for format in candidates where !(inDefaults && format == linked) {
             let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: format)).validated()
             let probe = Connection.probeKey(
@@ -106,7 +111,8 @@ extension FMDatabase {
                 kdfIterations: settings.kdfIterations, busyTimeout: keyProbeBusyTimeout)
             switch probe {
             case .opens:
-                throw FMDatabaseError(code: SQLITE_FORMAT, message: Self.attachNeedsOtherSettings(format: format, settings: settings))
+                throw FMDatabaseError(
+                    code: SQLITE_FORMAT, message: Self.attachNeedsOtherSettings(format: format, settings: settings))
             case .locked:
                 throw FMDatabaseError(code: SQLITE_BUSY, message: "\(path) stayed locked by another connection.")
             case .doesNotOpen, .couldNotCheck:
@@ -115,7 +121,8 @@ extension FMDatabase {
             }
         }
         if let error = CipherFormat.unreadableSQLCipher4Error(
-            atPath: path, salt: salt, provider: keyProvider, settings: settings, action: "attach") {
+            atPath: path, salt: salt, provider: keyProvider, settings: settings, action: "attach")
+        {
             throw error
         }
         throw failure ?? FMDatabaseError(code: SQLITE_NOTADB)
@@ -126,7 +133,8 @@ extension FMDatabase {
         var needs = ["format \(format.rawValue)"]
         if let pageSize = settings.pageSize { needs.append("cipher_page_size \(pageSize)") }
         if let iterations = settings.kdfIterations { needs.append("kdf_iter \(iterations)") }
-        return "The key opens this file, but it needs cipher settings other than SQLCipher's defaults (\(needs.joined(separator: ", "))), "
+        return
+            "The key opens this file, but it needs cipher settings other than SQLCipher's defaults (\(needs.joined(separator: ", "))), "
             + "and SQLite reads an attached file before any per-database setting can apply; changing SQLCipher's "
             + "process-wide defaults for the moment would also change every other database keyed in the process at that moment, "
             + "so this library does not. Open the file with its own FMDatabase and setKey(using:settings:), or convert it to the "
@@ -149,7 +157,9 @@ extension FMDatabase {
             let name = try Self.validatedSchemaName(schema)
             errno = 0
             do {
-                _ = try connection.runningLibraryStatements { try connection.pragmaText("SELECT sqlcipher_export('\(name)')") }
+                _ = try connection.runningLibraryStatements {
+                    try connection.pragmaText("SELECT sqlcipher_export('\(name)')")
+                }
             } catch let error as FMDatabaseError {
                 let systemError = errno
                 // sqlcipher_export reports every failure as SQLITE_ERROR with the inner error's text: the
@@ -158,13 +168,15 @@ extension FMDatabase {
                 // is told by the space: less free than the source occupies means the copy cannot fit.
                 // A failed write's errno (a journal's file is closed by now, its own record gone), then the
                 // inner error's text, which is SQLite's standard wording for its code.
-                var code = connection.fileErrorCode(schema: name)
+                var code =
+                    connection.fileErrorCode(schema: name)
                     ?? Self.resultCode(forSystemError: systemError)
                     ?? Self.resultCode(forSQLiteMessage: error.message)
                     ?? error.extendedCode
                 if code == SQLITE_ERROR, let source = connection.fileName(schema: "main"),
-                   let destination = connection.fileName(schema: name),
-                   DatabaseFile.lacksSpace(toCopy: source, into: destination) {
+                    let destination = connection.fileName(schema: name),
+                    DatabaseFile.lacksSpace(toCopy: source, into: destination)
+                {
                     code = SQLITE_FULL
                 }
                 throw FMDatabaseError(code: code, message: error.message, sql: error.sql)
@@ -189,7 +201,9 @@ extension FMDatabase {
     /// The result code behind SQLite's standard message for it (`sqlite3_errstr`), which is all an SQL
     /// function's failure carries; nil for any other text.
     static func resultCode(forSQLiteMessage message: String) -> Int32? {
-        for code in [SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_NOMEM, SQLITE_CORRUPT, SQLITE_NOTADB]
+        for code in [
+            SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_NOMEM, SQLITE_CORRUPT, SQLITE_NOTADB,
+        ]
         where message == FMDatabaseError.defaultMessage(for: code) {
             return code
         }
@@ -199,12 +213,15 @@ extension FMDatabase {
     /// Schema names are pasted into SQL (they cannot be bound): letters, digits and underscores only.
     static func validatedSchemaName(_ name: String) throws -> String {
         let allowed = name.utf8.allSatisfy { byte in
-            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
                 || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "_")
         }
         guard allowed, let first = name.utf8.first, !(first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9")),
-              name.lowercased() != "main", name.lowercased() != "temp" else {
-            throw FMDatabaseError.misuse("A schema name must be a plain identifier other than main or temp (got '\(name)').")
+            name.lowercased() != "main", name.lowercased() != "temp"
+        else {
+            throw FMDatabaseError.misuse(
+                "A schema name must be a plain identifier other than main or temp (got '\(name)').")
         }
         return name
     }

@@ -59,10 +59,13 @@ extension FMDatabase {
         guard isOpen else {
             // The reopen with the new key failed (logged): a WAL beside the file means its checkpoint is
             // still to come, which this closed connection cannot run.
-            let walSize = databasePath.flatMap { try? FileManager.default.attributesOfItem(atPath: $0 + "-wal")[.size] } as? Int
+            let walSize =
+                databasePath.flatMap { try? FileManager.default.attributesOfItem(atPath: $0 + "-wal")[.size] } as? Int
             if isFileBacked, let walSize, walSize > 0 {
-                return .checkpointPending(FMDatabaseError(
-                    code: SQLITE_CANTOPEN, message: "The connection could not be reopened with the new key to checkpoint the WAL."))
+                return .checkpointPending(
+                    FMDatabaseError(
+                        code: SQLITE_CANTOPEN,
+                        message: "The connection could not be reopened with the new key to checkpoint the WAL."))
             }
             return .done
         }

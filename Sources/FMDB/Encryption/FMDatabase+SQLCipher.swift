@@ -240,8 +240,9 @@ extension FMDatabase {
         try openConnection(flags: flags, vfs: vfs)
         if let key {
             try applyKey(key)
-            try requireConnection().applyCipher(formatStatements: settings.formatStatements(), pageSize: settings.pageSize,
-                                                kdfIterations: settings.kdfIterations)
+            try requireConnection().applyCipher(
+                formatStatements: settings.formatStatements(), pageSize: settings.pageSize,
+                kdfIterations: settings.kdfIterations)
             keySettings = settings
             try applyKeyedConnectionDefaults(on: requireConnection())
         }
@@ -276,10 +277,13 @@ extension FMDatabase {
             )
         }
         if isFileBacked, let path = databasePath, DatabaseFile.kind(atPath: path) == .plaintext {
-            throw FMDatabaseError.misuse("Cannot rekey a plaintext database: use sqlcipher_export (fmdb-cipher encrypt).")
+            throw FMDatabaseError.misuse(
+                "Cannot rekey a plaintext database: use sqlcipher_export (fmdb-cipher encrypt).")
         }
         if connection.isReadOnly() {
-            throw FMDatabaseError(code: SQLITE_READONLY, message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
+            throw FMDatabaseError(
+                code: SQLITE_READONLY,
+                message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
         }
         try checkKDFFloorForRekey(to: newKey)
         clearCachedStatements()
@@ -317,9 +321,10 @@ extension FMDatabase {
         let timeout = keyProbeBusyTimeout
         let formatStatements = (try? settings.formatStatements()) ?? []
         func probe(_ key: SecureBytes, waiting wait: TimeInterval? = nil) -> Connection.KeyProbe {
-            Connection.probeKey(key, path: path, flags: openFlags, vfs: openVFS, formatStatements: formatStatements,
-                                pageSize: settings.pageSize,
-                                kdfIterations: settings.kdfIterations, busyTimeout: wait ?? timeout)
+            Connection.probeKey(
+                key, path: path, flags: openFlags, vfs: openVFS, formatStatements: formatStatements,
+                pageSize: settings.pageSize,
+                kdfIterations: settings.kdfIterations, busyTimeout: wait ?? timeout)
         }
         // The quick look, with this connection still open, does not wait: after a failed commit this
         // connection's own lock would hold it for the whole busy timeout. Anything but "opens" is asked
@@ -343,7 +348,8 @@ extension FMDatabase {
             case (.doesNotOpen(let error), .doesNotOpen):
                 verdict = .neitherKeyOpens(error)
             case (let oldKeyOpens, _):
-                let cause = newKeyOpens.verdict.error.flatMap { $0.resultCode == SQLITE_NOTADB ? nil : $0 }
+                let cause =
+                    newKeyOpens.verdict.error.flatMap { $0.resultCode == SQLITE_NOTADB ? nil : $0 }
                     ?? oldKeyOpens.verdict.error
                     ?? FMDatabaseError(code: SQLITE_ERROR, message: "the file could not be read")
                 verdict = .unchecked(cause)
@@ -376,7 +382,8 @@ extension FMDatabase {
             keySettings = settings
             throw FMDatabaseError(
                 code: cause.resultCode == SQLITE_NOTADB ? SQLITE_IOERR : cause.extendedCode,
-                message: "After the rekey, which key opens the database could not be checked (\(cause.message)): it opens "
+                message:
+                    "After the rekey, which key opens the database could not be checked (\(cause.message)): it opens "
                     + "with the old key or the new one, and the rekey cannot have mixed them. Try each key once the "
                     + "cause is fixed; do not restore a backup for this.",
                 rekeyOutcomeUnchecked: true
@@ -405,16 +412,19 @@ extension FMDatabase {
     private func rekeyFailure(_ rc: Int32, systemError: Int32 = 0) -> FMDatabaseError {
         let suffix = "; the database still uses the old key."
         if rc != SQLITE_OK {
-            return FMDatabaseError(code: rc, message: "The rekey failed (\(FMDatabaseError.defaultMessage(for: rc)))" + suffix)
+            return FMDatabaseError(
+                code: rc, message: "The rekey failed (\(FMDatabaseError.defaultMessage(for: rc)))" + suffix)
         }
         // SQLCipher 3.4.1 said OK; a write that failed during the rekey left its errno.
         switch systemError {
         case ENOSPC, EDQUOT:
             return FMDatabaseError(code: SQLITE_FULL, message: "The rekey did not take (the disk is full)" + suffix)
         case EIO:
-            return FMDatabaseError(code: SQLITE_IOERR, message: "The rekey did not take (a disk I/O error while writing)" + suffix)
+            return FMDatabaseError(
+                code: SQLITE_IOERR, message: "The rekey did not take (a disk I/O error while writing)" + suffix)
         case EROFS:
-            return FMDatabaseError(code: SQLITE_READONLY, message: "The rekey did not take (a read-only file system)" + suffix)
+            return FMDatabaseError(
+                code: SQLITE_READONLY, message: "The rekey did not take (a read-only file system)" + suffix)
         default:
             break
         }
@@ -428,23 +438,33 @@ extension FMDatabase {
             // EXCLUSIVE, as the rekey's commit needs: a reader's shared lock blocks it in rollback-journal mode.
             try connection.execute("BEGIN EXCLUSIVE")
             try connection.execute("ROLLBACK")
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED {
-            return FMDatabaseError(code: SQLITE_BUSY, message: "The rekey did not take (the database is locked by another connection)" + suffix)
-        } catch let error as FMDatabaseError where [SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR].contains(error.resultCode) {
-            return FMDatabaseError(code: error.resultCode, message: "The rekey did not take (\(error.message))" + suffix)
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED
+        {
+            return FMDatabaseError(
+                code: SQLITE_BUSY,
+                message: "The rekey did not take (the database is locked by another connection)" + suffix)
+        } catch let error as FMDatabaseError
+            where [SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR].contains(error.resultCode)
+        {
+            return FMDatabaseError(
+                code: error.resultCode, message: "The rekey did not take (\(error.message))" + suffix)
         } catch {
             // Judged below.
         }
         if let path = databasePath, isFileBacked, DatabaseFile.lacksSpaceToRewrite(path) {
-            return FMDatabaseError(code: SQLITE_FULL, message: "The rekey did not take (not enough free disk space to rewrite every page)" + suffix)
+            return FMDatabaseError(
+                code: SQLITE_FULL,
+                message: "The rekey did not take (not enough free disk space to rewrite every page)" + suffix)
         }
         if let check = try? connection.pragmaText("PRAGMA quick_check"), check != "ok" {
-            return FMDatabaseError(code: SQLITE_CORRUPT, message: "The rekey did not take: the database is damaged (\(check))" + suffix)
+            return FMDatabaseError(
+                code: SQLITE_CORRUPT, message: "The rekey did not take: the database is damaged (\(check))" + suffix)
         }
         // No lock is held now, space is there, the file is intact: SQLite did not say what stopped it.
         return FMDatabaseError(
             code: SQLITE_IOERR,
-            message: "The rekey did not take (SQLite did not report why: a write failed, or another connection held a lock "
+            message:
+                "The rekey did not take (SQLite did not report why: a write failed, or another connection held a lock "
                 + "that is gone now)" + suffix
         )
     }

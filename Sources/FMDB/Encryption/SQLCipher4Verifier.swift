@@ -26,7 +26,8 @@ enum SQLCipher4Verifier {
     /// to hold page 1, of a size that is not a whole number of 4096-byte pages, or whose HMAC does not match.
     static func isSQLCipher4File(atPath path: String, salt: Data, key: () throws -> DatabaseKey) -> Bool {
         guard let page = readPageOne(atPath: path), salt.count == 16, page.prefix(16) == salt,
-              let derived = try? encryptionKey(try key(), salt: salt) else {
+            let derived = try? encryptionKey(try key(), salt: salt)
+        else {
             return false
         }
         return pageOneMatches(page, key: derived, salt: salt)
@@ -36,7 +37,9 @@ enum SQLCipher4Verifier {
     static func readPageOne(atPath path: String) -> Data? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
-        guard let size = try? handle.seekToEnd(), size >= UInt64(pageSize), size % UInt64(pageSize) == 0 else { return nil }
+        guard let size = try? handle.seekToEnd(), size >= UInt64(pageSize), size % UInt64(pageSize) == 0 else {
+            return nil
+        }
         try? handle.seek(toOffset: 0)
         guard let page = try? handle.read(upToCount: pageSize), page.count == pageSize else { return nil }
         return page
@@ -49,15 +52,18 @@ enum SQLCipher4Verifier {
             return raw
         case .passphrase(let passphrase):
             let format = CipherFormat.v4
-            return try PBKDF2KeyProvider.derive(passphrase: passphrase, salt: salt, digest: format.kdfDigest,
-                                                iterations: format.kdfIterations)
+            return try PBKDF2KeyProvider.derive(
+                passphrase: passphrase, salt: salt, digest: format.kdfDigest,
+                iterations: format.kdfIterations)
         }
     }
 
     /// Whether page 1's stored HMAC is the one `key` gives.
     static func pageOneMatches(_ page: Data, key: SecureBytes, salt: Data) -> Bool {
         let hmacSalt = Data(salt.map { $0 ^ saltMask })
-        guard let hmacKey = try? PBKDF2KeyProvider.derive(passphrase: key, salt: hmacSalt, digest: .sha512, iterations: 2) else {
+        guard
+            let hmacKey = try? PBKDF2KeyProvider.derive(passphrase: key, salt: hmacSalt, digest: .sha512, iterations: 2)
+        else {
             return false
         }
         let payloadEnd = pageSize - reserve + ivSize
@@ -65,7 +71,8 @@ enum SQLCipher4Verifier {
         message.append(contentsOf: [1, 0, 0, 0])
         let stored = page[payloadEnd..<(payloadEnd + hmacSize)]
         guard hmacSize == MessageAuthentication.Digest.sha512.size,
-              let mac = try? MessageAuthentication.hmac(.sha512, key: hmacKey, message) else { return false }
+            let mac = try? MessageAuthentication.hmac(.sha512, key: hmacKey, message)
+        else { return false }
         // Constant time, as SQLCipher compares: the result says only "matches" or not.
         return stored.withUnsafeBytes { storedBytes in
             mac.withUnsafeBytes { macBytes in

@@ -9,7 +9,9 @@ enum KeySlotCrypto {
     static let tagLength = 16
 
     /// AES-256-GCM encryption of `plaintext` under `key` with a fresh random nonce: (nonce, ciphertext, tag).
-    static func seal(_ plaintext: SecureBytes, key: SecureBytes, aad: Data) throws -> (nonce: Data, ciphertext: Data, tag: Data) {
+    static func seal(_ plaintext: SecureBytes, key: SecureBytes, aad: Data) throws -> (
+        nonce: Data, ciphertext: Data, tag: Data
+    ) {
         try AuthenticatedEncryption.seal(plaintext, key: key, aad: aad, nonceLength: nonceLength, tagLength: tagLength)
     }
 

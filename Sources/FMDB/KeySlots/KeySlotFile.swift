@@ -91,7 +91,8 @@ struct KeySlotFile: Equatable {
         guard data.count <= maximumSize else { throw corrupt("it is larger than \(maximumSize) bytes") }
         let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         guard lines.count >= 4, lines.last?.isEmpty == true,
-              String(decoding: lines[0], as: UTF8.self) == "\(magic) \(version)" else {
+            String(decoding: lines[0], as: UTF8.self) == "\(magic) \(version)"
+        else {
             if let first = lines.first, String(decoding: first, as: UTF8.self).hasPrefix(magic + " ") {
                 throw corrupt("it is truncated, or of a format version this library does not read")
             }
@@ -107,7 +108,8 @@ struct KeySlotFile: Equatable {
         for line in lines[2..<(lines.count - 1)] {
             let parts = String(decoding: line, as: UTF8.self).split(separator: " ")
             guard parts.count == 3, parts[0] == "mac", let generation = Int(parts[1]),
-                  let mac = Data(hex: String(parts[2])), mac.count == 32 else {
+                let mac = Data(hex: String(parts[2])), mac.count == 32
+            else {
                 throw corrupt("its tag line cannot be read")
             }
             macs[generation] = mac
@@ -158,21 +160,29 @@ struct KeySlotFile: Equatable {
         guard body.generation <= Self.maximumGeneration, (body.pendingGeneration ?? 0) <= Self.maximumGeneration else {
             throw Self.corrupt("its data key generation is out of range")
         }
-        guard body.slots.count <= Self.maximumSlots else { throw Self.corrupt("it holds more than \(Self.maximumSlots) slots") }
+        guard body.slots.count <= Self.maximumSlots else {
+            throw Self.corrupt("it holds more than \(Self.maximumSlots) slots")
+        }
         guard Set(body.slots.map(\.id)).count == body.slots.count else { throw Self.corrupt("two slots share an id") }
         for slot in body.slots {
             // Ids go into the associated data as 4 bytes, and the next id is the largest plus one.
             guard slot.id > 0, slot.id <= Self.maximumSlotID else { throw Self.corrupt("a slot id is out of range") }
-            guard let kind = KeySlotKind(rawValue: slot.kind) else { throw Self.corrupt("slot \(slot.id) is of an unknown kind") }
-            guard Data(hex: slot.kdf.salt)?.count == 32 else { throw Self.corrupt("slot \(slot.id) has a malformed salt") }
+            guard let kind = KeySlotKind(rawValue: slot.kind) else {
+                throw Self.corrupt("slot \(slot.id) is of an unknown kind")
+            }
+            guard Data(hex: slot.kdf.salt)?.count == 32 else {
+                throw Self.corrupt("slot \(slot.id) has a malformed salt")
+            }
             if let problem = KeySlotKDFBounds.problem(with: slot.kdf, kind: kind) {
                 throw Self.corrupt("slot \(slot.id) has unusable key derivation parameters (\(problem))")
             }
             guard Set(slot.wraps.map(\.generation)) == Set(generations), slot.wraps.count == generations.count else {
                 throw Self.corrupt("slot \(slot.id) does not wrap the data key of every generation")
             }
-            for wrap in slot.wraps where wrap.nonce.count != KeySlotCrypto.nonceLength
-                || wrap.tag.count != KeySlotCrypto.tagLength || wrap.ciphertext.count != KeySlotCrypto.dataKeyLength {
+            for wrap in slot.wraps
+            where wrap.nonce.count != KeySlotCrypto.nonceLength
+                || wrap.tag.count != KeySlotCrypto.tagLength || wrap.ciphertext.count != KeySlotCrypto.dataKeyLength
+            {
                 throw Self.corrupt("slot \(slot.id) has a malformed wrapped key")
             }
         }
@@ -188,8 +198,10 @@ struct KeySlotFile: Equatable {
     func associatedData(slot: Slot, generation: Int) -> Data {
         var aad = Data("fmdb-cipher-keyslots/\(Self.version)\u{0}".utf8)
         aad += databaseSalt ?? Data()
-        aad += Data([UInt8(truncatingIfNeeded: slot.id >> 24), UInt8(truncatingIfNeeded: slot.id >> 16),
-                     UInt8(truncatingIfNeeded: slot.id >> 8), UInt8(truncatingIfNeeded: slot.id)])
+        aad += Data([
+            UInt8(truncatingIfNeeded: slot.id >> 24), UInt8(truncatingIfNeeded: slot.id >> 16),
+            UInt8(truncatingIfNeeded: slot.id >> 8), UInt8(truncatingIfNeeded: slot.id),
+        ])
         aad += Data("\u{0}\(generation)\u{0}\(slot.kind)\u{0}\(slot.kdf.canonical)\u{0}\(slot.created)".utf8)
         return aad
     }
@@ -205,20 +217,24 @@ struct KeySlotFile: Equatable {
             case .scrypt(let n, let r, let p):
                 parameters = KDFParameters(name: "scrypt", n: n, r: r, p: p, iterations: nil, salt: salt)
             case .pbkdf2SHA512(let iterations):
-                parameters = KDFParameters(name: "pbkdf2-sha512", n: nil, r: nil, p: nil, iterations: iterations, salt: salt)
+                parameters = KDFParameters(
+                    name: "pbkdf2-sha512", n: nil, r: nil, p: nil, iterations: iterations, salt: salt)
             }
         case .rawKey, .recoveryKey:
             parameters = KDFParameters(name: "hmac-sha256", n: nil, r: nil, p: nil, iterations: nil, salt: salt)
         }
-        var slot = Slot(id: id, kind: secret.kind.rawValue, created: Int64(Date().timeIntervalSince1970),
-                        kdf: parameters, wraps: [])
+        var slot = Slot(
+            id: id, kind: secret.kind.rawValue, created: Int64(Date().timeIntervalSince1970),
+            kdf: parameters, wraps: [])
         let kek = try Self.keyEncryptionKey(for: secret, parameters: parameters)
         for generation in generations {
             guard let dataKey = dataKeys[generation] else {
                 throw FMDatabaseError.misuse("Internal: no data key for generation \(generation).")
             }
-            let sealed = try KeySlotCrypto.seal(dataKey, key: kek, aad: associatedData(slot: slot, generation: generation))
-            slot.wraps.append(Wrap(generation: generation, nonce: sealed.nonce, ciphertext: sealed.ciphertext, tag: sealed.tag))
+            let sealed = try KeySlotCrypto.seal(
+                dataKey, key: kek, aad: associatedData(slot: slot, generation: generation))
+            slot.wraps.append(
+                Wrap(generation: generation, nonce: sealed.nonce, ciphertext: sealed.ciphertext, tag: sealed.tag))
         }
         return slot
     }
@@ -231,8 +247,10 @@ struct KeySlotFile: Equatable {
             guard let dataKey = dataKeys[generation] else {
                 throw FMDatabaseError.misuse("Internal: no data key for generation \(generation).")
             }
-            let sealed = try KeySlotCrypto.seal(dataKey, key: kek, aad: associatedData(slot: slot, generation: generation))
-            slot.wraps.append(Wrap(generation: generation, nonce: sealed.nonce, ciphertext: sealed.ciphertext, tag: sealed.tag))
+            let sealed = try KeySlotCrypto.seal(
+                dataKey, key: kek, aad: associatedData(slot: slot, generation: generation))
+            slot.wraps.append(
+                Wrap(generation: generation, nonce: sealed.nonce, ciphertext: sealed.ciphertext, tag: sealed.tag))
         }
         return slot
     }
@@ -250,10 +268,12 @@ struct KeySlotFile: Equatable {
             let kek = try Self.keyEncryptionKey(for: secret, parameters: slot.kdf)
             var keys: [Int: SecureBytes] = [:]
             for wrap in slot.wraps {
-                guard let key = try KeySlotCrypto.open(
-                    ciphertext: wrap.ciphertext, nonce: wrap.nonce, tag: wrap.tag, key: kek,
-                    aad: associatedData(slot: slot, generation: wrap.generation)
-                ) else { break }
+                guard
+                    let key = try KeySlotCrypto.open(
+                        ciphertext: wrap.ciphertext, nonce: wrap.nonce, tag: wrap.tag, key: kek,
+                        aad: associatedData(slot: slot, generation: wrap.generation)
+                    )
+                else { break }
                 keys[wrap.generation] = key
             }
             if keys.count == slot.wraps.count { return Unlocked(slotID: slot.id, kek: kek, dataKeys: keys) }
@@ -270,21 +290,27 @@ struct KeySlotFile: Equatable {
 
     /// The key-encryption key of `secret` under a slot's parameters.
     static func keyEncryptionKey(for secret: KeySlotSecret, parameters: KDFParameters) throws -> SecureBytes {
-        guard let salt = Data(hex: parameters.salt), salt.count == 32 else { throw corrupt("a slot has a malformed salt") }
+        guard let salt = Data(hex: parameters.salt), salt.count == 32 else {
+            throw corrupt("a slot has a malformed salt")
+        }
         switch (secret.kind, parameters.name) {
         case (.passphrase, "scrypt"):
             guard KeySlotKDFBounds.problem(with: parameters, kind: .passphrase) == nil,
-                  let n = parameters.n, let r = parameters.r, let p = parameters.p else {
+                let n = parameters.n, let r = parameters.r, let p = parameters.p
+            else {
                 throw corrupt("a slot has unusable scrypt parameters")
             }
             return try KeySlotCrypto.scrypt(secret.bytes, salt: salt, n: n, r: r, p: p)
         case (.passphrase, "pbkdf2-sha512"):
-            guard KeySlotKDFBounds.problem(with: parameters, kind: .passphrase) == nil, let iterations = parameters.iterations else {
+            guard KeySlotKDFBounds.problem(with: parameters, kind: .passphrase) == nil,
+                let iterations = parameters.iterations
+            else {
                 throw corrupt("a slot has unusable PBKDF2 parameters")
             }
             return try KeySlotCrypto.pbkdf2SHA512(secret.bytes, salt: salt, iterations: iterations)
         case (.rawKey, "hmac-sha256"), (.recoveryKey, "hmac-sha256"):
-            return try KeySlotCrypto.hmacSHA256(key: secret.bytes, Data("fmdb-cipher-keyslots/1 \(secret.kind.rawValue)\u{0}".utf8) + salt)
+            return try KeySlotCrypto.hmacSHA256(
+                key: secret.bytes, Data("fmdb-cipher-keyslots/1 \(secret.kind.rawValue)\u{0}".utf8) + salt)
         default:
             throw corrupt("a slot's key derivation does not fit its kind")
         }
@@ -316,7 +342,9 @@ enum KeySlotKDFBounds {
         let rp = r.multipliedReportingOverflow(by: p)
         guard !rp.overflow, rp.partialValue < scryptRTimesPLimit else { return "scrypt r times p must be below 2^30" }
         let work = n.multipliedReportingOverflow(by: rp.partialValue)
-        guard !work.overflow, work.partialValue <= scryptWorkLimit else { return "scrypt N times r times p must be at most 2^25" }
+        guard !work.overflow, work.partialValue <= scryptWorkLimit else {
+            return "scrypt N times r times p must be at most 2^25"
+        }
         let blocks = n.addingReportingOverflow(p + 2)
         let perBlock = r.multipliedReportingOverflow(by: 128)
         let memory = blocks.partialValue.multipliedReportingOverflow(by: perBlock.partialValue)
@@ -335,7 +363,9 @@ enum KeySlotKDFBounds {
     static func problem(with kdf: KeySlotFile.KDFParameters, kind: KeySlotKind) -> String? {
         switch (kind, kdf.name) {
         case (.passphrase, "scrypt"):
-            guard let n = kdf.n, let r = kdf.r, let p = kdf.p, kdf.iterations == nil else { return "scrypt needs N, r and p only" }
+            guard let n = kdf.n, let r = kdf.r, let p = kdf.p, kdf.iterations == nil else {
+                return "scrypt needs N, r and p only"
+            }
             return scryptProblem(n: n, r: r, p: p)
         case (.passphrase, "pbkdf2-sha512"):
             guard let iterations = kdf.iterations, kdf.n == nil, kdf.r == nil, kdf.p == nil else {
@@ -343,7 +373,8 @@ enum KeySlotKDFBounds {
             }
             return pbkdf2Problem(iterations: iterations)
         case (.rawKey, "hmac-sha256"), (.recoveryKey, "hmac-sha256"):
-            return kdf.n == nil && kdf.r == nil && kdf.p == nil && kdf.iterations == nil ? nil : "HMAC-SHA256 takes no parameters"
+            return kdf.n == nil && kdf.r == nil && kdf.p == nil && kdf.iterations == nil
+                ? nil : "HMAC-SHA256 takes no parameters"
         default:
             return "the key derivation does not fit the slot's kind"
         }

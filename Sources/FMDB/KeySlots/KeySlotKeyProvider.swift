@@ -124,7 +124,9 @@ public struct KeySlotKDF: Sendable, Equatable {
                 throw FMDatabaseError.misuse("Unusable scrypt parameters: \(problem).")
             }
         case .pbkdf2SHA512(let iterations):
-            guard iterations >= KeySlotKDFBounds.pbkdf2Iterations.lowerBound, iterations <= KeySlotKDFBounds.pbkdf2Iterations.upperBound else {
+            guard iterations >= KeySlotKDFBounds.pbkdf2Iterations.lowerBound,
+                iterations <= KeySlotKDFBounds.pbkdf2Iterations.upperBound
+            else {
                 throw FMDatabaseError.misuse("PBKDF2 iterations must be between 1,000 and 10,000,000.")
             }
             guard allowsWeak || iterations >= Self.minimumPBKDF2Iterations else {
@@ -274,7 +276,8 @@ public final class KeySlotKeyProvider: KeyProvider {
         if let cached = state.withLock({ $0.keys[cacheKey] }) {
             return .raw(secure: cached, salt: nil)
         }
-        let opened = try KeySlots.unlock(bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
+        let opened = try KeySlots.unlock(
+            bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
         let key = try opened.currentDataKey(databasePath: path)
         state.withLock { state in
             state.keys[cacheKey] = key
@@ -290,7 +293,8 @@ public final class KeySlotKeyProvider: KeyProvider {
     private func keyForNewDatabase(at path: String) throws -> DatabaseKey {
         let noDatabase = FMDatabaseError(
             code: SQLITE_CANTOPEN,
-            message: "There is no slotted database at \(path) (create one with KeySlots.createDatabase or fmdb-cipher keys init)."
+            message:
+                "There is no slotted database at \(path) (create one with KeySlots.createDatabase or fmdb-cipher keys init)."
         )
         // A plaintext (or unreadable) file has no salt either: only a database yet to be made takes the
         // slot file's identity.
@@ -303,22 +307,28 @@ public final class KeySlotKeyProvider: KeyProvider {
         guard newDatabasePath == Self.standardized(path) else {
             throw FMDatabaseError(
                 code: SQLITE_CANTOPEN,
-                message: "There is no database at \(path) (or it is empty), and the key slot file beside it is not used "
+                message:
+                    "There is no database at \(path) (or it is empty), and the key slot file beside it is not used "
                     + "to create one: a slotted database is made with KeySlots.createDatabase or fmdb-cipher keys init, "
                     + "a copy through KeySlotKeyProvider.creatingDatabase(at:)."
             )
         }
         let bytes = try KeySlotStorage.read(slotPath)
-        guard let salt = try KeySlotFile.parse(bytes).file.databaseSalt else { throw KeySlotFile.corrupt("its database salt is malformed") }
+        guard let salt = try KeySlotFile.parse(bytes).file.databaseSalt else {
+            throw KeySlotFile.corrupt("its database salt is malformed")
+        }
         let digest = bytes.withUnsafeBytes { KeySlotCrypto.sha256($0) }
         let cacheKey = CacheKey(salt: salt, fileDigest: digest)
         if let cached = state.withLock({ $0.keys[cacheKey] }) {
             return .raw(secure: cached, salt: SecureBytes(salt))
         }
-        let opened = try KeySlots.unlock(bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
+        let opened = try KeySlots.unlock(
+            bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
         // An empty file cannot tell which key of a pending rotation it is under: it takes the current one,
         // which the slot file wraps too (opening it later probes, as for any database).
-        guard let key = opened.dataKeys[opened.file.body.generation] else { throw KeySlotFile.corrupt("a generation is missing") }
+        guard let key = opened.dataKeys[opened.file.body.generation] else {
+            throw KeySlotFile.corrupt("a generation is missing")
+        }
         state.withLock { state in
             state.keys[cacheKey] = key
             state.unlocks += 1

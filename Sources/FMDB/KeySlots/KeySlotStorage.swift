@@ -49,11 +49,15 @@ enum KeySlotStorage {
             let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw FMDatabaseError(code: SQLITE_IOERR, message: "Cannot read the key slot file \(path): \(String(cString: strerror(errno))).")
+                throw FMDatabaseError(
+                    code: SQLITE_IOERR,
+                    message: "Cannot read the key slot file \(path): \(String(cString: strerror(errno))).")
             }
             if n == 0 { break }
             data.append(contentsOf: chunk[0..<n])
-            if data.count > KeySlotFile.maximumSize { throw KeySlotFile.corrupt("it is larger than \(KeySlotFile.maximumSize) bytes") }
+            if data.count > KeySlotFile.maximumSize {
+                throw KeySlotFile.corrupt("it is larger than \(KeySlotFile.maximumSize) bytes")
+            }
         }
         return data
     }
@@ -70,7 +74,8 @@ enum KeySlotStorage {
     static func writeAtomically(_ data: Data, to path: String, replacing: Bool = true) throws -> Durability {
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
-        let temporary = directory + "/." + url.lastPathComponent + temporaryMarker
+        let temporary =
+            directory + "/." + url.lastPathComponent + temporaryMarker
             + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ioError("create a temporary file in \(directory)", code: SQLITE_CANTOPEN) }
@@ -103,7 +108,9 @@ enum KeySlotStorage {
                 }
             } else {
                 if link(temporary, path) != 0 {
-                    if errno == EEXIST { throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists.") }
+                    if errno == EEXIST {
+                        throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists.")
+                    }
                     let error = ioError("create \(path)")
                     guard holds(path, data) else { throw error }
                 }

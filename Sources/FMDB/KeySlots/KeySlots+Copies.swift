@@ -49,10 +49,13 @@ extension KeySlots {
         guard parsed.file.databaseSalt == (try databaseSalt(sourceDatabase)) else {
             throw FMDatabaseError(
                 code: SQLITE_NOTADB,
-                message: "The key slot file \(sourceSlots) belongs to another database (its salt is not this database's)."
+                message:
+                    "The key slot file \(sourceSlots) belongs to another database (its salt is not this database's)."
             )
         }
-        try KeySlotStorage.writeAtomically(bytes, to: slotFilePath(forDatabaseAt: destinationDatabase), replacing: false).requireSynced()
+        try KeySlotStorage.writeAtomically(
+            bytes, to: slotFilePath(forDatabaseAt: destinationDatabase), replacing: false
+        ).requireSynced()
     }
 
     /// Runs `body` holding the exclusive lock that serializes changes of the slot file of the database at
@@ -90,21 +93,27 @@ extension KeySlots {
     /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
     @discardableResult
     public static func createSlotFile(
-        forNewDatabaseAt path: String, secret: KeySlotSecret, kdf: KeySlotKDF = .default, addingRecoveryKey: Bool = false
+        forNewDatabaseAt path: String, secret: KeySlotSecret, kdf: KeySlotKDF = .default,
+        addingRecoveryKey: Bool = false
     ) throws -> (slots: [KeySlotInfo], recoveryKey: RecoveryKey?) {
         let secret = try secret.validated()
         guard secret.kind != .recoveryKey else {
-            throw FMDatabaseError.misuse("Recovery keys are generated, not given: use a passphrase or raw key, and addingRecoveryKey.")
+            throw FMDatabaseError.misuse(
+                "Recovery keys are generated, not given: use a passphrase or raw key, and addingRecoveryKey.")
         }
         if secret.kind == .passphrase { try kdf.validate() }
         guard DatabaseFile.kind(atPath: path).isNew else {
-            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) is not a new database: a slot file is made for a database to be created.")
+            throw FMDatabaseError(
+                code: SQLITE_CANTOPEN,
+                message: "\(path) is not a new database: a slot file is made for a database to be created.")
         }
         let dataKey = try secureRandomBytes(KeySlotCrypto.dataKeyLength)
         let salt = try secureRandomBytes(16).withUnsafeBytes { Data($0) }
         let keys = [1: dataKey]
-        var file = KeySlotFile(body: .init(version: KeySlotFile.version, databaseSalt: salt.hexString,
-                                           generation: 1, pendingGeneration: nil, slots: []))
+        var file = KeySlotFile(
+            body: .init(
+                version: KeySlotFile.version, databaseSalt: salt.hexString,
+                generation: 1, pendingGeneration: nil, slots: []))
         file.body.slots = [try file.makeSlot(id: 1, secret: secret, kdf: kdf, dataKeys: keys)]
         var recovery: RecoveryKey?
         if addingRecoveryKey {
@@ -113,8 +122,10 @@ extension KeySlots {
             file.body.slots.append(try file.makeSlot(id: 2, secret: recoverySecret, kdf: .default, dataKeys: keys))
             recovery = RecoveryKey(text: generated.text)
         }
-        try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotFilePath(forDatabaseAt: path), replacing: false)
-            .requireSynced()
+        try KeySlotStorage.writeAtomically(
+            file.serialized(dataKeys: keys), to: slotFilePath(forDatabaseAt: path), replacing: false
+        )
+        .requireSynced()
         return (file.body.slots.map(info), recovery)
     }
 }

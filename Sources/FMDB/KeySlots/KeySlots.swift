@@ -67,10 +67,13 @@ public enum KeySlots {
     ///   cannot be created; SQLITE_IOERR / SQLITE_FULL when a write fails (nothing is then at `path`);
     ///   SQLITE_MISUSE for KDF parameters below the floor.
     @discardableResult
-    public static func createDatabase(at path: String, secret: KeySlotSecret, kdf: KeySlotKDF = .default) throws -> KeySlotInfo {
+    public static func createDatabase(at path: String, secret: KeySlotSecret, kdf: KeySlotKDF = .default) throws
+        -> KeySlotInfo
+    {
         let secret = try secret.validated()
         guard secret.kind != .recoveryKey else {
-            throw FMDatabaseError.misuse("Recovery keys are generated, not given: create with a passphrase or raw key, then addRecoverySlot.")
+            throw FMDatabaseError.misuse(
+                "Recovery keys are generated, not given: create with a passphrase or raw key, then addRecoverySlot.")
         }
         if secret.kind == .passphrase { try kdf.validate() }
         let slotPath = slotFilePath(forDatabaseAt: path)
@@ -78,14 +81,16 @@ public enum KeySlots {
             var existing = stat()
             // lstat: nothing at all may be there, not even a dangling symbolic link (SQLite would follow it).
             guard lstat(path, &existing) != 0, errno == ENOENT else {
-                throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) already exists: key slots are set up on a new database.")
+                throw FMDatabaseError(
+                    code: SQLITE_CANTOPEN, message: "\(path) already exists: key slots are set up on a new database.")
             }
             removeCreationLeftovers(of: path)
             guard lstat(slotPath, &existing) != 0, errno == ENOENT else {
                 throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The key slot file \(slotPath) already exists.")
             }
             let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
-            let staging = directory + "/" + creationPrefix(of: path) + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            let staging =
+                directory + "/" + creationPrefix(of: path) + String(UInt64.random(in: 0...UInt64.max), radix: 36)
             let dataKey = try secureRandomBytes(KeySlotCrypto.dataKeyLength)
             let salt = try secureRandomBytes(16)
             // The library makes the file itself, private whatever the umask and never through a link;
@@ -102,14 +107,19 @@ public enum KeySlots {
                 db.close()
                 // What SQLite wrote must be the file made above, not something swapped in at the name meanwhile.
                 guard isFile(staging, created.info) else {
-                    throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(staging) was replaced while the database was being created.")
+                    throw FMDatabaseError(
+                        code: SQLITE_CANTOPEN, message: "\(staging) was replaced while the database was being created.")
                 }
                 let saltData = salt.withUnsafeBytes { Data($0) }
                 guard DatabaseFile.kind(atPath: staging) == .encrypted(salt: saltData) else {
-                    throw FMDatabaseError(code: SQLITE_ERROR, message: "The new database's header does not hold the salt it was created with.")
+                    throw FMDatabaseError(
+                        code: SQLITE_ERROR,
+                        message: "The new database's header does not hold the salt it was created with.")
                 }
-                var file = KeySlotFile(body: .init(version: KeySlotFile.version, databaseSalt: saltData.hexString,
-                                                   generation: 1, pendingGeneration: nil, slots: []))
+                var file = KeySlotFile(
+                    body: .init(
+                        version: KeySlotFile.version, databaseSalt: saltData.hexString,
+                        generation: 1, pendingGeneration: nil, slots: []))
                 let slot = try file.makeSlot(id: 1, secret: secret, kdf: kdf, dataKeys: [1: dataKey])
                 file.body.slots = [slot]
                 let bytes = try file.serialized(dataKeys: [1: dataKey])
@@ -126,8 +136,9 @@ public enum KeySlots {
                 published = true
                 unlink(staging)
                 if let failure = KeySlotStorage.syncDirectory(directory) {
-                    warn("\(path) and its key slot file were created, but the directory could not be synced (\(failure.message)): "
-                         + "a power loss may undo the creation until the file system is synced.")
+                    warn(
+                        "\(path) and its key slot file were created, but the directory could not be synced (\(failure.message)): "
+                            + "a power loss may undo the creation until the file system is synced.")
                 }
                 return info(slot)
             } catch {
@@ -165,7 +176,8 @@ public enum KeySlots {
         let directory = url.deletingLastPathComponent().path
         let prefix = creationPrefix(of: path)
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory),
-              names.contains(where: { $0.hasPrefix(prefix) }) else { return }
+            names.contains(where: { $0.hasPrefix(prefix) })
+        else { return }
         var database = stat()
         let databaseExists = lstat(path, &database) == 0
         let slotPath = slotFilePath(forDatabaseAt: path)
@@ -177,12 +189,14 @@ public enum KeySlots {
             guard lstat(staged, &info) == 0 else { continue }
             if databaseExists {
                 // Only a second name of the database at `path` (a crash between link and unlink) goes.
-                guard (info.st_mode & S_IFMT) == S_IFREG, info.st_dev == database.st_dev, info.st_ino == database.st_ino else { continue }
+                guard (info.st_mode & S_IFMT) == S_IFREG, info.st_dev == database.st_dev, info.st_ino == database.st_ino
+                else { continue }
                 unlink(staged)
                 continue
             }
             if (info.st_mode & S_IFMT) == S_IFREG, info.st_nlink == 1, let slotSalt,
-               case .encrypted(let salt) = DatabaseFile.kind(atPath: staged), salt == slotSalt {
+                case .encrypted(let salt) = DatabaseFile.kind(atPath: staged), salt == slotSalt
+            {
                 slotFileIsLeftover = true
             }
             unlink(staged)
@@ -252,7 +266,9 @@ public enum KeySlots {
     /// let (slot, recovery) = try KeySlots.addRecoverySlot(to: path, unlockingWith: .passphrase("admin"))
     /// print("Recovery key (slot \(slot.id)): \(recovery.formattedText)")
     /// ```
-    public static func addRecoverySlot(to path: String, unlockingWith secret: KeySlotSecret) throws -> (slot: KeySlotInfo, key: RecoveryKey) {
+    public static func addRecoverySlot(to path: String, unlockingWith secret: KeySlotSecret) throws -> (
+        slot: KeySlotInfo, key: RecoveryKey
+    ) {
         let generated = try RecoveryKeyCode.generate()
         let recovery = KeySlotSecret(kind: .recoveryKey, bytes: generated.bytes)
         let slot = try modify(path, unlockingWith: secret) { file, keys, _ in
@@ -282,7 +298,8 @@ public enum KeySlots {
                 throw FMDatabaseError.misuse("There is no key slot \(id).")
             }
             guard file.body.slots.count > 1 else {
-                throw FMDatabaseError.misuse("Slot \(id) is the last key slot: removing it would make the database unreadable.")
+                throw FMDatabaseError.misuse(
+                    "Slot \(id) is the last key slot: removing it would make the database unreadable.")
             }
             let opened = try file.slotIDs(openedBy: secret)
             if opened.contains(id) {
@@ -313,10 +330,13 @@ public enum KeySlots {
     /// - Note: someone who kept a copy of the old slot file and knows the old secret can still unwrap
     ///   the data key from that copy. Use `rotateDataKey` when that matters.
     @discardableResult
-    public static func changeSlot(of path: String, from old: KeySlotSecret, to new: KeySlotSecret, kdf: KeySlotKDF = .default) throws -> KeySlotInfo {
+    public static func changeSlot(
+        of path: String, from old: KeySlotSecret, to new: KeySlotSecret, kdf: KeySlotKDF = .default
+    ) throws -> KeySlotInfo {
         let new = try new.validated()
         guard new.kind != .recoveryKey else {
-            throw FMDatabaseError.misuse("Recovery keys are generated, not given: use addRecoverySlot, then removeSlot.")
+            throw FMDatabaseError.misuse(
+                "Recovery keys are generated, not given: use addRecoverySlot, then removeSlot.")
         }
         let old = try old.validated()
         return try modify(path, unlockingWith: old, revoking: { old }) { file, keys, unlockedID in
@@ -348,7 +368,9 @@ public enum KeySlots {
     ) throws -> R {
         let slotPath = slotFilePath(forDatabaseAt: path)
         let salt = try databaseSalt(path)
-        let opened = try unlock(KeySlotStorage.read(slotPath), secret: secret.validated(), slotID: nil, databaseSalt: salt, slotPath: slotPath)
+        let opened = try unlock(
+            KeySlotStorage.read(slotPath), secret: secret.validated(), slotID: nil, databaseSalt: salt,
+            slotPath: slotPath)
         // Only a key the database positively opens with is handed out for escrow.
         let key = try opened.currentDataKey(databasePath: path, verifying: true)
         return try key.lowercaseHex().withUnsafeBytes(body)
@@ -384,7 +406,9 @@ public enum KeySlots {
     ///   run (another connection was reading): until a later checkpoint the main file still holds pages
     ///   under the old data key.
     @discardableResult
-    public static func rotateDataKey(of path: String, secrets: [KeySlotSecret], droppingUnmatchedSlots: Bool = false) throws -> FMRekeyOutcome {
+    public static func rotateDataKey(of path: String, secrets: [KeySlotSecret], droppingUnmatchedSlots: Bool = false)
+        throws -> FMRekeyOutcome
+    {
         try rotateDataKey(of: path, secrets: secrets, droppingUnmatchedSlots: droppingUnmatchedSlots, finishing: true)
     }
 
@@ -394,12 +418,15 @@ public enum KeySlots {
         of path: String, secrets: [KeySlotSecret], droppingUnmatchedSlots: Bool, finishing: Bool,
         busyTimeout: TimeInterval = probeBusyTimeout
     ) throws -> FMRekeyOutcome {
-        guard let first = secrets.first else { throw FMDatabaseError.misuse("Rotating the data key needs at least one secret.") }
+        guard let first = secrets.first else {
+            throw FMDatabaseError.misuse("Rotating the data key needs at least one secret.")
+        }
         let slotPath = slotFilePath(forDatabaseAt: path)
         return try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {
             let salt = try databaseSalt(path)
             let original = try KeySlotStorage.read(slotPath)
-            var opened = try unlock(original, secret: first.validated(), slotID: nil, databaseSalt: salt, slotPath: slotPath)
+            var opened = try unlock(
+                original, secret: first.validated(), slotID: nil, databaseSalt: salt, slotPath: slotPath)
             let oldKey = try opened.settle(databasePath: path, busyTimeout: busyTimeout)
             var file = opened.file
             let oldGeneration = file.body.generation
@@ -424,17 +451,22 @@ public enum KeySlots {
             // (1) Pending: both keys wrapped in every kept slot.
             file.body.pendingGeneration = newGeneration
             file.body.slots = try file.body.slots.filter { keks[$0.id] != nil }.map { slot in
-                guard let kek = keks[slot.id] else { throw FMDatabaseError.misuse("Internal: no key for slot \(slot.id).") }
+                guard let kek = keks[slot.id] else {
+                    throw FMDatabaseError.misuse("Internal: no key for slot \(slot.id).")
+                }
                 return try file.rewrap(slot, kek: kek, dataKeys: keys)
             }
-            if case .notSynced(let failure) = try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath) {
+            if case .notSynced(let failure) = try KeySlotStorage.writeAtomically(
+                file.serialized(dataKeys: keys), to: slotPath)
+            {
                 // The rekey is durable when it commits; the pending slot file might not be: a power loss could
                 // then leave the database under a key no slot file on disk wraps. Not rotated: the database is
                 // untouched, and the old slot file goes back (the pending one opens it too, should that fail).
                 _ = try? KeySlotStorage.writeAtomically(original, to: slotPath)
                 throw FMDatabaseError(
                     code: failure.extendedCode,
-                    message: "The data key was not rotated: the pending key slot file could not be made durable (\(failure.message)); "
+                    message:
+                        "The data key was not rotated: the pending key slot file could not be made durable (\(failure.message)); "
                         + "the database was not touched and the old data key still opens it."
                 )
             }
@@ -469,17 +501,21 @@ public enum KeySlots {
                 file.body.slots[index].wraps.removeAll { $0.generation != newGeneration }
             }
             do {
-                let durability = try KeySlotStorage.writeAtomically(file.serialized(dataKeys: [newGeneration: newKey]), to: slotPath)
+                let durability = try KeySlotStorage.writeAtomically(
+                    file.serialized(dataKeys: [newGeneration: newKey]), to: slotPath)
                 if case .notSynced(let failure) = durability {
-                    warn("The data key was rotated and the key slot file \(slotPath) finished, but its directory could not be synced "
-                         + "(\(failure.message)): after a power loss the slot file may be the pending one again (it wraps both keys "
-                         + "and opens the database through every kept slot; the next slot change finishes it).")
+                    warn(
+                        "The data key was rotated and the key slot file \(slotPath) finished, but its directory could not be synced "
+                            + "(\(failure.message)): after a power loss the slot file may be the pending one again (it wraps both keys "
+                            + "and opens the database through every kept slot; the next slot change finishes it).")
                 }
             } catch {
                 // The database is under the new key: the rotation is done. The pending file opens it through
                 // every kept slot, and the next slot change finishes it.
-                warn("The data key was rotated, but the key slot file \(slotPath) stays pending (both keys wrapped; it opens the "
-                     + "database through every kept slot, and the next slot change finishes it): \((error as NSError).localizedDescription)")
+                warn(
+                    "The data key was rotated, but the key slot file \(slotPath) stays pending (both keys wrapped; it opens the "
+                        + "database through every kept slot, and the next slot change finishes it): \((error as NSError).localizedDescription)"
+                )
             }
             return outcome
         }
@@ -499,16 +535,22 @@ public enum KeySlots {
         /// current generation's, checked against the file when `verifying` (escrow, printing).
         /// - Throws: SQLITE_BUSY (or the real cause) when the file could not be checked; SQLITE_NOTADB when
         ///   no data key of the slot file opens it.
-        func currentDataKey(databasePath: String, verifying: Bool = false,
-                            busyTimeout: TimeInterval = KeySlots.probeBusyTimeout) throws -> SecureBytes {
-            guard let current = dataKeys[file.body.generation] else { throw KeySlotFile.corrupt("a generation is missing") }
+        func currentDataKey(
+            databasePath: String, verifying: Bool = false,
+            busyTimeout: TimeInterval = KeySlots.probeBusyTimeout
+        ) throws -> SecureBytes {
+            guard let current = dataKeys[file.body.generation] else {
+                throw KeySlotFile.corrupt("a generation is missing")
+            }
             guard let pending = file.body.pendingGeneration, let next = dataKeys[pending] else {
                 guard verifying else { return current }
                 let probe = KeySlots.probe(databasePath, key: current, busyTimeout: busyTimeout)
                 switch probe {
                 case .opens: return current
                 case .doesNotOpen:
-                    throw FMDatabaseError(code: SQLITE_NOTADB, message: "The data key in the key slot file does not open \(databasePath).")
+                    throw FMDatabaseError(
+                        code: SQLITE_NOTADB, message: "The data key in the key slot file does not open \(databasePath)."
+                    )
                 case .locked, .couldNotCheck:
                     throw KeySlots.uncheckedError(databasePath, probe)
                 }
@@ -533,7 +575,9 @@ public enum KeySlots {
 
         /// Finishes a pending rotation in the file (in memory): keeps only the generation whose key
         /// positively opens the database (see `currentDataKey`). Returns its data key.
-        mutating func settle(databasePath: String, busyTimeout: TimeInterval = KeySlots.probeBusyTimeout) throws -> SecureBytes {
+        mutating func settle(databasePath: String, busyTimeout: TimeInterval = KeySlots.probeBusyTimeout) throws
+            -> SecureBytes
+        {
             let key = try currentDataKey(databasePath: databasePath, busyTimeout: busyTimeout)
             guard let pending = file.body.pendingGeneration, let next = dataKeys[pending] else { return key }
             let kept = next.isEqual(to: key) ? pending : file.body.generation
@@ -548,7 +592,9 @@ public enum KeySlots {
 
     /// Parses `bytes`, checks they belong to the database with `databaseSalt`, unwraps the data key with
     /// `secret` and verifies the whole-file tag.
-    static func unlock(_ bytes: Data, secret: KeySlotSecret, slotID: Int?, databaseSalt: Data, slotPath: String) throws -> Opened {
+    static func unlock(_ bytes: Data, secret: KeySlotSecret, slotID: Int?, databaseSalt: Data, slotPath: String) throws
+        -> Opened
+    {
         let parsed = try KeySlotFile.parse(bytes)
         guard parsed.file.databaseSalt == databaseSalt else {
             throw FMDatabaseError(
@@ -559,13 +605,15 @@ public enum KeySlots {
         guard let unlocked = try parsed.file.unlock(with: secret, slotID: slotID) else {
             throw FMDatabaseError(
                 code: SQLITE_NOTADB,
-                message: "No key slot accepts this \(secret.kind == .rawKey ? "raw key" : secret.kind == .recoveryKey ? "recovery key" : "passphrase") "
+                message:
+                    "No key slot accepts this \(secret.kind == .rawKey ? "raw key" : secret.kind == .recoveryKey ? "recovery key" : "passphrase") "
                     + "(wrong key, or the slot was altered)."
             )
         }
         for generation in parsed.file.generations {
             guard let key = unlocked.dataKeys[generation],
-                  try KeySlotFile.verify(parsed.signed, macs: parsed.macs, generation: generation, dataKey: key) else {
+                try KeySlotFile.verify(parsed.signed, macs: parsed.macs, generation: generation, dataKey: key)
+            else {
                 throw KeySlotFile.corrupt("its tag does not verify")
             }
         }
@@ -583,7 +631,9 @@ public enum KeySlots {
         let slotPath = slotFilePath(forDatabaseAt: path)
         return try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {
             let salt = try databaseSalt(path)
-            var opened = try unlock(KeySlotStorage.read(slotPath), secret: secret.validated(), slotID: nil, databaseSalt: salt, slotPath: slotPath)
+            var opened = try unlock(
+                KeySlotStorage.read(slotPath), secret: secret.validated(), slotID: nil, databaseSalt: salt,
+                slotPath: slotPath)
             let key = try opened.settle(databasePath: path)
             var file = opened.file
             let keys = [file.body.generation: key]
@@ -597,14 +647,16 @@ public enum KeySlots {
                 guard still.isEmpty else {
                     throw FMDatabaseError(
                         code: SQLITE_ERROR,
-                        message: "The revoked secret still opens key slot(s) \(still.map(String.init).joined(separator: ", ")) of the file as written."
+                        message:
+                            "The revoked secret still opens key slot(s) \(still.map(String.init).joined(separator: ", ")) of the file as written."
                     )
                 }
             }
             if case .notSynced(let failure) = durability {
                 // The change took (the new file is at the path); only its durability is in doubt.
-                warn("The key slot file \(slotPath) was changed, but its directory could not be synced (\(failure.message)): "
-                     + "a power loss may bring the old slot file back until the file system is synced.")
+                warn(
+                    "The key slot file \(slotPath) was changed, but its directory could not be synced (\(failure.message)): "
+                        + "a power loss may bring the old slot file back until the file system is synced.")
             }
             return result
         }
@@ -625,7 +677,8 @@ public enum KeySlots {
         case .missing, .empty: throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "There is no database at \(path).")
         case .directory, .notRegularFile, .unreadable:
             throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path) is not a readable database file.")
-        case .plaintext: throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path) is not encrypted: it has no key slots.")
+        case .plaintext:
+            throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path) is not encrypted: it has no key slots.")
         case .truncated: throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path) is too short to be a database.")
         }
     }
@@ -640,7 +693,9 @@ public enum KeySlots {
     /// A copy made with other cipher settings (`export` with a page size) needs them to open: SQLITE_NOTADB
     /// is "does not open" only once every page size SQLCipher allows was tried (raw keys: no KDF, so each
     /// try is one page read).
-    static func probe(_ path: String, key: SecureBytes, busyTimeout: TimeInterval = probeBusyTimeout) -> Connection.KeyProbe {
+    static func probe(_ path: String, key: SecureBytes, busyTimeout: TimeInterval = probeBusyTimeout)
+        -> Connection.KeyProbe
+    {
         var answer = Connection.KeyProbe.couldNotCheck(FMDatabaseError(code: SQLITE_ERROR))
         for pageSize in [nil, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536] as [Int?] {
             answer = probe(path, key: key, pageSize: pageSize, busyTimeout: busyTimeout)
@@ -649,7 +704,9 @@ public enum KeySlots {
         return answer
     }
 
-    private static func probe(_ path: String, key: SecureBytes, pageSize: Int?, busyTimeout: TimeInterval) -> Connection.KeyProbe {
+    private static func probe(_ path: String, key: SecureBytes, pageSize: Int?, busyTimeout: TimeInterval)
+        -> Connection.KeyProbe
+    {
         let db = FMDatabase(path: path)
         db.logsErrors = false
         db.maxBusyRetryTimeInterval = busyTimeout
@@ -658,7 +715,8 @@ public enum KeySlots {
         }
         defer { db.close() }
         do {
-            try db.setKey(using: RawKeyProvider(key: .raw(secure: key, salt: nil)), settings: CipherSettings(pageSize: pageSize))
+            try db.setKey(
+                using: RawKeyProvider(key: .raw(secure: key, salt: nil)), settings: CipherSettings(pageSize: pageSize))
             return .opens
         } catch let error as FMDatabaseError {
             return Connection.classify(error)
@@ -672,7 +730,8 @@ public enum KeySlots {
         let cause = probe.verdict.error ?? FMDatabaseError(code: SQLITE_ERROR)
         return FMDatabaseError(
             code: cause.extendedCode,
-            message: "Could not check which data key \(path) is under (\(cause.message)); nothing was changed or handed out: "
+            message:
+                "Could not check which data key \(path) is under (\(cause.message)); nothing was changed or handed out: "
                 + "try again when the database is not locked and can be read."
         )
     }

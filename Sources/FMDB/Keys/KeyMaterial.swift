@@ -64,7 +64,8 @@ public struct KeyMaterial: Sendable, CustomStringConvertible {
     func rawKey() throws -> SecureBytes {
         if bytes.count == 32 { return bytes }
         guard bytes.count == 64 else {
-            throw FMDatabaseError.misuse("A raw key must be 32 bytes or 64 hexadecimal digits (got \(bytes.count) bytes).")
+            throw FMDatabaseError.misuse(
+                "A raw key must be 32 bytes or 64 hexadecimal digits (got \(bytes.count) bytes).")
         }
         return try bytes.withUnsafeBytes { hex in
             try SecureBytes(count: 32) { out in

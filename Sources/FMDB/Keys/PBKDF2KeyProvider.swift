@@ -99,8 +99,9 @@ public final class PBKDF2KeyProvider: KeyProvider {
 
     static func compatible(_ secret: SecureBytes, format: CipherFormat?) -> PBKDF2KeyProvider {
         let shown = format ?? .linkedDefault
-        return PBKDF2KeyProvider(secret: secret, digest: shown.kdfDigest, iterations: shown.kdfIterations,
-                                 allowsWeak: false, compatibility: .some(format))
+        return PBKDF2KeyProvider(
+            secret: secret, digest: shown.kdfDigest, iterations: shown.kdfIterations,
+            allowsWeak: false, compatibility: .some(format))
     }
 
     /// How many derivations this provider has run (one per distinct salt).
@@ -117,7 +118,8 @@ public final class PBKDF2KeyProvider: KeyProvider {
             // SQLCipher's own KDF for the format: below the floor only for SQLCipher 1 and 2 files.
             let format = compatibility ?? request.format
             return try cache.key(for: request, variant: UInt8(format.rawValue)) { salt in
-                try Self.derive(passphrase: passphrase, salt: salt, digest: format.kdfDigest, iterations: format.kdfIterations)
+                try Self.derive(
+                    passphrase: passphrase, salt: salt, digest: format.kdfDigest, iterations: format.kdfIterations)
             }
         }
         // OpenSSL takes the count as a C int: a larger one must not reach it clamped to another count.

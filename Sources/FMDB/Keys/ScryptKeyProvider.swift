@@ -41,7 +41,9 @@ public final class ScryptKeyProvider: KeyProvider {
         maxMemory: UInt64 = 64 * 1024 * 1024,
         unsafeAllowWeakParameters: Bool = false
     ) {
-        self.init(secret: SecureBytes(utf8: passphrase), n: n, r: r, p: p, maxMemory: maxMemory, allowsWeak: unsafeAllowWeakParameters)
+        self.init(
+            secret: SecureBytes(utf8: passphrase), n: n, r: r, p: p, maxMemory: maxMemory,
+            allowsWeak: unsafeAllowWeakParameters)
     }
 
     init(secret: SecureBytes, n: UInt64, r: UInt64, p: UInt64, maxMemory: UInt64, allowsWeak: Bool) {

@@ -49,11 +49,13 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         case .passphrase:
             provider = PassphraseKeyProvider(material: material.trimmingTrailingNewline())
         case .rawKey:
-            provider = try RawKeyProvider(material: material.count == 32 ? material : material.trimmingTrailingNewline())
+            provider = try RawKeyProvider(
+                material: material.count == 32 ? material : material.trimmingTrailingNewline())
         case .keySlot(.passphrase):
             provider = KeySlotKeyProvider(secret: .passphrase(material: material.trimmingTrailingNewline()))
         case .keySlot(.rawKey):
-            provider = KeySlotKeyProvider(secret: try .rawKey(material: material.count == 32 ? material : material.trimmingTrailingNewline()))
+            provider = KeySlotKeyProvider(
+                secret: try .rawKey(material: material.count == 32 ? material : material.trimmingTrailingNewline()))
         case .keySlot(.recoveryKey):
             provider = KeySlotKeyProvider(secret: try .recoveryKey(material: material))
         }
@@ -76,7 +78,9 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         credential name: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> KeyMaterial {
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
-            throw FMDatabaseError.misuse("A credential name is a file name: not empty, not \".\" or \"..\", no \"/\" (the name given is not shown).")
+            throw FMDatabaseError.misuse(
+                "A credential name is a file name: not empty, not \".\" or \"..\", no \"/\" (the name given is not shown)."
+            )
         }
         guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
             throw FMDatabaseError(
@@ -89,19 +93,24 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         // O_NONBLOCK: a FIFO there is opened at once and refused by the type check below, never waited on.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else {
-            let reason = errno == ENOENT ? "it does not exist (is LoadCredentialEncrypted=NAME:... in the unit?)"
+            let reason =
+                errno == ENOENT
+                ? "it does not exist (is LoadCredentialEncrypted=NAME:... in the unit?)"
                 : errno == ELOOP ? "it is a symbolic link" : String(cString: strerror(errno))
-            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "Cannot read the credential given (in \(directory)): \(reason).")
+            throw FMDatabaseError(
+                code: SQLITE_CANTOPEN, message: "Cannot read the credential given (in \(directory)): \(reason).")
         }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "The credential given (in \(directory)) is not a regular file.")
+            throw FMDatabaseError(
+                code: SQLITE_CANTOPEN, message: "The credential given (in \(directory)) is not a regular file.")
         }
         guard info.st_mode & 0o066 == 0 else {
             throw FMDatabaseError(
                 code: SQLITE_PERM,
-                message: "The credential given (in \(directory)) is readable or writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                message:
+                    "The credential given (in \(directory)) is readable or writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8))): "
                     + "refused; systemd makes credentials readable by the service only."
             )
         }
@@ -109,7 +118,8 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         guard stat(directory, &folder) == 0, folder.st_mode & 0o022 == 0 else {
             throw FMDatabaseError(
                 code: SQLITE_PERM,
-                message: "The directory CREDENTIALS_DIRECTORY names (\(directory)) is writable by group or others (mode "
+                message:
+                    "The directory CREDENTIALS_DIRECTORY names (\(directory)) is writable by group or others (mode "
                     + "\(String(folder.st_mode & 0o777, radix: 8))): refused, as anyone who can write there can replace the "
                     + "credential; systemd makes it read-only to the service."
             )
@@ -130,7 +140,9 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         guard material.count <= maximumSize else {
             throw FMDatabaseError.misuse("The credential given (in \(directory)) is larger than \(maximumSize) bytes.")
         }
-        guard !material.isEmpty else { throw FMDatabaseError.misuse("The credential given (in \(directory)) is empty.") }
+        guard !material.isEmpty else {
+            throw FMDatabaseError.misuse("The credential given (in \(directory)) is empty.")
+        }
         return material
     }
 }

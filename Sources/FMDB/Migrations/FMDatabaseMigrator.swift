@@ -62,9 +62,12 @@ public struct FMDatabaseMigrator: Sendable {
     ///   - migrate: Changes the schema or data. It runs inside the migration's transaction: throwing
     ///     rolls the migration back. It must not begin or commit transactions itself.
     /// - Precondition: `identifier` was not registered before (a programming error).
-    public mutating func registerMigration(_ identifier: String, migrate: @escaping @Sendable (FMDatabase) throws -> Void) {
-        precondition(!registered.contains { $0.identifier == identifier },
-                     "FMDatabaseMigrator: the migration \"\(identifier)\" is registered twice.")
+    public mutating func registerMigration(
+        _ identifier: String, migrate: @escaping @Sendable (FMDatabase) throws -> Void
+    ) {
+        precondition(
+            !registered.contains { $0.identifier == identifier },
+            "FMDatabaseMigrator: the migration \"\(identifier)\" is registered twice.")
         registered.append(Migration(identifier: identifier, migrate: migrate))
     }
 
@@ -128,8 +131,9 @@ public struct FMDatabaseMigrator: Sendable {
                 guard !applied.contains(migration.identifier) else { return }
                 try migration.migrate(db)
                 try Self.checkForeignKeys(db, after: migration.identifier)
-                try db.executeUpdate("INSERT INTO \(Self.tableName) (identifier, applied) VALUES (?, ?)",
-                                     values: [migration.identifier, Date().timeIntervalSince1970])
+                try db.executeUpdate(
+                    "INSERT INTO \(Self.tableName) (identifier, applied) VALUES (?, ?)",
+                    values: [migration.identifier, Date().timeIntervalSince1970])
             }
         }
     }
@@ -140,14 +144,16 @@ public struct FMDatabaseMigrator: Sendable {
         guard unknown.isEmpty else {
             throw FMDatabaseError(
                 code: SQLITE_ERROR,
-                message: "The database records migrations this program does not know (\(unknown.joined(separator: ", "))): "
+                message:
+                    "The database records migrations this program does not know (\(unknown.joined(separator: ", "))): "
                     + "it was migrated by another (newer) version of the program. Nothing was changed."
             )
         }
     }
 
     private static func applied(_ db: FMDatabase) throws -> [String] {
-        let exists = try db.executeQuery("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", values: [tableName])
+        let exists = try db.executeQuery(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", values: [tableName])
         let hasTable = try exists.nextWithError()
         exists.close()
         guard hasTable else { return [] }
@@ -167,7 +173,8 @@ public struct FMDatabaseMigrator: Sendable {
             let parent = rs.string(forColumnIndex: 2) ?? "?"
             throw FMDatabaseError(
                 code: SQLITE_CONSTRAINT,
-                message: "The migration \"\(identifier)\" left a foreign key violation (a row of \(table) refers to a missing row of "
+                message:
+                    "The migration \"\(identifier)\" left a foreign key violation (a row of \(table) refers to a missing row of "
                     + "\(parent)): it was rolled back."
             )
         }

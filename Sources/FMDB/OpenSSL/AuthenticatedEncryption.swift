@@ -5,7 +5,8 @@ import Foundation
 enum AuthenticatedEncryption {
     /// AES-256-GCM encryption of `plaintext` under `key` with a fresh random nonce: (nonce, ciphertext, tag).
     static func seal(_ plaintext: SecureBytes, key: SecureBytes, aad: Data, nonceLength: Int, tagLength: Int) throws
-        -> (nonce: Data, ciphertext: Data, tag: Data) {
+        -> (nonce: Data, ciphertext: Data, tag: Data)
+    {
         let nonce = try secureRandomBytes(nonceLength).withUnsafeBytes { Data($0) }
         var ciphertext = Data(count: plaintext.count)
         var tag = Data(count: tagLength)
@@ -18,11 +19,15 @@ enum AuthenticatedEncryption {
                         ciphertext.withUnsafeMutableBytes { output in
                             tag.withUnsafeMutableBytes { tagBytes in
                                 var length: Int32 = 0
-                                guard EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
-                                      EVP_EncryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
-                                      EVP_EncryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
-                                      EVP_EncryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &length) == 1,
-                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
+                                guard
+                                    EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes))
+                                        == 1,
+                                    EVP_EncryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
+                                    EVP_EncryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count))
+                                        == 1,
+                                    EVP_EncryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &length) == 1,
+                                    EVP_CIPHER_CTX_ctrl(
+                                        context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
                                 else { return false }
                                 return true
                             }
@@ -49,13 +54,18 @@ enum AuthenticatedEncryption {
                             var tagCopy = tag
                             return tagCopy.withUnsafeMutableBytes { tagBytes in
                                 var length: Int32 = 0
-                                guard EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes)) == 1,
-                                      EVP_DecryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
-                                      EVP_DecryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
-                                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
+                                guard
+                                    EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes))
+                                        == 1,
+                                    EVP_DecryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
+                                    EVP_DecryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count))
+                                        == 1,
+                                    EVP_CIPHER_CTX_ctrl(
+                                        context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
                                 else { return false }
                                 var finalLength: Int32 = 0
-                                return EVP_DecryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &finalLength) > 0
+                                return EVP_DecryptFinal_ex(
+                                    context, mu8(output)?.advanced(by: Int(length)), &finalLength) > 0
                             }
                         }
                     }

@@ -8,7 +8,9 @@ enum KeyDerivation {
     /// PBKDF2-HMAC with `digest` of `secret` over `salt` (`PKCS5_PBKDF2_HMAC`).
     /// - Throws: SQLITE_MISUSE for iterations outside 1...Int32.max (OpenSSL takes a C int);
     ///   SQLITE_ERROR when OpenSSL fails.
-    static func pbkdf2(_ secret: SecureBytes, salt: Data, digest: PBKDF2KeyProvider.Digest, iterations: Int) throws -> SecureBytes {
+    static func pbkdf2(_ secret: SecureBytes, salt: Data, digest: PBKDF2KeyProvider.Digest, iterations: Int) throws
+        -> SecureBytes
+    {
         let md: OpaquePointer?
         switch digest {
         case .sha1: md = EVP_sha1()
@@ -49,7 +51,9 @@ enum KeyDerivation {
     /// scrypt of `secret` over `salt` (`EVP_PBE_scrypt`), OpenSSL allowed at most `maxMemory` bytes
     /// (nil: what the parameters need). Parameters that need more fail.
     /// - Throws: SQLITE_ERROR when OpenSSL fails (bad parameters, or more memory than allowed).
-    static func scrypt(_ secret: SecureBytes, salt: Data, n: UInt64, r: UInt64, p: UInt64, maxMemory: UInt64? = nil) throws -> SecureBytes {
+    static func scrypt(_ secret: SecureBytes, salt: Data, n: UInt64, r: UInt64, p: UInt64, maxMemory: UInt64? = nil)
+        throws -> SecureBytes
+    {
         let limit = maxMemory ?? scryptMemoryNeeded(n: n, r: r, p: p)
         return try SecureBytes(count: 32) { out in
             let ok = secret.withUnsafeBytes { pass in
@@ -65,7 +69,8 @@ enum KeyDerivation {
             guard ok == 1 else {
                 throw FMDatabaseError(
                     code: SQLITE_ERROR,
-                    message: "OpenSSL EVP_PBE_scrypt failed (n=\(n), r=\(r), p=\(p) may need more than maxMemory=\(limit) bytes)."
+                    message:
+                        "OpenSSL EVP_PBE_scrypt failed (n=\(n), r=\(r), p=\(p) may need more than maxMemory=\(limit) bytes)."
                 )
             }
         }

@@ -19,9 +19,10 @@ enum MessageAuthentication {
             var length = UInt32(digest.size)
             let result = key.withUnsafeBytes { keyBytes in
                 message.withUnsafeBytes { messageBytes in
-                    HMAC(digest.md, keyBytes.baseAddress, Int32(clamping: keyBytes.count),
-                         messageBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), messageBytes.count,
-                         out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length)
+                    HMAC(
+                        digest.md, keyBytes.baseAddress, Int32(clamping: keyBytes.count),
+                        messageBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), messageBytes.count,
+                        out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length)
                 }
             }
             guard result != nil, length == UInt32(digest.size) else {
@@ -34,8 +35,9 @@ enum MessageAuthentication {
     static func sha256(_ bytes: UnsafeRawBufferPointer) -> Data {
         var digest = Data(count: 32)
         digest.withUnsafeMutableBytes { out in
-            _ = SHA256(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
-                       out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+            _ = SHA256(
+                bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
+                out.baseAddress?.assumingMemoryBound(to: UInt8.self))
         }
         return digest
     }

@@ -297,7 +297,8 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// removes the files it created when the database did not exist.
     private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
         try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
+            logsErrors: logsErrors,
             prepare: { try self.prepareDatabase?($0) })
     }
 
@@ -338,7 +339,8 @@ public final class FMDatabasePool: @unchecked Sendable {
             if !state.rekeying, let entry = state.checkedIn.popLast() {
                 // Checked out in the same critical section that took it from `checkedIn`: between the two
                 // it would count toward neither, and another caller could open a connection past the limit.
-                state.checkedOut[ObjectIdentifier(entry.database)] = Checkout(database: entry.database, thread: me, generation: entry.generation)
+                state.checkedOut[ObjectIdentifier(entry.database)] = Checkout(
+                    database: entry.database, thread: me, generation: entry.generation)
                 announce = state.unannounced.remove(ObjectIdentifier(entry.database)) != nil
                 candidate = entry
                 break
@@ -351,7 +353,8 @@ public final class FMDatabasePool: @unchecked Sendable {
                 break
             }
             if !state.rekeying, !state.checkedOut.isEmpty, state.opening == 0,
-               state.checkedOut.values.allSatisfy({ pthread_equal($0.thread, me) != 0 }) {
+                state.checkedOut.values.allSatisfy({ pthread_equal($0.thread, me) != 0 })
+            {
                 condition.unlock()
                 programmingError(
                     "FMDatabasePool: every connection (maximumNumberOfDatabasesToCreate = \(maximum)) is held by this "
@@ -384,7 +387,8 @@ public final class FMDatabasePool: @unchecked Sendable {
                 if isNew { state.opening -= 1 } else { state.checkedOut.removeValue(forKey: ObjectIdentifier(db)) }
             }
             condition.broadcast()
-            throw FMDatabaseError.misuse("The pool's delegate refused the connection (shouldAddDatabaseToPool returned false).")
+            throw FMDatabaseError.misuse(
+                "The pool's delegate refused the connection (shouldAddDatabaseToPool returned false).")
         }
         if isNew {
             locked {
@@ -473,7 +477,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         inTransaction(kind: .immediate, block)
     }
 
-    private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
+    private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void)
+    {
         do {
             try inTurn {
                 do {
@@ -548,7 +553,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.lock()
         if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
             condition.unlock()
-            programmingError("FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked in, so it would deadlock.")
+            programmingError(
+                "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked in, so it would deadlock."
+            )
         }
         while state.rekeying || !state.checkedOut.isEmpty || state.opening > 0 {
             condition.wait()
@@ -589,7 +596,9 @@ public final class FMDatabasePool: @unchecked Sendable {
             do {
                 try prepare(db)
             } catch {
-                logger.warning("After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)")
+                logger.warning(
+                    "After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)"
+                )
             }
         }
         locked {
@@ -661,7 +670,9 @@ public final class FMDatabasePool: @unchecked Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
                     // The connection is checked in before the task resumes.
-                    let result = Result { try self.withDatabase { db in try cancellation.run(on: db) { try block(db) } } }
+                    let result = Result {
+                        try self.withDatabase { db in try cancellation.run(on: db) { try block(db) } }
+                    }
                     continuation.resume(with: result)
                 }
             }
@@ -699,7 +710,8 @@ public final class FMDatabasePool: @unchecked Sendable {
                         try self.inTurn {
                             try self.withDatabase { db in
                                 if cancellation.isCancelled { throw CancellationError() }
-                                return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) } }
+                                return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) }
+                                }
                             }
                         }
                     }

@@ -97,7 +97,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// Opens the database at init; nil when it cannot be opened.
     public convenience init?(path: String?, flags: Int32, vfs: String?) {
         self.init(
-            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: Logger(label: "fmdb"), logsErrors: true,
+            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: Logger(label: "fmdb"),
+            logsErrors: true,
             prepareDatabase: nil)
         do {
             try onQueue { try self.openDatabase() }
@@ -159,7 +160,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
     ) throws {
         self.init(
-            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger,
+            logsErrors: logsErrors,
             prepareDatabase: prepareDatabase)
         try onQueue { try self.openDatabase() }
     }
@@ -214,7 +216,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         if let database, database.isOpen { return database }
         // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
         let db = try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
+            logsErrors: logsErrors,
             prepare: { try self.prepareDatabase?($0) })
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
@@ -296,7 +299,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         inTransaction(kind: .immediate, block)
     }
 
-    private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) {
+    private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void)
+    {
         onQueue {
             do {
                 let db = try openDatabase()
@@ -384,7 +388,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                 do {
                     try prepare(db)
                 } catch {
-                    logger.warning("After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)")
+                    logger.warning(
+                        "After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)"
+                    )
                 }
             }
             if !db.isOpen {
