@@ -36,35 +36,30 @@ struct CLIError: Error, CustomStringConvertible {
     static func from(_ error: Error, context: String) -> CLIError {
         if let cli = error as? CLIError { return cli }
         let ns = error as NSError
-        guard ns.domain == "FMDatabase" else { return CLIError("\(context): \(ns.localizedDescription)") }
+        guard let code = FMResultCode(error) else { return CLIError("\(context): \(ns.localizedDescription)") }
         let message = "\(context): \(ns.localizedDescription)"
-        switch Int32(ns.code) {
-        case SQLITE_NOTADB:
+        switch code {
+        case .notADatabase:
             // Said by the code, not by SQLite's text: one message whichever layer reported it.
             return CLIError("\(context): wrong key, or not an encrypted database (SQLITE_NOTADB)", code: Exit.wrongKey)
-        case SQLITE_CORRUPT where ns.localizedDescription.contains(KeySlotFileDamage.marker):
+        case .corrupt where (error as? FMDatabaseError)?.isDamagedKeySlotFile == true:
             // The slot file's structure or tag is bad: damage, not a wrong key (no slot accepting the
             // secret is SQLITE_NOTADB).
             return CLIError(message, code: Exit.integrity)
-        case SQLITE_CORRUPT:
+        case .corrupt:
             return CLIError(message + " (wrong key, or not an encrypted database)", code: Exit.wrongKey)
-        case SQLITE_FORMAT:
+        case .format:
             return CLIError(message, code: Exit.unsupportedFormat)
-        case SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_AUTH:
+        case .cannotOpen, FMResultCode(rawValue: SQLITE_PERM), .authorization:
             return CLIError(message, code: Exit.noInput)
-        case SQLITE_BUSY, SQLITE_LOCKED:
+        case .busy, .locked:
             return CLIError(message + " (another process is using the database; try again)", code: Exit.busy)
-        case SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY:
+        case .ioError, .full, .readOnly:
             return CLIError(message, code: Exit.ioError)
         default:
             return CLIError(message, code: Exit.failure)
         }
     }
-}
-
-/// How the library words a damaged key slot file (`SQLITE_CORRUPT`): "The key slot file is damaged...".
-enum KeySlotFileDamage {
-    static let marker = "key slot file is damaged"
 }
 
 /// Runs a subcommand body, turning every error into a message on standard error and an exit code.

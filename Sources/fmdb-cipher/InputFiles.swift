@@ -58,8 +58,8 @@ extension CLIError {
     static func fromOpened(_ error: Error, context: String, keyed: Bool, db: FMDatabase? = nil) -> CLIError {
         if let cli = error as? CLIError { return cli }
         let ns = error as NSError
-        guard ns.domain == "FMDatabase", !ns.localizedDescription.contains(KeySlotFileDamage.marker),
-            ns.code == Int(SQLITE_CORRUPT) || (keyed && ns.code == Int(SQLITE_NOTADB))
+        guard (error as? FMDatabaseError)?.isDamagedKeySlotFile != true,
+            FMResultCode.corrupt ~= error || (keyed && FMResultCode.notADatabase ~= error)
         else {
             return from(error, context: context)
         }

@@ -88,7 +88,7 @@ extension CLIError {
     /// such slot, the last slot...) is a usage error; the rest as every command maps them.
     static func fromSlotChange(_ error: Error, context: String) -> CLIError {
         let ns = error as NSError
-        if ns.domain == "FMDatabase", ns.code == Int(SQLITE_MISUSE) {
+        if FMResultCode.misuse ~= error {
             return CLIError("\(context): \(ns.localizedDescription)", code: Exit.usage)
         }
         return from(error, context: context)
@@ -396,8 +396,8 @@ enum DataKeyRotation {
             )
         } catch {
             let neitherKey =
-                (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
-                && !(error as NSError).localizedDescription.contains(KeySlotFileDamage.marker)
+                FMResultCode.corrupt ~= error
+                && (error as? FMDatabaseError)?.isDamagedKeySlotFile != true
             progress.finish(
                 neitherKey
                     ? "rekey --data-key: failed; neither data key opens the database"

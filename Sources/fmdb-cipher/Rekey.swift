@@ -123,7 +123,7 @@ struct Rekey: ParsableCommand {
             } catch {
                 // SQLITE_CORRUPT is the one throw after which the old key does not open the file either.
                 let neitherKey =
-                    (error as NSError).domain == "FMDatabase" && (error as NSError).code == Int(SQLITE_CORRUPT)
+                    FMResultCode.corrupt ~= error
                 progress.finish(
                     neitherKey
                         ? "rekey: failed; neither key opens the database"

@@ -91,8 +91,7 @@ struct SQL: ParsableCommand {
                 try? writer.finish()
                 let cli = CLIError.fromOpened(error, context: "SQL error", keyed: provider != nil, db: db)
                 // A statement the library's key guard refused (SQLITE_AUTH) is an SQL error, not a missing input.
-                let ns = error as NSError
-                throw ns.domain == "FMDatabase" && ns.code == Int(SQLITE_AUTH)
+                throw FMResultCode.authorization ~= error
                     ? CLIError(cli.message, code: Exit.failure) : cli
             }
             try writer.finish()

@@ -44,16 +44,26 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     /// the new one — never both, never neither because of the rekey. The code is the cause's
     /// (`SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_BUSY`, ...). The connection is left closed; try each key once
     /// the cause is fixed.
-    public var rekeyOutcomeUnchecked: Bool { userInfo[Self.rekeyOutcomeUncheckedKey] as? Bool ?? false }
+    public var rekeyOutcomeUnchecked: Bool { marked(.rekeyOutcomeUnchecked) }
 
-    static let rekeyOutcomeUncheckedKey = "rekeyOutcomeUnchecked"
+    /// True when a key slot file's structure or tag is bad (code `SQLITE_CORRUPT`): the file is damaged or
+    /// was altered. A secret that no slot accepts is `SQLITE_NOTADB` instead.
+    public var isDamagedKeySlotFile: Bool { marked(.damagedKeySlotFile) }
+
+    /// What an error says beyond its code, recorded in `userInfo` under its raw value.
+    enum Mark: String {
+        case rekeyOutcomeUnchecked
+        case damagedKeySlotFile
+    }
+
+    private func marked(_ mark: Mark) -> Bool { userInfo[mark.rawValue] as? Bool ?? false }
 
     /// Creates an error from a (primary or extended) result code and a message.
     public convenience init(code: Int32, message: String? = nil, sql: String? = nil) {
-        self.init(code: code, message: message, sql: sql, rekeyOutcomeUnchecked: false)
+        self.init(code: code, message: message, sql: sql, marks: [])
     }
 
-    init(code: Int32, message: String?, sql: String? = nil, rekeyOutcomeUnchecked: Bool) {
+    init(code: Int32, message: String?, sql: String? = nil, marks: [Mark]) {
         let text = message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
         self.message = text
@@ -61,7 +71,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         self.sql = sql
         var info: [String: Any] = [NSLocalizedDescriptionKey: text, "extendedCode": Int(code)]
         if let sql { info["sql"] = sql }
-        if rekeyOutcomeUnchecked { info[Self.rekeyOutcomeUncheckedKey] = true }
+        for mark in marks { info[mark.rawValue] = true }
         super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
     }
 

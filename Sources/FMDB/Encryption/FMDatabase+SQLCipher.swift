@@ -386,7 +386,7 @@ extension FMDatabase {
                     "After the rekey, which key opens the database could not be checked (\(cause.message)): it opens "
                     + "with the old key or the new one, and the rekey cannot have mixed them. Try each key once the "
                     + "cause is fixed; do not restore a backup for this.",
-                rekeyOutcomeUnchecked: true
+                marks: [.rekeyOutcomeUnchecked]
             )
         }
     }

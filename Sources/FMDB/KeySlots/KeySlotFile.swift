@@ -189,7 +189,9 @@ struct KeySlotFile: Equatable {
     }
 
     static func corrupt(_ reason: String) -> FMDatabaseError {
-        FMDatabaseError(code: SQLITE_CORRUPT, message: "The key slot file is damaged or was altered: \(reason).")
+        FMDatabaseError(
+            code: SQLITE_CORRUPT, message: "The key slot file is damaged or was altered: \(reason).",
+            marks: [.damagedKeySlotFile])
     }
 
     // MARK: - Slots
