@@ -13,22 +13,31 @@ struct SQL: ParsableCommand {
             row objects, one per line; BLOBs as base64) or JSON lines. Rows stream: memory does not grow with \
             the number of rows.
 
+            DATABASE must exist: a mistyped path is an error (exit 66), never a new file. --create makes a new \
+            encrypted database (0600) when there is none; --read-only opens it so no statement can change it.
+
             Examples:
-              DB_KEY=... fmdb-cipher sql app.db "SELECT count(*) FROM users" --key-env DB_KEY
+              DB_KEY=... fmdb-cipher sql app.db "SELECT count(*) FROM users" --key-env DB_KEY --read-only
+              fmdb-cipher sql new.db "CREATE TABLE t (a)" --key-env DB_KEY --create
               fmdb-cipher sql app.db --key-file key.txt --json < report.sql
             """
     )
 
-    @Argument(help: "The database file (created, encrypted, when it does not exist).") var database: String
+    @Argument(help: "The database file (it must exist unless --create).") var database: String
     @Argument(help: "The SQL to run (default: standard input).") var sql: String?
     @OptionGroup var key: KeyOptions
     @Flag(help: "Print CSV.") var csv = false
     @Flag(help: "Print JSON (one array of row objects).") var json = false
     @Flag(help: "Print JSON lines (one row object per line).") var jsonl = false
+    @Flag(help: "Create DATABASE, encrypted (0600), when it does not exist.") var create = false
+    @Flag(help: "Open DATABASE read-only: statements that would change it fail.") var readOnly = false
 
     func validate() throws {
         if [csv, json, jsonl].filter({ $0 }).count > 1 {
             throw ValidationError("choose one of --csv, --json and --jsonl")
+        }
+        if create, readOnly {
+            throw ValidationError("--create and --read-only exclude each other")
         }
     }
 
@@ -38,6 +47,10 @@ struct SQL: ParsableCommand {
             let kind = FileKind(path: database)
             if kind == .directory {
                 throw CLIError("\(database): is a directory, not a database file", code: Exit.noInput)
+            }
+            if kind == .missing, !create {
+                throw CLIError(
+                    "\(database): no such file (--create makes a new encrypted database)", code: Exit.noInput)
             }
             let reader = KeyReader()
             let provider: (any KeyProvider)? =
@@ -78,7 +91,7 @@ struct SQL: ParsableCommand {
                     }
                 }
             } else {
-                db = try DatabaseFiles.open(database, provider: provider, settings: key.settings)
+                db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: readOnly)
             }
             defer { db.close() }
             // Rows stream through a 64 KiB buffer: memory does not grow with the number of rows.

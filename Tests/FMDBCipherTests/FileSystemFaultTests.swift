@@ -117,7 +117,7 @@ final class FileSystemFaultTests: XCTestCase {
         let small = point + "/small.db"
         XCTAssertEqual(
             try runProcess(
-                tool, ["sql", small, "create table t (a); insert into t values (1)", "--key-env", "K"],
+                tool, ["sql", small, "create table t (a); insert into t values (1)", "--key-env", "K", "--create"],
                 environment: environment
             ).status, 0)
         let mount = try XCTUnwrap(which("mount"))

@@ -43,6 +43,30 @@ final class FMDBCipherToolTests: ToolTestCase {
         return rs.int(forColumnIndex: 0)
     }
 
+    func testSQLNeverCreatesADatabaseUnlessAskedAndCanOpenReadOnly() throws {
+        let typo = path("mistyped.db")
+        let missing = try run(["sql", typo, "select 1", "--key-env", "K"], env: ["K": "k1"])
+        XCTAssertEqual(missing.status, 66, missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("--create"), missing.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: typo), "a mistyped path makes no file")
+        let made = try run(
+            ["sql", typo, "create table t (a); insert into t values (1)", "--key-env", "K", "--create"],
+            env: ["K": "k1"])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        XCTAssertEqual(rowCount(typo, key: "k1"), 1)
+
+        let write = try run(
+            ["sql", typo, "insert into t values (2)", "--key-env", "K", "--read-only"], env: ["K": "k1"])
+        XCTAssertEqual(write.status, 74, write.stderr)  // read-only, as the exit table says
+        XCTAssertTrue(write.stderr.contains("readonly"), write.stderr)
+        let read = try run(
+            ["sql", typo, "select count(*) from t", "--key-env", "K", "--read-only", "--csv"], env: ["K": "k1"])
+        XCTAssertEqual(read.status, 0, read.stderr)
+        XCTAssertEqual(rowCount(typo, key: "k1"), 1, "nothing was written")
+        let both = try run(["sql", typo, "select 1", "--key-env", "K", "--read-only", "--create"], env: ["K": "k1"])
+        XCTAssertEqual(both.status, 64, both.stderr)
+    }
+
     // MARK: - Subcommands
 
     func testEncryptProducesAVerifiedEncryptedCopy() throws {

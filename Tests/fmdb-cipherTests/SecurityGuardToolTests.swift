@@ -45,7 +45,8 @@ final class SecurityGuardToolTests: ToolTestCase {
     func testSQLCannotChangeTheKey() throws {
         let db = directory.path("enc.db")
         XCTAssertEqual(
-            try runKeyed(["sql", db, "CREATE TABLE t (a); INSERT INTO t VALUES (1)", "--key-env", "K"]).status, 0)
+            try runKeyed(["sql", db, "CREATE TABLE t (a); INSERT INTO t VALUES (1)", "--key-env", "K", "--create"])
+                .status, 0)
         for sql in [
             "INSERT INTO t VALUES (2); PRAGMA key='other'; INSERT INTO t VALUES (3)",
             "PRAGMA rekey='other'; INSERT INTO t VALUES (3)",

@@ -234,7 +234,8 @@ final class SlotCopyToolTests: ToolTestCase {
         let victim = path("victim.db")
         try FileManager.default.copyItem(atPath: slots(shared), toPath: slots(victim))
         let script = "CREATE TABLE s(x); INSERT INTO s VALUES('victim secret')"
-        let refused = try run(["sql", victim, "--kdf", "slot", "--key-env", "V", script], env: ["V": "victim"])
+        let refused = try run(
+            ["sql", victim, "--kdf", "slot", "--key-env", "V", "--create", script], env: ["V": "victim"])
         XCTAssertEqual(refused.status, 66, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("keys init"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: victim), "the empty file the run made is removed")

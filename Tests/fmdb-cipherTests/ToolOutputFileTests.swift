@@ -19,7 +19,7 @@ final class ToolOutputFileTests: ToolTestCase {
             ("backup.db", ["rekey", enc, "--new-key-env", "N", "--backup", path("backup.db")] + raw),
             (
                 "created-by-sql.db",
-                ["sql", path("created-by-sql.db"), "create table x (a); insert into x values (1)"] + raw
+                ["sql", path("created-by-sql.db"), "create table x (a); insert into x values (1)", "--create"] + raw
             ),
         ]
         for (output, arguments) in runs {
@@ -52,7 +52,8 @@ final class ToolOutputFileTests: ToolTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "the link is not followed")
         // `sql` creating a database does not follow it either.
         result = try run(
-            ["sql", path("dest.db"), "create table x (a)", "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+            ["sql", path("dest.db"), "create table x (a)", "--kdf", "raw", "--key-env", "K", "--create"],
+            env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 73, result.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "sql does not create through the link")
         // --force replaces the link itself, and still writes nothing where it pointed.
@@ -75,7 +76,10 @@ final class ToolOutputFileTests: ToolTestCase {
             ["encrypt", plain, path("out.db"), "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
         result = try run(
-            ["sql", path("sql.db"), "create table x (a); insert into x values (1)", "--kdf", "raw", "--key-env", "K"],
+            [
+                "sql", path("sql.db"), "create table x (a); insert into x values (1)", "--kdf", "raw", "--key-env", "K",
+                "--create",
+            ],
             env: ["K": Self.rawKey])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try String(contentsOfFile: victim, encoding: .utf8), "do not touch")
