@@ -127,7 +127,7 @@ final class SQLKeyPragmaTests: XCTestCase {
         }
     }
 
-    func testAStatementPreparedBeforeSetKeyIsCheckedAgainBeforeItRuns() throws {
+    func testAnAttachCompiledBeforeSetKeyBlocksTheKey() throws {
         // Prepared on the unkeyed connection, where ATTACH of a file is allowed; run after the key it would
         // attach a plaintext file that INSERT … SELECT could fill.
         let plainPath = directory.path("plain.db")
@@ -136,10 +136,11 @@ final class SQLKeyPragmaTests: XCTestCase {
         XCTAssertTrue(db.open())
         defer { db.close() }
         let attach = try db.prepareStatement("ATTACH DATABASE '\(plainPath)' AS p KEY ''")
-        try db.setKey(using: RawKeyProvider(key: Data(repeating: 0x17, count: 32)))
-        XCTAssertThrowsError(try attach.step()) { error in
-            XCTAssertEqual((error as NSError).code, Int(SQLITE_AUTH), "\(error)")
+        // Compiling the ATTACH was enough: the key is refused until the connection is opened afresh.
+        XCTAssertThrowsError(try db.setKey(using: RawKeyProvider(key: Data(repeating: 0x17, count: 32)))) { error in
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_MISUSE), "\(error)")
         }
+        _ = attach
         XCTAssertNil(db.string(forQuery: "SELECT name FROM pragma_database_list WHERE name = 'p'"), "nothing attached")
         XCTAssertFalse(FileManager.default.fileExists(atPath: plainPath))
     }
@@ -158,6 +159,60 @@ final class SQLKeyPragmaTests: XCTestCase {
         attach = nil
         XCTAssertTrue(db.executeStatements("PRAGMA key = 'late'"), "alone, it keys: \(db.lastErrorMessage())")
         XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2")
+    }
+
+    func testARefusedFMDBKeyAfterTheLockoutKeepsTheLockout() throws {
+        // FMDB's Bool forms reopen the connection first: the new connection must stay locked out.
+        let attempts: [(FMDatabase) -> Bool] = [{ $0.setKey("") }, { $0.setKeyWith(Data()) }]
+        for (index, attempt) in attempts.enumerated() {
+            let (db, path) = try lockedOutConnection("fmdb-form-\(index).db")
+            XCTAssertFalse(attempt(db))
+            XCTAssertFalse(db.executeUpdate("CREATE TABLE t (v)"), "attempt \(index): still locked out")
+            XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+            assertNothingPlaintext(db, path, "attempt \(index)")
+            XCTAssertTrue(DatabaseFile.kind(atPath: path).isNew)
+            db.close()
+        }
+    }
+
+    func testDatabasesAttachedBeforeAKeyAreRefusedOrDetached() throws {
+        let plainPath = directory.path("plain-attached.db")
+        // Through the API: refused before anything is keyed.
+        let api = FMDatabase(path: directory.path("api.db"))
+        api.logsErrors = false
+        XCTAssertTrue(api.open())
+        XCTAssertTrue(api.executeStatements("ATTACH DATABASE '\(plainPath)' AS p"))
+        XCTAssertThrowsError(try api.setKey(using: RawKeyProvider(key: Data(repeating: 3, count: 32)))) { error in
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_MISUSE), "\(error)")
+        }
+        api.close()
+        // Through SQL text: the key takes, the attached plaintext database goes, and the program is told.
+        let sql = FMDatabase(path: directory.path("sql.db"))
+        sql.logsErrors = false
+        XCTAssertTrue(sql.open())
+        defer { sql.close() }
+        XCTAssertFalse(sql.executeStatements("ATTACH DATABASE '\(plainPath)' AS p; PRAGMA key = 'k'"))
+        XCTAssertEqual(sql.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertTrue(sql.lastErrorMessage().contains("detached"), sql.lastErrorMessage())
+        XCTAssertTrue(sql.executeUpdate("CREATE TABLE secret (v)"), sql.lastErrorMessage())
+        XCTAssertTrue(sql.executeUpdate("INSERT INTO secret VALUES ('swordfish')"))
+        XCTAssertFalse(sql.executeStatements("CREATE TABLE p.copy AS SELECT * FROM secret"), "p is gone")
+        if let bytes = FileManager.default.contents(atPath: plainPath) {
+            XCTAssertNil(bytes.range(of: Data("swordfish".utf8)))
+        }
+        XCTAssertEqual(sql.string(forQuery: "PRAGMA temp_store"), "2")
+    }
+
+    func testAKeyPragmaInsideATransactionIsRefused() throws {
+        let db = FMDatabase(path: directory.path("txn.db"))
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        XCTAssertTrue(db.executeStatements("BEGIN"))
+        XCTAssertFalse(db.executeStatements("PRAGMA key = 'k'"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertTrue(db.lastErrorMessage().contains("transaction"), db.lastErrorMessage())
+        XCTAssertTrue(db.executeStatements("ROLLBACK"))
     }
 }
 

@@ -127,6 +127,10 @@ enum KeyedAuthorizerPolicy {
         + "they were checked as for an unencrypted database (an ATTACH of a plaintext file would run under the key). "
         + "Key the connection right after open(), before any other statement, or use setKey(using:)."
 
+    static let keyInTransactionRefusal =
+        "PRAGMA key is refused inside a transaction: temporary data could not be kept "
+        + "in memory. Key the connection right after open(), or use setKey(using:)."
+
     static let badHexKeyRefusal =
         "PRAGMA hexkey is refused: its value must be whole bytes of hexadecimal digits "
         + "(SQLCipher would not encrypt the database with anything else). Use setKey(using:) with a RawKeyProvider."
@@ -163,6 +167,9 @@ final class AuthorizerState {
     /// Set when SQL text ran a key PRAGMA with a value on an unkeyed connection: held to the keyed rules,
     /// but keyed only once SQLCipher says so (`Connection.settlePendingSQLKey`).
     var sqlKeyPending = false
+    /// Set when SQL text attached a file while the connection was unkeyed (that file has no key): keying later
+    /// must not let it receive copies in plaintext. Cleared when no such schema is left.
+    var attachedWhileUnkeyed = false
     /// Set when `setKey(using:)` failed on a new (missing or empty) file: until the connection is keyed,
     /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
     /// the database in plaintext.
@@ -185,6 +192,7 @@ final class AuthorizerState {
     /// those were checked as for an unencrypted one (the statement being compiled is on the list too).
     private func sqlKeyRefusal(pragma name: String, value: UnsafePointer<CChar>) -> String? {
         if let refusal = KeyedAuthorizerPolicy.keyValueRefusal(pragma: name, value: value) { return refusal }
+        if let db = handle, sqlite3_get_autocommit(db) == 0 { return KeyedAuthorizerPolicy.keyInTransactionRefusal }
         if let db = handle, let first = sqlite3_next_stmt(db, nil), sqlite3_next_stmt(db, first) != nil {
             return KeyedAuthorizerPolicy.keyAfterStatementsRefusal
         }
@@ -236,6 +244,7 @@ final class AuthorizerState {
             // one itself. Every named file is refused.
             if let first, first.pointee == 0 { return SQLITE_OK }
             message = keyedRules ? KeyedAuthorizerPolicy.attachRefusal : nil
+            if message == nil, libraryDepth == 0 { attachedWhileUnkeyed = true }
         case SQLITE_FUNCTION:
             guard keyedRules, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.exportRefusal
@@ -297,20 +306,74 @@ extension Connection {
     }
 
     private func settleSQLKey() throws {
-        // Cleared while asking (the question is a statement of its own); set again when SQLCipher could not
-        // answer, so the keyed rules keep holding.
+        // Cleared while asking (the questions are statements of their own); set again whenever the answer is
+        // not complete, so the keyed rules (and a failed-key lockout) keep holding.
         authorizerState.sqlKeyPending = false
-        let provider: String?
         do {
-            provider = try runningLibraryStatements { try pragmaText("PRAGMA main.cipher_provider") }
+            let provider = try runningLibraryStatements { try pragmaText("PRAGMA main.cipher_provider") }
+            guard provider != nil else { return }
+            // Databases attached before the key were attached without one: they would take plaintext copies.
+            try detachForeignSchemas()
+            try keepTemporaryDataInMemory()
         } catch {
             authorizerState.sqlKeyPending = true
             throw error
         }
-        guard provider != nil else { return }
         markKeyed()
-        try runningLibraryStatements { try execute("PRAGMA temp_store = MEMORY") }
     }
+
+    /// `temp_store = MEMORY`, checked by reading it back: temporary tables and sort files of a keyed
+    /// connection must never go to disk, where they would be plaintext.
+    func keepTemporaryDataInMemory() throws {
+        try runningLibraryStatements {
+            try execute("PRAGMA temp_store = MEMORY")
+            guard try pragmaText("PRAGMA temp_store") == "2" else {
+                throw FMDatabaseError(
+                    code: SQLITE_ERROR, message: "temp_store could not be set to MEMORY on a keyed connection.")
+            }
+        }
+    }
+
+    /// The schemas other than main and temp (`PRAGMA database_list`).
+    private func foreignSchemas() throws -> [String] {
+        try runningLibraryStatements {
+            let statement = try prepare("PRAGMA database_list")
+            defer { statement.finalize() }
+            var names: [String] = []
+            while statement.step() == SQLITE_ROW {
+                if let name = statement.string(at: 1), name != "main", name != "temp" { names.append(name) }
+            }
+            return names
+        }
+    }
+
+    /// Throws SQLITE_MISUSE with `message` when SQL text attached a file to this unkeyed connection and it may
+    /// still be attached. (Asked without reading the file: an encrypted main database cannot be read yet.)
+    func refuseForeignSchemas(_ message: String) throws {
+        if authorizerState.attachedWhileUnkeyed { throw FMDatabaseError.misuse(message) }
+    }
+
+    /// After SQL text keyed the connection: detaches every schema attached before (without a key), and says so.
+    private func detachForeignSchemas() throws {
+        guard authorizerState.attachedWhileUnkeyed else { return }
+        let names = try foreignSchemas()
+        authorizerState.attachedWhileUnkeyed = false
+        guard !names.isEmpty else { return }
+        try runningLibraryStatements {
+            for name in names {
+                try execute("DETACH DATABASE \"\(name.replacingOccurrences(of: "\"", with: "\"\""))\"")
+            }
+        }
+        throw FMDatabaseError(
+            code: SQLITE_AUTH,
+            message:
+                "PRAGMA key keyed a connection that had databases attached without a key (\(names.joined(separator: ", "))): "
+                + "they were detached, so nothing is copied into them in plaintext. Key the connection before attaching."
+        )
+    }
+
+    /// Whether the connection is held to the keyed rules.
+    var isKeyed: Bool { authorizerState.isKeyed }
 
     /// After a failed `setKey(using:)` on a new file: SQL text runs nothing but a key PRAGMA until the
     /// connection is keyed (see `AuthorizerState.requiresKey`).

@@ -191,10 +191,25 @@ extension FMDatabase {
     func applyKey(_ key: SecureBytes) throws {
         // After a failed setKey(using:) on a new file the refused statements may still have counted as
         // page reads (SQLite 3.46): a fresh connection, on a file nothing was written to, keys cleanly.
-        if appliedKey == nil, connection?.keyIsRequired == true { try reopenConnection(key: nil) }
-        let connection = try requireConnection()
+        // The key is checked before that reopen, and the new connection keeps the lockout until it is keyed:
+        // a key that is refused below must not leave a connection that writes plaintext.
         guard !key.isEmpty else {
             throw FMDatabaseError.misuse("An empty key was given: the database would not be encrypted.")
+        }
+        if appliedKey == nil, connection?.keyIsRequired == true {
+            try reopenConnection(key: nil)
+            connection?.requireKey()
+        }
+        let connection = try requireConnection()
+        guard connection.isAutocommit else {
+            throw FMDatabaseError.misuse(
+                "Cannot key a connection inside a transaction: temporary data could not be kept in memory. "
+                    + "Key it right after open().")
+        }
+        if appliedKey == nil, !connection.isKeyed {
+            try connection.refuseForeignSchemas(
+                "Cannot key a connection that has other databases attached: they were attached without a key "
+                    + "and would receive data in plaintext. Detach them first, or key right after open().")
         }
         if let current = appliedKey {
             if current.isEqual(to: key) { return }
@@ -212,10 +227,10 @@ extension FMDatabase {
         }
         try connection.key(key)
         appliedKey = key
-        // Temporary tables and sort files would otherwise be written to disk unencrypted. From here on SQL
-        // text may not change the key, the cipher or temp_store (Core/KeyedAuthorizer.swift).
-        try connection.runningLibraryStatements { try connection.execute("PRAGMA temp_store = MEMORY") }
+        // Keyed rules first (SQL text may not change the key, the cipher or temp_store: Core/KeyedAuthorizer.swift),
+        // then temporary tables and sort files in memory, which would otherwise go to disk unencrypted.
         connection.markKeyed()
+        try connection.keepTemporaryDataInMemory()
     }
 
     /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
