@@ -20,7 +20,7 @@ extension FMDatabase {
         logsErrors: Bool = true,
         prepare: (FMDatabase) throws -> Void = { _ in }
     ) throws -> FMDatabase {
-        let created = CreatedFiles(databasePath: path)
+        var created = CreatedFiles(databasePath: path)
         if created != nil, let slots = keyProvider as? KeySlotKeyProvider {
             // Key slots make a database only through KeySlots.createDatabase or a provider asked to create
             // one: anything else answers "no database here" now, before a file exists. (A provider that may
@@ -33,7 +33,11 @@ extension FMDatabase {
         do {
             // The throwing open: the caller gets its error (the queue or pool logs it when nobody else does).
             try db.recording { try db.openConnection(flags: multiThreadFlags(flags), vfs: vfs) }
-            if let keyProvider { try db.setKey(using: keyProvider) }
+            created?.noteOpened()
+            if let keyProvider {
+                try db.setKey(using: keyProvider)
+                created?.noteOwnWrite()
+            }
             try prepare(db)
         } catch {
             db.close()

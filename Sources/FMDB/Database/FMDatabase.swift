@@ -208,8 +208,9 @@ public final class FMDatabase {
     @discardableResult
     public func open(withFlags flags: Int32, vfs vfsName: String?) -> Bool {
         if connection != nil { return true }
-        let created = CreatedFiles(databasePath: isFileBacked ? databasePath : nil)
+        var created = CreatedFiles(databasePath: isFileBacked ? databasePath : nil)
         let opened = recordingBool { try openConnection(flags: flags, vfs: vfsName) }
+        if opened { created?.noteOpened() }
         filesCreatedByOpen = opened && created?.databaseWasCreated == true ? created : nil
         keyingFailedOnCreatedFile = false
         return opened
