@@ -54,6 +54,32 @@ final class FMDatabaseQueueCancellationTests: XCTestCase {
         print(String(format: "cancel-to-return %@: %.1f ms", what, elapsed * 1000))
     }
 
+    /// A block that closes and reopens its own connection, then is cancelled: the interrupt must not reach
+    /// the closed (freed) handle. (AddressSanitizer reports the use after free this guards against.)
+    func testCancellingABlockThatReopenedItsConnectionIsSafe() async throws {
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("reopen.db")))
+        defer { queue.close() }
+        let started = Locked(false)
+        let task = Task {
+            try await queue.perform { db -> Int32 in
+                db.close()
+                _ = db.open()
+                started.withLock { $0 = true }
+                // Some work on the new connection, short enough to run to its end: the interrupt, sent
+                // through the closed connection's handle, is dropped.
+                let rs = try db.executeQuery(
+                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) FROM c",
+                    values: nil)
+                _ = try rs.nextWithError()
+                return rs.int(forColumnIndex: 0)
+            }
+        }
+        while !started.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        task.cancel()
+        let result = await task.result
+        if case .success = result { XCTFail("a cancelled call must not succeed") }
+    }
+
     func testCancellingAQueueTransactionInterruptsAndRollsBack() async throws {
         for mode in StorageMode.allCases {
             let path = directory.path("\(mode)-queue.db")

@@ -185,7 +185,7 @@ extension Connection {
     }
 
     /// A handle another thread may use to interrupt this connection.
-    var interruptHandle: InterruptHandle { InterruptHandle(handle) }
+    var interruptHandle: InterruptHandle { InterruptHandle(slot: interruptSlot) }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int32 {
@@ -277,14 +277,40 @@ extension Connection {
 }
 
 /// A connection handle that may be used from another thread for `sqlite3_interrupt` only.
-struct InterruptHandle: @unchecked Sendable {
-    // @unchecked: only ever passed to sqlite3_interrupt, which SQLite allows from any thread while the
-    // connection is open; the owner clears it (under its lock) before closing the connection.
-    private let handle: OpaquePointer?
-    init(_ handle: OpaquePointer?) { self.handle = handle }
+/// What another thread may use to interrupt a connection: the connection's `InterruptSlot`, which the
+/// connection empties (under the slot's lock) before it closes its handle, so an interrupt never reaches a
+/// closed, freed handle. A connection reopened meanwhile is a new connection with a slot of its own: an
+/// interrupt through the old handle then does nothing.
+struct InterruptHandle: Sendable {
+    fileprivate let slot: InterruptSlot?
 
     func interrupt() {
-        if let handle { sqlite3_interrupt(handle) }
+        slot?.interrupt()
+    }
+}
+
+/// A connection's handle, for `sqlite3_interrupt` from other threads, until the connection closes.
+///
+/// Sendable: its one mutable value is `Protected`; `sqlite3_interrupt` is allowed from any thread while the
+/// connection is open, and `clear()` (called before `sqlite3_close`) ends that under the same lock.
+final class InterruptSlot: Sendable {
+    private struct Handle: @unchecked Sendable {
+        let pointer: OpaquePointer?
+    }
+
+    private let handle: Protected<Handle>
+
+    init(_ handle: OpaquePointer?) {
+        self.handle = Protected(Handle(pointer: handle))
+    }
+
+    func interrupt() {
+        handle.withLock { if let pointer = $0.pointer { sqlite3_interrupt(pointer) } }
+    }
+
+    /// No interrupt reaches the handle after this returns.
+    func clear() {
+        handle.withLock { $0 = Handle(pointer: nil) }
     }
 }
 

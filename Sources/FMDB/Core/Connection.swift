@@ -10,12 +10,17 @@ final class Connection {
     /// Set by the keyed-connection authorizer when it refused a statement, so the error can say why.
     let authorizerState = AuthorizerState()
 
+    /// The handle for interrupts from other threads, emptied before the handle is closed.
+    let interruptSlot: InterruptSlot
+
     private init(handle: OpaquePointer) {
         self.handle = handle
+        interruptSlot = InterruptSlot(handle)
     }
 
     deinit {
         // FMDatabase closes explicitly; this is the last line of defence against a leaked handle.
+        interruptSlot.clear()
         if let handle { sqlite3_close_v2(handle) }
     }
 
@@ -46,6 +51,8 @@ final class Connection {
     /// `sqliteHandle`) are finalized first, as FMDB does.
     func close() throws {
         guard let db = handle else { return }
+        // No interrupt from another thread may reach the handle from here on (it may be freed below).
+        interruptSlot.clear()
         var rc = sqlite3_close(db)
         if rc == SQLITE_BUSY || rc == SQLITE_LOCKED {
             while let stmt = sqlite3_next_stmt(db, nil) {
