@@ -33,6 +33,9 @@ struct FMDBCipherCommand: ParsableCommand {
     static func main() {
         ProcessHardening.disableCoreDumps()
         ProcessHardening.installCleanupHandlers()
+        // A reader that went away (`| head`) is an output error the command reports (exit 74, and a
+        // recovery key said not shown), not a signal that kills it before it can say so.
+        signal(SIGPIPE, SIG_IGN)
         do {
             var command = try parseAsRoot(nil)
             try command.run()

@@ -301,6 +301,14 @@ extension FMDatabase {
                 message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
         }
         try checkKDFFloorForRekey(to: newKey)
+        // A rekey is one transaction: without a rollback journal or a WAL (journal_mode OFF or MEMORY) a
+        // failure part way leaves pages under both keys, and page 1 alone could say "done".
+        let journalMode = try connection.pragmaText("PRAGMA journal_mode")?.lowercased() ?? ""
+        guard ["delete", "truncate", "persist", "wal"].contains(journalMode) else {
+            throw FMDatabaseError.misuse(
+                "Cannot rekey with journal_mode = \(journalMode): a failure part way could not be rolled back. "
+                    + "Set PRAGMA journal_mode = DELETE (or WAL) first.")
+        }
         clearCachedStatements()
         // Reading the page count also checks that the current key works.
         let pageCount = Int(try connection.pragmaText("PRAGMA page_count") ?? "0") ?? 0
@@ -430,19 +438,6 @@ extension FMDatabase {
             return FMDatabaseError(
                 code: rc, message: "The rekey failed (\(FMDatabaseError.defaultMessage(for: rc)))" + suffix)
         }
-        // SQLCipher 3.4.1 said OK; a write that failed during the rekey left its errno.
-        switch systemError {
-        case ENOSPC, EDQUOT:
-            return FMDatabaseError(code: SQLITE_FULL, message: "The rekey did not take (the disk is full)" + suffix)
-        case EIO:
-            return FMDatabaseError(
-                code: SQLITE_IOERR, message: "The rekey did not take (a disk I/O error while writing)" + suffix)
-        case EROFS:
-            return FMDatabaseError(
-                code: SQLITE_READONLY, message: "The rekey did not take (a read-only file system)" + suffix)
-        default:
-            break
-        }
         guard let connection else {
             return FMDatabaseError(code: SQLITE_ERROR, message: "The rekey did not take" + suffix)
         }
@@ -465,6 +460,20 @@ extension FMDatabase {
                 code: error.resultCode, message: "The rekey did not take (\(error.message))" + suffix)
         } catch {
             // Judged below.
+        }
+        // No lock is held now. SQLCipher 3.4.1 said OK; a write that failed during the rekey left its errno
+        // (evidence for the message only: asked after the lock, which a stale errno must not hide).
+        switch systemError {
+        case ENOSPC, EDQUOT:
+            return FMDatabaseError(code: SQLITE_FULL, message: "The rekey did not take (the disk is full)" + suffix)
+        case EIO:
+            return FMDatabaseError(
+                code: SQLITE_IOERR, message: "The rekey did not take (a disk I/O error while writing)" + suffix)
+        case EROFS:
+            return FMDatabaseError(
+                code: SQLITE_READONLY, message: "The rekey did not take (a read-only file system)" + suffix)
+        default:
+            break
         }
         if let path = databasePath, isFileBacked, DatabaseFile.lacksSpaceToRewrite(path) {
             return FMDatabaseError(

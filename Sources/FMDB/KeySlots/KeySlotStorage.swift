@@ -105,6 +105,8 @@ enum KeySlotStorage {
                 if rename(temporary, path) != 0 {
                     let error = ioError("replace \(path)")
                     guard holds(path, data) else { throw error }
+                    // The path holds the new bytes, but the temporary name may still be there too.
+                    unlink(temporary)
                 }
             } else {
                 if link(temporary, path) != 0 {

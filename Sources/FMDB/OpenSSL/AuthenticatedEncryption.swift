@@ -3,10 +3,19 @@ import Foundation
 
 /// AES-256-GCM, the key slots' wrapping of the data key (`EVP_aes_256_gcm`).
 enum AuthenticatedEncryption {
+    /// AES-256-GCM's key, and the nonce and tag lengths the library uses (a shorter tag would be accepted
+    /// by OpenSSL and weaken the authentication; a shorter key or nonce would be read past its end).
+    static let keyLength = 32
+    static let standardNonceLength = 12
+    static let standardTagLength = 16
+
     /// AES-256-GCM encryption of `plaintext` under `key` with a fresh random nonce: (nonce, ciphertext, tag).
     static func seal(_ plaintext: SecureBytes, key: SecureBytes, aad: Data, nonceLength: Int, tagLength: Int) throws
         -> (nonce: Data, ciphertext: Data, tag: Data)
     {
+        guard key.count == keyLength, nonceLength == standardNonceLength, tagLength == standardTagLength,
+            plaintext.count <= Int(Int32.max), aad.count <= Int(Int32.max)
+        else { throw FMDatabaseError.misuse("AES-256-GCM takes a 32-byte key, a 12-byte nonce and a 16-byte tag.") }
         let nonce = try secureRandomBytes(nonceLength).withUnsafeBytes { Data($0) }
         var ciphertext = Data(count: plaintext.count)
         var tag = Data(count: tagLength)
@@ -42,6 +51,9 @@ enum AuthenticatedEncryption {
 
     /// AES-256-GCM decryption; nil when the tag does not verify (wrong key, or altered data).
     static func open(ciphertext: Data, nonce: Data, tag: Data, key: SecureBytes, aad: Data) throws -> SecureBytes? {
+        guard key.count == keyLength, nonce.count == standardNonceLength, tag.count == standardTagLength,
+            ciphertext.count <= Int(Int32.max), aad.count <= Int(Int32.max)
+        else { return nil }
         let tagLength = tag.count
         guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }

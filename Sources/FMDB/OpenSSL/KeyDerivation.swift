@@ -20,12 +20,15 @@ enum KeyDerivation {
         guard let count = Int32(exactly: iterations), count > 0 else {
             throw FMDatabaseError.misuse("PBKDF2 iterations must be from 1 to \(Int32.max) (got \(iterations)).")
         }
+        guard let passLength = Int32(exactly: secret.count), let saltLength = Int32(exactly: salt.count) else {
+            throw FMDatabaseError.misuse("PBKDF2 takes a secret and a salt of at most \(Int32.max) bytes.")
+        }
         return try SecureBytes(count: 32) { out in
             let ok = secret.withUnsafeBytes { pass in
                 salt.withUnsafeBytes { saltBytes in
                     PKCS5_PBKDF2_HMAC(
-                        pass.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(clamping: pass.count),
-                        saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(clamping: saltBytes.count),
+                        pass.baseAddress?.assumingMemoryBound(to: CChar.self), passLength,
+                        saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), saltLength,
                         count, md, 32,
                         out.baseAddress?.assumingMemoryBound(to: UInt8.self)
                     )

@@ -15,12 +15,15 @@ enum MessageAuthentication {
     /// HMAC(`key`, `message`) with `digest`, into wiped storage.
     /// - Throws: SQLITE_ERROR when OpenSSL fails.
     static func hmac(_ digest: Digest, key: SecureBytes, _ message: Data) throws -> SecureBytes {
-        try SecureBytes(count: digest.size) { out in
+        guard let keyLength = Int32(exactly: key.count) else {
+            throw FMDatabaseError.misuse("HMAC takes a key of at most \(Int32.max) bytes.")
+        }
+        return try SecureBytes(count: digest.size) { out in
             var length = UInt32(digest.size)
             let result = key.withUnsafeBytes { keyBytes in
                 message.withUnsafeBytes { messageBytes in
                     HMAC(
-                        digest.md, keyBytes.baseAddress, Int32(clamping: keyBytes.count),
+                        digest.md, keyBytes.baseAddress, keyLength,
                         messageBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), messageBytes.count,
                         out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length)
                 }
