@@ -38,6 +38,15 @@ struct Migrate: ParsableCommand {
     /// replaced file, and every write it acknowledged from then on would be lost. Other users' processes,
     /// whose descriptors cannot be read without privilege, matter only when SRC is writable by others:
     /// then "could not check" refuses too.
+    /// fsync of the directory holding `path`; false when it failed.
+    static func syncDirectory(of path: String) -> Bool {
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return fsync(fd) == 0
+    }
+
     func refuseIfOpenElsewhere() throws {
         var status = stat()
         guard let open = OpenElsewhere.check(source), stat(source, &status) == 0,
@@ -91,15 +100,31 @@ struct Migrate: ParsableCommand {
                 if !quiet { Output.message("\(source) is already in SQLCipher 4's format: nothing to do") }
                 return
             }
+            // A WAL source is switched to a rollback journal first (the upgraded copy has one too): the holding
+            // connection, closing on the replaced inode after the rename, must not checkpoint and delete a
+            // `-wal` that by then belongs to the new file. Put back when the source stays.
+            var switchedFromWAL = false
             if destination == nil {
                 try refuseIfOpenElsewhere()
                 do {
+                    if holder.string(forQuery: "PRAGMA journal_mode")?.lowercased() == "wal" {
+                        guard holder.string(forQuery: "PRAGMA journal_mode = DELETE")?.lowercased() == "delete" else {
+                            throw CLIError(
+                                "\(source) is in WAL mode and could not leave it (another connection is reading?): "
+                                    + "not replaced; try again", code: Exit.busy)
+                        }
+                        switchedFromWAL = true
+                    }
                     try holder.executeUpdate("BEGIN IMMEDIATE", values: nil)
                 } catch {
                     throw CLIError.from(error, context: source)
                 }
             }
-            defer { if destination == nil, holder.isInTransaction { holder.rollback() } }
+            var committed = false
+            defer {
+                if destination == nil, holder.isInTransaction { holder.rollback() }
+                if switchedFromWAL, !committed { _ = holder.string(forQuery: "PRAGMA journal_mode = WAL") }
+            }
             let target = destination ?? source
             // In place, the copy goes to a staging file first: DatabaseCopy never writes over its SRC.
             let staged =
@@ -109,7 +134,6 @@ struct Migrate: ParsableCommand {
                         ".\(URL(fileURLWithPath: source).lastPathComponent).fmdb-cipher-migrate-\(UUID().uuidString.prefix(8))"
                     ).path
                 : target
-            var committed = false
             defer { if !committed, destination == nil { unlink(staged) } }
             // In place, a slotted SRC's slot file is locked (as every slot change and rekey --data-key lock it) from
             // before the copy until SRC is replaced: no data key rotation starts or ends in between.
@@ -146,13 +170,22 @@ struct Migrate: ParsableCommand {
                             "\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
                             code: Exit.busy)
                     }
+                    // SRC's own shared-memory file (it is this process's alone now) goes with it.
+                    unlink(source + "-shm")
                     // The migrated copy (0600, or SRC's stricter mode) replaces SRC: in place was asked for.
                     guard rename(staged, source) == 0 else {
                         throw CLIError(
                             "cannot replace \(source) with its migrated copy: \(String(cString: strerror(errno)))",
                             code: Exit.ioError)
                     }
-                    try? FileManager.default.removeItem(atPath: source + "-shm")
+                    committed = true
+                    // The replacement is done; a power loss before the directory reaches the disk could undo it.
+                    if !Self.syncDirectory(of: source) {
+                        Output.message(
+                            "fmdb-cipher: warning: \(source) was replaced by its migrated copy, but its directory could "
+                                + "not be synced (\(String(cString: strerror(errno)))): a power loss now may bring the old file back"
+                        )
+                    }
                 }
             }
             committed = true

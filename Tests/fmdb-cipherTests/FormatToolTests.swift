@@ -101,6 +101,30 @@ final class FormatToolTests: ToolTestCase {
         XCTAssertGreaterThanOrEqual(Int(reader.int(forQuery: "SELECT max(n) FROM acks")), last)
     }
 
+    /// A WAL source is migrated in place through a rollback journal: nothing of the old WAL is left beside
+    /// the new file, and every row is there.
+    func testMigrateInPlaceOfAWALDatabaseLeavesNoSideFiles() throws {
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
+        let file = try makeDatabase("wal.db", format: .v3)
+        let db = FMDatabase(path: file)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("format key"), settings: CipherSettings(format: .v3))
+        XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = WAL"), "wal")
+        XCTAssertTrue(db.executeUpdate("insert into t (v) values ('in the wal')"))
+        db.close()
+        let result = try runKeyed(["migrate", file, "--key-env", "K", "--quiet"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try format(file), "SQLCipher 4")
+        for suffix in ["-wal", "-shm", "-journal"] {
+            XCTAssertFalse(FileManager.default.fileExists(atPath: file + suffix), suffix)
+        }
+        let reader = FMDatabase(path: file)
+        XCTAssertTrue(reader.open())
+        defer { reader.close() }
+        try reader.setKey(using: PassphraseKeyProvider("format key"))
+        XCTAssertEqual(reader.int(forQuery: "select count(*) from t"), 21)
+    }
+
     func testMigrateUpgradesInPlaceAndIntoDestOrRefusesClearly() throws {
         let old = try makeDatabase("old.db", format: .v3)
         guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
