@@ -19,7 +19,7 @@ import Foundation
 ///    until the commit starts (the signal handler removes it, then the tool exits 128 + the signal;
 ///    `ProcessHardening.installCleanupHandlers`). A SIGKILL, or a signal during the commit, can leave it
 ///    behind (`.DEST.fmdb-cipher-PID-XXXXXX`, 0700): never a partial DEST. The next run that writes DEST
-///    removes such a directory once its run's process is gone, unless it holds an old pair
+///    removes such a directory once its run no longer holds the directory's lock, unless it holds an old pair
 ///    (`removeInterruptedCopies`).
 ///
 /// DEST and `DEST-keyslots` are a pair: a slot file opens only the database whose salt it holds. `DEST-keyslots`
@@ -64,6 +64,8 @@ final class PrivateOutput {
     private var keepsDirectory = false
     /// The signal handler's slot for `directory` (-1: not registered).
     private var cleanupSlot: Int32 = -1
+    /// A descriptor of `directory` holding an exclusive flock while this run lives (-1: none).
+    private var directoryLock: Int32 = -1
 
     /// Checks DEST (exit 73 when it exists without --force, or cannot be created; 64 when it is SRC) and
     /// makes the private directory and the empty, private new file.
@@ -125,6 +127,9 @@ final class PrivateOutput {
         }
         // From here until the commit moves anything of the old DEST in, a signal removes the directory.
         cleanupSlot = slot
+        // Held for the run's life: a later run removes the directory only when nobody holds this lock.
+        directoryLock = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if directoryLock >= 0 { flock(directoryLock, LOCK_EX) }
         file = directory + "/new.db"
         slotFile = KeySlots.slotFilePath(forDatabaseAt: file)
         oldFile = directory + "/old.db"
@@ -148,6 +153,7 @@ final class PrivateOutput {
 
     deinit {
         if !done { discard() }
+        if directoryLock >= 0 { close(directoryLock) }
     }
 
     private static func sameFile(_ status: stat, _ other: String) -> Bool {
@@ -443,21 +449,34 @@ final class PrivateOutput {
     static func removeInterruptedCopies(of name: String, in folder: String) {
         let prefix = ".\(name).fmdb-cipher-"
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
+        let folderFD = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard folderFD >= 0 else { return }
+        defer { close(folderFD) }
         for entry in entries where entry.hasPrefix(prefix) {
             let rest = entry.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0,
                 kill(pid, 0) == -1, errno == ESRCH
             else { continue }
-            let directory = folder + "/" + entry
+            // Opened without following a link, then checked through the descriptor: what is removed is the
+            // directory that was checked, even if the name is swapped meanwhile.
+            let directoryFD = openat(folderFD, entry, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard directoryFD >= 0 else { continue }
+            defer { close(directoryFD) }
             var status = stat()
-            guard lstat(directory, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR, status.st_uid == getuid(),
-                lstat(directory + "/old.db", &status) != 0
+            var oldPair = stat()
+            // This user's private directory (0700) whose run holds no lock on it any more (a live run, in another
+            // PID namespace or on another host, still does: its process id alone cannot tell), holding no old
+            // pair that a crash left to move back.
+            guard fstat(directoryFD, &status) == 0, status.st_uid == getuid(), (status.st_mode & 0o077) == 0,
+                flock(directoryFD, LOCK_EX | LOCK_NB) == 0,
+                fstatat(directoryFD, "old.db", &oldPair, AT_SYMLINK_NOFOLLOW) != 0
             else { continue }
             for file in ["new.db", "new.db-journal", "new.db-wal", "new.db-shm", "new.db-keyslots"] {
-                unlink(directory + "/" + file)
+                unlinkat(directoryFD, file, 0)
             }
-            if rmdir(directory) == 0 {
-                Output.message("fmdb-cipher: note: removed \(directory), the unfinished copy of a run that was killed")
+            if unlinkat(folderFD, entry, AT_REMOVEDIR) == 0 {
+                Output.message(
+                    "fmdb-cipher: note: removed \(folder)/\(entry), the unfinished copy of a run that was killed")
             }
         }
     }
