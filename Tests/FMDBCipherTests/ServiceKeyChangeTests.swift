@@ -116,4 +116,98 @@ final class ServiceKeyChangeTests: XCTestCase {
         XCTAssertEqual(rows(pool), 6)
         XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
     }
+
+    /// Rekeys the file on a connection of its own, as another process (or code outside any queue or pool) does.
+    func rekeyElsewhere(_ path: String, from old: any KeyProvider, to new: any KeyProvider) throws {
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        try db.setKey(using: old)
+        try db.rekeySafely(using: new)
+    }
+
+    func makeKeyed(_ provider: any KeyProvider) throws -> String {
+        let path = directory.path("keyed.db")
+        let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
+        try queue.inDatabase { db in
+            XCTAssertEqual(db.string(forQuery: "pragma journal_mode = wal"), "wal")
+            try db.executeUpdate("create table t (v integer)", values: nil)
+        }
+        queue.close()
+        return path
+    }
+
+    func testReplaceKeyProviderRefusesAKeyThatDoesNotOpenTheFileAndTakesOneThatDoes() throws {
+        let old = PBKDF2KeyProvider(passphrase: "old", digest: .sha256, unsafeIterations: 1_000)
+        let new = PBKDF2KeyProvider(passphrase: "new", digest: .sha256, unsafeIterations: 1_000)
+        let path = try makeKeyed(old)
+        let pool = try FMDatabasePool(path: path, keyProvider: old)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: old)
+        serve(pool, 2)
+
+        XCTAssertThrowsError(try pool.replaceKeyProvider(new)) { XCTAssertEqual(nsError($0).code, 26) }
+        XCTAssertThrowsError(try queue.replaceKeyProvider(new)) { XCTAssertEqual(nsError($0).code, 26) }
+        serve(pool, 2)
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 4)
+
+        // The operator rekeys from outside; until the service is handed the new key, new connections fail.
+        try rekeyElsewhere(path, from: old, to: new)
+        XCTAssertThrowsError(try pool.inDatabase { db in try db.executeQuery("select 1 from t", values: nil) })
+        try pool.replaceKeyProvider(new)
+        try queue.replaceKeyProvider(new)
+        serve(pool, 2)
+        XCTAssertEqual(rows(pool), 6)
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
+    }
+
+    func testAReloadableProviderReadsItsKeyFileAgainAfterARekeyElsewhere() throws {
+        let keyFile = directory.path("db.key")
+        func writeKey(_ byte: UInt8) throws {
+            try Data(repeating: byte, count: 32).write(to: URL(fileURLWithPath: keyFile))
+        }
+        try writeKey(1)
+        let loads = Locked(0)
+        let provider = try ReloadableKeyProvider {
+            loads.withLock { $0 += 1 }
+            return try RawKeyProvider(key: Data(contentsOf: URL(fileURLWithPath: keyFile)))
+        }
+        let path = try makeKeyed(provider)
+        let pool = try FMDatabasePool(path: path, keyProvider: provider)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
+        serve(pool, 3)
+
+        // Another process rekeys, then writes the new key file (the order a script follows).
+        try rekeyElsewhere(
+            path, from: RawKeyProvider(key: Data(repeating: 1, count: 32)),
+            to: RawKeyProvider(key: Data(repeating: 2, count: 32)))
+        try writeKey(2)
+
+        // Idle connections find out at checkout: no request fails.
+        serve(pool, 3)
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
+        XCTAssertGreaterThan(loads.withLock { $0 }, 1)
+    }
+
+    func testABlockRunningWhileTheFileIsRekeyedGetsAClearErrorAndIsNotRunAgain() throws {
+        let old = PBKDF2KeyProvider(passphrase: "old", digest: .sha256, unsafeIterations: 1_000)
+        let new = PBKDF2KeyProvider(passphrase: "new", digest: .sha256, unsafeIterations: 1_000)
+        let path = try makeKeyed(old)
+        let pool = try FMDatabasePool(path: path, keyProvider: old)
+        let runs = Locked(0)
+        XCTAssertThrowsError(
+            try pool.inDatabase { db in
+                runs.withLock { $0 += 1 }
+                try self.rekeyElsewhere(path, from: old, to: new)
+                try db.executeUpdate("insert into t values (1)", values: nil)
+            }
+        ) { error in
+            XCTAssertEqual(nsError(error).code, 26)
+            XCTAssertTrue(
+                (error as? FMDatabaseError)?.message.contains("rekeyed while this block ran") ?? false, "\(error)")
+        }
+        XCTAssertEqual(runs.withLock { $0 }, 1)
+        XCTAssertEqual(pool.countOfOpenDatabases, 0, "the connection under the old key was closed")
+        try pool.replaceKeyProvider(new)
+        XCTAssertEqual(rows(pool), 0)
+    }
 }

@@ -393,7 +393,15 @@ public final class FMDatabasePool: @unchecked Sendable {
                 (generation, provider) = locked { (state.generation, state.keyProvider) }
             }
             do {
-                db = try openConnection(keyProvider: provider)
+                do {
+                    db = try openConnection(keyProvider: provider)
+                } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && provider != nil {
+                    // The file is under a key this provider did not give (rekeyed elsewhere, seen here
+                    // before any idle connection met it): the provider reads its source again, once.
+                    keyChanged()
+                    (generation, provider) = locked { (state.generation, state.keyProvider) }
+                    db = try openConnection(keyProvider: provider)
+                }
             } catch {
                 locked { state.opening -= 1 }
                 condition.broadcast()

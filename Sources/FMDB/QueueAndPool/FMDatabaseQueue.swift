@@ -234,10 +234,20 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             keyChanged()
         }
         // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
-        let db = try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
-            logsErrors: logsErrors,
-            prepare: { try self.prepareDatabase?($0) })
+        let open = {
+            try FMDatabase.openShared(
+                path: self.path, flags: self.openFlags, vfs: self.vfsName, keyProvider: self.keyProvider,
+                logger: self.logger, logsErrors: self.logsErrors, prepare: { try self.prepareDatabase?($0) })
+        }
+        let db: FMDatabase
+        do {
+            db = try open()
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && keyProvider != nil {
+            // The file is under a key the provider did not give (rekeyed elsewhere while the queue was
+            // closed): the provider reads its source again, once.
+            keyChanged()
+            db = try open()
+        }
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
         return db
