@@ -1,5 +1,6 @@
 import FMDB
 import Foundation
+import Logging
 import TestSupport
 import XCTest
 
@@ -193,5 +194,45 @@ final class DocumentationExamplesTests: XCTestCase {
         XCTAssertNotNil(db.cipherVersion)
         XCTAssertNotNil(db.cipherProviderVersion)
         db.close()
+    }
+
+    // FMDB.docc/RunningAService.md: the SIGHUP handler's reload, after a rekey made elsewhere.
+    func testRunningAServiceReloadsTheKeyFile() throws {
+        func readKeyFile(_ path: String) throws -> KeyMaterial {
+            let file = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+            defer { try? file.close() }
+            return try KeyMaterial(capacity: 65) { buffer in read(file.fileDescriptor, buffer.baseAddress, buffer.count)
+            }
+        }
+        func reloadDatabaseKey(_ pool: FMDatabasePool, keyFilePath: String, logger: Logger) {
+            do {
+                try pool.replaceKeyProvider(
+                    RawKeyProvider(material: readKeyFile(keyFilePath).trimmingTrailingNewline()))
+                logger.info("database key reloaded")
+            } catch {
+                logger.error("database key not reloaded; the old one stays in use: \(error)")
+            }
+        }
+
+        let directory = try TemporaryDirectory()
+        let path = directory.path("service.db")
+        let keyFilePath = directory.path("db.key")
+        let oldKey = String(repeating: "ab", count: 32)
+        let newKey = String(repeating: "cd", count: 32)
+        let pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: Data(repeating: 0xAB, count: 32)))
+        XCTAssertTrue(pool.inDatabase { db in db.executeUpdate("CREATE TABLE t (v)") } ?? false)
+        XCTAssertEqual(oldKey.count, 64)
+
+        // The operator: the new key file, then the rekey (another connection, as fmdb-cipher's).
+        try (newKey + "\n").write(toFile: keyFilePath, atomically: true, encoding: .utf8)
+        let other = FMDatabase(path: path)
+        XCTAssertTrue(other.open())
+        try other.setKey(using: RawKeyProvider(key: Data(repeating: 0xAB, count: 32)))
+        try other.rekeySafely(using: RawKeyProvider(key: Data(repeating: 0xCD, count: 32)))
+        other.close()
+
+        reloadDatabaseKey(pool, keyFilePath: keyFilePath, logger: Logger(label: "app"))
+        XCTAssertTrue(pool.inDatabase { db in db.executeUpdate("INSERT INTO t VALUES (1)") } ?? false)
+        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
     }
 }

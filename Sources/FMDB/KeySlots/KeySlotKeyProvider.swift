@@ -182,7 +182,15 @@ public struct RecoveryKey: Sendable, CustomStringConvertible {
 
 /// Opens a slotted database (see `KeySlots`) with one of its secrets: reads the slot file beside the
 /// database, unwraps the data key from the slot the secret opens, and hands SQLCipher the raw data
-/// key. The key derivation runs once per state of the slot file: a pool of 8 connections costs one.
+/// key. The key derivation runs once: a pool of 8 connections costs one, and so does a service that runs
+/// for weeks while operators change, add and remove slots.
+///
+/// Once it has unlocked the data key, the provider keeps it (in wiped memory) for its lifetime: when the
+/// slot file changes, the key it holds is checked against the database (a raw-key open, no key
+/// derivation) and kept while it opens it, even when this provider's own secret was changed or its slot
+/// removed, the way an unlocked volume stays unlocked after a passphrase change. A new process needs a
+/// secret the slot file accepts now. Only a data-key rotation (`KeySlots.rotateDataKey`) makes it unlock
+/// the slot file again, with its secret.
 ///
 /// ```swift
 /// let provider = KeySlotKeyProvider(secret: .passphrase("correct horse battery staple"))
@@ -211,12 +219,18 @@ public final class KeySlotKeyProvider: KeyProvider {
 
     private struct State {
         var keys: [CacheKey: SecureBytes] = [:]
+        /// The data key last unlocked or confirmed for each database (by salt): kept while the slot file
+        /// changes around it, as long as it still opens the database.
+        var held: [Data: SecureBytes] = [:]
         var unlocks = 0
     }
 
     private let secret: KeySlotSecret
     private let slotID: Int?
     private let state: Protected<State>
+    /// Held while a slot file is unlocked or a held key checked, so connections opened at once after a
+    /// change cost one key derivation, not one each.
+    private let unlocking: NSLock
     /// The one database (standardized path) this provider may create under the slot file beside it.
     private let newDatabasePath: String?
 
@@ -225,13 +239,17 @@ public final class KeySlotKeyProvider: KeyProvider {
         self.secret = secret
         self.slotID = slotID
         state = Protected(State())
+        unlocking = NSLock()
         newDatabasePath = nil
     }
 
-    private init(secret: KeySlotSecret, slotID: Int?, state: Protected<State>, newDatabasePath: String) {
+    private init(
+        secret: KeySlotSecret, slotID: Int?, state: Protected<State>, unlocking: NSLock, newDatabasePath: String
+    ) {
         self.secret = secret
         self.slotID = slotID
         self.state = state
+        self.unlocking = unlocking
         self.newDatabasePath = newDatabasePath
     }
 
@@ -252,14 +270,16 @@ public final class KeySlotKeyProvider: KeyProvider {
     /// path could otherwise choose the identity, and so the data key, of the database made there.
     /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
     public func creatingDatabase(at path: String) -> KeySlotKeyProvider {
-        KeySlotKeyProvider(secret: secret, slotID: slotID, state: state, newDatabasePath: Self.standardized(path))
+        KeySlotKeyProvider(
+            secret: secret, slotID: slotID, state: state, unlocking: unlocking, newDatabasePath: Self.standardized(path)
+        )
     }
 
     private static func standardized(_ path: String) -> String {
         URL(fileURLWithPath: path).standardizedFileURL.path
     }
 
-    /// How many times a slot was unlocked (key derivations run): one per state of the slot file.
+    /// How many times a slot was unlocked (key derivations run): one, and one more per data-key rotation.
     public var derivationCount: Int { state.withLock { $0.unlocks } }
 
     /// The data key for `request` (see `KeyProvider`).
@@ -276,14 +296,45 @@ public final class KeySlotKeyProvider: KeyProvider {
         if let cached = state.withLock({ $0.keys[cacheKey] }) {
             return .raw(secure: cached, salt: nil)
         }
+        unlocking.lock()
+        defer { unlocking.unlock() }
+        if let cached = state.withLock({ $0.keys[cacheKey] }) {
+            return .raw(secure: cached, salt: nil)  // Another connection unlocked it meanwhile.
+        }
+        // The slot file changed since this provider last read it (a slot was added, changed or removed, or
+        // the data key rotated). A slot change leaves the data key as it was: the key this provider holds
+        // keeps opening the database, without a key derivation and even when this provider's secret no
+        // longer opens any slot, as an unlocked volume stays unlocked after a passphrase change. Only a key
+        // positively checked against the database is kept; otherwise the slot file is unlocked again.
+        if let held = state.withLock({ $0.held[salt] }) {
+            let probe = KeySlots.probe(path, key: held)
+            switch probe {
+            case .opens:
+                state.withLock { $0.keys[cacheKey] = held }
+                return .raw(secure: held, salt: nil)
+            case .doesNotOpen:
+                break  // The data key was rotated: the slot file tells the new one.
+            case .locked, .couldNotCheck:
+                throw KeySlots.uncheckedError(path, probe)
+            }
+        }
         let opened = try KeySlots.unlock(
             bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
         let key = try opened.currentDataKey(databasePath: path)
         state.withLock { state in
             state.keys[cacheKey] = key
+            state.held[salt] = key
             state.unlocks += 1
         }
         return .raw(secure: key, salt: nil)
+    }
+
+    /// Forgets which slot file states it has read, so the next request reads the slot file again and
+    /// checks the data key it holds against the database (see ``KeyProvider/reloadKey()``): a queue or pool
+    /// calls it when its database turned out to be under a key it did not hold (a data key rotated while
+    /// a rotation was pending). The data keys it holds stay until they no longer open the database.
+    public func reloadKey() throws {
+        state.withLock { $0.keys.removeAll() }
     }
 
     /// A database that does not exist yet (or is empty) that this provider was asked to create
@@ -331,6 +382,7 @@ public final class KeySlotKeyProvider: KeyProvider {
         }
         state.withLock { state in
             state.keys[cacheKey] = key
+            state.held[salt] = key
             state.unlocks += 1
         }
         return .raw(secure: key, salt: SecureBytes(salt))

@@ -37,6 +37,25 @@ public protocol KeyProvider: Sendable {
     /// The key for the database described by `request`.
     /// - Throws: any error; it is passed on to the caller that opened the database.
     func key(for request: KeyRequest) throws -> DatabaseKey
+
+    /// Reads the provider's source again (a key file, a systemd credential, a slot file), so the next
+    /// ``key(for:)`` answers with the key the database is under now.
+    ///
+    /// A keyed `FMDatabaseQueue` or `FMDatabasePool` calls it when a connection that worked meets the
+    /// file under a key it does not hold (`SQLITE_NOTADB`: the database was rekeyed elsewhere), before it
+    /// opens the next connection. The default does nothing: a provider that holds a fixed key has nothing
+    /// to read again. Wrap one that reads a source in ``ReloadableKeyProvider``.
+    ///
+    /// ```swift
+    /// let provider = try ReloadableKeyProvider { try RawKeyProvider(key: Data(contentsOf: keyFileURL)) }
+    /// ```
+    /// - Throws: when the source cannot be read; the provider then keeps what it had.
+    func reloadKey() throws
+}
+
+extension KeyProvider {
+    /// Default: nothing to read again (see ``KeyProvider/reloadKey()``).
+    public func reloadKey() throws {}
 }
 
 /// A passphrase, handed to SQLCipher, which runs its own key derivation on every connection (the

@@ -66,6 +66,13 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         try provider.key(for: request)
     }
 
+    /// Passes the request on to the provider the credential made: a key slot provider reads its slot file
+    /// again (see ``KeyProvider/reloadKey()``). The credential itself is not read again: systemd puts it in
+    /// place when the service starts. To read it again, make a new provider (``ReloadableKeyProvider``).
+    public func reloadKey() throws {
+        try provider.reloadKey()
+    }
+
     /// The credential's bytes, in wiped memory, with the checks listed above.
     ///
     /// No error names the credential (nor its path): a name is sometimes the secret itself, given by

@@ -57,13 +57,13 @@ public final class FMDatabasePool: @unchecked Sendable {
     // `maximum`, `queueTimeout`) is read and written only while `condition` is locked. A checked-out
     // FMDatabase is used only by the thread that checked it out; checked-in ones are touched only under the lock.
 
-    private struct Checkout {
+    struct Checkout {
         let database: FMDatabase
         let thread: pthread_t
         let generation: Int
     }
 
-    private struct State {
+    struct State {
         var checkedIn: [(database: FMDatabase, generation: Int)] = []
         var checkedOut: [ObjectIdentifier: Checkout] = [:]
         /// Connections being opened outside the lock: they count toward the limit.
@@ -95,8 +95,11 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// ```
     public let logsErrors: Bool
 
-    private let condition = NSCondition()
-    private var state = State()
+    let condition = NSCondition()
+    var state = State()
+    /// The database file's identity in the process-wide ``KeyChangeRegistry`` (nil: not keyed, or in
+    /// memory); written only by the keyed initializer.
+    var keyIdentity: KeyChangeRegistry.FileIdentity?
     /// The file's first-come, first-served queue for transactions, shared by every pool on the file in
     /// this process (Core/WriteGate.swift); immutable, Sendable.
     private let writeGate: WriteGate
@@ -212,6 +215,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         let first = try openConnection(keyProvider: keyProvider)
         state.checkedIn.append((first, 0))
         state.unannounced.insert(ObjectIdentifier(first))
+        keyIdentity = KeyChangeRegistry.FileIdentity(path: path)
+        KeyChangeRegistry.shared.register(self, identity: keyIdentity)
     }
 
     /// The keyed initializer, for a file URL.
@@ -287,7 +292,7 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     // MARK: - Checkout
 
-    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
         condition.lock()
         defer { condition.unlock() }
         return try body()
@@ -295,7 +300,7 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails, and
     /// removes the files it created when the database did not exist.
-    private func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
+    func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
         try FMDatabase.openShared(
             path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
             logsErrors: logsErrors,
@@ -364,17 +369,39 @@ public final class FMDatabasePool: @unchecked Sendable {
             }
             condition.wait()
         }
-        let generation = state.generation
-        let provider = state.keyProvider
+        var generation = state.generation
+        var provider = state.keyProvider
         let delegate = delegateStorage
         condition.unlock()
 
         let db: FMDatabase
-        if let candidate {
+        if let candidate, provider == nil || !candidate.database.isUnderAnotherKey() {
             db = candidate.database
         } else {
+            if let candidate {
+                // The file was rekeyed elsewhere since this connection last read it: it is dropped (with
+                // every idle one, keyed as it was), the provider reads its source again, and a new
+                // connection takes its place. No block has run on it, so none is run again.
+                candidate.database.close()
+                locked {
+                    state.checkedOut.removeValue(forKey: ObjectIdentifier(candidate.database))
+                    state.opening += 1
+                }
+                isNew = true
+                announce = true
+                keyChanged()
+                (generation, provider) = locked { (state.generation, state.keyProvider) }
+            }
             do {
-                db = try openConnection(keyProvider: provider)
+                do {
+                    db = try openConnection(keyProvider: provider)
+                } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && provider != nil {
+                    // The file is under a key this provider did not give (rekeyed elsewhere, seen here
+                    // before any idle connection met it): the provider reads its source again, once.
+                    keyChanged()
+                    (generation, provider) = locked { (state.generation, state.keyProvider) }
+                    db = try openConnection(keyProvider: provider)
+                }
             } catch {
                 locked { state.opening -= 1 }
                 condition.broadcast()
@@ -406,6 +433,10 @@ public final class FMDatabasePool: @unchecked Sendable {
     private func checkIn(_ db: FMDatabase) {
         db.checkedOut = false
         db.cleanUpAfterBlock(owner: "FMDatabasePool")
+        if db.isOpen, locked({ state.keyProvider != nil }), db.metAnotherKey() {
+            db.close()
+            keyChanged()
+        }
         let stale: Bool = locked {
             let checkout = state.checkedOut.removeValue(forKey: ObjectIdentifier(db))
             let stale = checkout.map { $0.generation != state.generation } ?? true
@@ -430,7 +461,12 @@ public final class FMDatabasePool: @unchecked Sendable {
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
         }
         defer { checkIn(db) }
-        return try body(db)
+        do {
+            return try body(db)
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
+            // Checked in after this: `checkIn` finds the same, closes it and re-asks the provider.
+            throw FMDatabase.keyChangedError(path: path, cause: error)
+        }
     }
 
     // MARK: - FMDB API
@@ -607,6 +643,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             state.checkedIn = db.isOpen ? [(db, state.generation)] : []
             if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
         }
+        KeyChangeRegistry.shared.announce(provider, for: keyIdentity, from: self)
         return outcome
     }
 

@@ -58,6 +58,11 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// Runs on the connection each time the queue opens it, after keying, before any block (immutable).
     private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
     private let lastErrorBox = Protected<FMDatabaseError?>(nil)
+    /// A provider handed over by a rekey through another queue or pool on the same file, taken up by
+    /// the next call on the queue (`Protected`: set from any thread).
+    private let adoptedProvider = Protected<(any KeyProvider)?>(nil)
+    /// The file's identity in the process-wide ``KeyChangeRegistry``; written only by the keyed initializer.
+    private var keyIdentity: KeyChangeRegistry.FileIdentity?
     private let interruptTarget = Protected<InterruptHandle?>(nil)
 
     /// The last error met while supplying a database to a block (open, key, BEGIN), or nil.
@@ -164,6 +169,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             logsErrors: logsErrors,
             prepareDatabase: prepareDatabase)
         try onQueue { try self.openDatabase() }
+        keyIdentity = KeyChangeRegistry.FileIdentity(path: path)
+        KeyChangeRegistry.shared.register(self, identity: keyIdentity)
     }
 
     /// The keyed initializer, for a file URL.
@@ -213,12 +220,34 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// The open database, opening and keying it when needed. Runs on the queue.
     private func openDatabase() throws -> FMDatabase {
-        if let database, database.isOpen { return database }
+        if let adopted = adoptedProvider.withLock({ state in
+            defer { state = nil }; return state
+        }) {
+            // Another queue or pool of this process rekeyed the file: the connection keyed before is dropped.
+            keyProvider = adopted
+            closeDatabase()
+        }
+        if let database, database.isOpen {
+            guard keyProvider != nil, database.isUnderAnotherKey() else { return database }
+            // The file was rekeyed elsewhere since the last block: a new connection, with the provider
+            // asked again, serves this call (no block ran on the old one, so none is run again).
+            keyChanged()
+        }
         // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
-        let db = try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
-            logsErrors: logsErrors,
-            prepare: { try self.prepareDatabase?($0) })
+        let open = {
+            try FMDatabase.openShared(
+                path: self.path, flags: self.openFlags, vfs: self.vfsName, keyProvider: self.keyProvider,
+                logger: self.logger, logsErrors: self.logsErrors, prepare: { try self.prepareDatabase?($0) })
+        }
+        let db: FMDatabase
+        do {
+            db = try open()
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && keyProvider != nil {
+            // The file is under a key the provider did not give (rekeyed elsewhere while the queue was
+            // closed): the provider reads its source again, once.
+            keyChanged()
+            db = try open()
+        }
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
         return db
@@ -248,6 +277,38 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// does), each with a warning.
     private func tidy(_ db: FMDatabase) {
         db.cleanUpAfterBlock(owner: "FMDatabaseQueue")
+        if keyProvider != nil, db.isOpen, db.metAnotherKey() { keyChanged() }
+    }
+
+    /// The connection met the file under a key it does not hold (rekeyed, or its data key rotated,
+    /// elsewhere): it is closed, and the provider reads its source again (``KeyProvider/reloadKey()``)
+    /// before the next one opens. Runs on the queue.
+    private func keyChanged() {
+        closeDatabase()
+        logger.warning(
+            "FMDatabaseQueue: \(path ?? ":memory:") is under a key its connection does not hold (rekeyed elsewhere); it is reopened with the key provider asked again."
+        )
+        do {
+            try keyProvider?.reloadKey()
+        } catch {
+            logger.error("FMDatabaseQueue: the key provider could not read its source again: \(error)")
+        }
+    }
+
+    /// Closes the connection; the next call opens a new one. Runs on the queue.
+    private func closeDatabase() {
+        interruptTarget.withLock { $0 = nil }
+        database?.close()
+        database = nil
+    }
+
+    /// Runs a throwing block on `db`, telling a block stopped by a key change made elsewhere so.
+    private func run<T>(_ db: FMDatabase, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
+            throw FMDatabase.keyChangedError(path: path, cause: error)
+        }
     }
 
     // MARK: - FMDB API
@@ -400,7 +461,49 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             } else {
                 interruptTarget.withLock { $0 = db.interruptHandle }
             }
+            KeyChangeRegistry.shared.announce(provider, for: keyIdentity, from: self)
             return outcome
+        }
+    }
+
+    // MARK: - Key changes made elsewhere
+
+    /// Hands the queue a new key provider, for a database whose key changed outside this process (an
+    /// operator's `fmdb-cipher rekey`, a new key file, a new credential): a typical SIGHUP handler.
+    ///
+    /// The provider is checked first, on a new connection that must open and read the file (and is set
+    /// up with `prepareDatabase`); when it does not, this throws and the queue keeps its provider and
+    /// connection. When it does, that connection replaces the queue's. It runs on the queue, after the
+    /// block running now: it must not be called from a block of the queue.
+    ///
+    /// ```swift
+    /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
+    /// reload.setEventHandler {
+    ///     do {
+    ///         try queue.replaceKeyProvider(SystemdCredentialKeyProvider(credential: "app-db-key", usage: .rawKey))
+    ///     } catch {
+    ///         logger.error("the new key does not open the database; the old one stays in use: \(error)")
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// To change the key of the database itself, use ``rekey(using:)``.
+    ///
+    /// - Parameter provider: The provider of the key the database is under now.
+    /// - Throws: `FMDatabaseError`: code 26 when its key does not open the database, the open error, or
+    ///   what `prepareDatabase` threw. Nothing changed then.
+    /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
+    public func replaceKeyProvider(_ provider: any KeyProvider) throws {
+        try onQueue {
+            let db = try FMDatabase.openShared(
+                path: path, flags: openFlags, vfs: vfsName, keyProvider: provider, logger: logger,
+                logsErrors: logsErrors,
+                prepare: { try self.prepareDatabase?($0) })
+            adoptedProvider.withLock { $0 = nil }
+            closeDatabase()
+            keyProvider = provider
+            database = db
+            interruptTarget.withLock { $0 = db.interruptHandle }
         }
     }
 
@@ -438,7 +541,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         try onQueue {
             let db = try openDatabase()
             defer { tidy(db) }
-            return try block(db)
+            return try run(db) { try block(db) }
         }
     }
 
@@ -456,7 +559,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         try onQueue {
             let db = try openDatabase()
             defer { tidy(db) }
-            return try db.inTransaction(kind, block)
+            return try run(db) { try db.inTransaction(kind, block) }
         }
     }
 
@@ -488,7 +591,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                     let result = Result { () throws -> T in
                         let db = try self.openDatabase()
                         defer { self.tidy(db) }
-                        return try cancellation.run(on: db) { try block(db) }
+                        return try self.run(db) { try cancellation.run(on: db) { try block(db) } }
                     }
                     continuation.resume(with: result)
                 }
@@ -535,5 +638,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         } onCancel: {
             cancellation.cancel()
         }
+    }
+}
+
+extension FMDatabaseQueue: KeyChangeListener {
+    /// A rekey through another queue or pool of this process on the same file (``KeyChangeRegistry``):
+    /// the next call drops the connection keyed before and keys a new one with `provider`.
+    func adoptKeyProvider(_ provider: any KeyProvider) {
+        adoptedProvider.withLock { $0 = provider }
     }
 }

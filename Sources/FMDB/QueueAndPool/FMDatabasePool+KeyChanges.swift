@@ -1,0 +1,81 @@
+import Foundation
+
+extension FMDatabasePool: KeyChangeListener {
+    /// Hands the pool a new key provider, for a database whose key changed outside this process (an
+    /// operator's `fmdb-cipher rekey`, a new key file, a new credential): a typical SIGHUP handler.
+    ///
+    /// The provider is checked first, on a new connection that must open and read the file (and is set
+    /// up with `prepareDatabase`); when it does not, this throws and the pool keeps its provider and
+    /// connections. When it does, the pool keys every later connection with it: that connection is
+    /// checked in for the next block, idle connections are closed now and checked-out ones when their
+    /// blocks return. Running blocks are not interrupted.
+    ///
+    /// ```swift
+    /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
+    /// reload.setEventHandler {
+    ///     do {
+    ///         try pool.replaceKeyProvider(SystemdCredentialKeyProvider(credential: "app-db-key", usage: .rawKey))
+    ///     } catch {
+    ///         logger.error("the new key does not open the database; the old one stays in use: \(error)")
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// To change the key of the database itself, use ``rekey(using:)``.
+    ///
+    /// - Parameter provider: The provider of the key the database is under now.
+    /// - Throws: `FMDatabaseError`: code 26 when its key does not open the database, the open error, or
+    ///   what `prepareDatabase` threw. Nothing changed then.
+    /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
+    public func replaceKeyProvider(_ provider: any KeyProvider) throws {
+        let db = try openConnection(keyProvider: provider)
+        let idle: [FMDatabase] = locked {
+            state.keyProvider = provider
+            let idle = invalidateConnections()
+            state.checkedIn = [(db, state.generation)]
+            state.unannounced.insert(ObjectIdentifier(db))
+            return idle
+        }
+        for connection in idle { connection.close() }
+        condition.broadcast()
+    }
+
+    /// A rekey through another queue or pool of this process on the same file (``KeyChangeRegistry``):
+    /// every connection keyed before is dropped, new ones use `provider`.
+    func adoptKeyProvider(_ provider: any KeyProvider) {
+        let idle: [FMDatabase] = locked {
+            state.keyProvider = provider
+            return invalidateConnections()
+        }
+        for connection in idle { connection.close() }
+        condition.broadcast()
+    }
+
+    /// A connection met the file under a key it does not hold (rekeyed, or its data key rotated,
+    /// elsewhere): every connection keyed before is dropped, and the provider is asked to read its source
+    /// again (``KeyProvider/reloadKey()``) before the next connection opens.
+    func keyChanged() {
+        let (idle, provider): ([FMDatabase], (any KeyProvider)?) = locked {
+            (invalidateConnections(), state.keyProvider)
+        }
+        for connection in idle { connection.close() }
+        condition.broadcast()
+        logger.warning(
+            "FMDatabasePool: \(path ?? ":memory:") is under a key its connections do not hold (rekeyed elsewhere); they are reopened with the key provider asked again."
+        )
+        do {
+            try provider?.reloadKey()
+        } catch {
+            logger.error("FMDatabasePool: the key provider could not read its source again: \(error)")
+        }
+    }
+
+    /// Moves the pool to a new generation: returns the idle connections (to close outside the lock);
+    /// checked-out ones are closed at check-in. Call with the lock held.
+    private func invalidateConnections() -> [FMDatabase] {
+        state.generation += 1
+        state.unannounced.removeAll()  // Only ever idle connections, all closed by the caller.
+        defer { state.checkedIn.removeAll() }
+        return state.checkedIn.map(\.database)
+    }
+}
