@@ -225,7 +225,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     deinit {
-        for entry in state.checkedIn { entry.database.close() }
+        for entry in state.checkedIn { entry.database.closeAsOwner() }
     }
 
     // MARK: - Properties
@@ -281,7 +281,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             defer { state.checkedIn.removeAll() }
             return state.checkedIn.map(\.database)
         }
-        for db in idle { db.close() }
+        for db in idle { db.closeAsOwner() }
         condition.broadcast()
     }
 
@@ -381,8 +381,9 @@ public final class FMDatabasePool: @unchecked Sendable {
                 throw error
             }
         }
+        db.lend()
         if let delegate, !delegate.databasePool(self, shouldAddDatabaseToPool: db) {
-            db.close()
+            db.closeAsOwner()
             locked {
                 if isNew { state.opening -= 1 } else { state.checkedOut.removeValue(forKey: ObjectIdentifier(db)) }
             }
@@ -406,13 +407,14 @@ public final class FMDatabasePool: @unchecked Sendable {
     private func checkIn(_ db: FMDatabase) {
         db.checkedOut = false
         db.cleanUpAfterBlock(owner: "FMDatabasePool")
+        db.takeBack()
         let stale: Bool = locked {
             let checkout = state.checkedOut.removeValue(forKey: ObjectIdentifier(db))
             let stale = checkout.map { $0.generation != state.generation } ?? true
             if !stale, db.isOpen { state.checkedIn.append((db, state.generation)) }
             return stale
         }
-        if stale { db.close() }
+        if stale { db.closeAsOwner() }
         condition.broadcast()
     }
 
@@ -571,7 +573,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             locked { state.rekeying = false }
             condition.broadcast()
         }
-        for db in idle.dropFirst() { db.close() }
+        for db in idle.dropFirst() { db.closeAsOwner() }
         let db: FMDatabase
         var announced = false
         if let first = idle.first, first.isOpen {
@@ -580,6 +582,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         } else {
             db = try openConnection(keyProvider: oldProvider)
         }
+        db.lend()
         let connectionBefore = db.connection.map(ObjectIdentifier.init)
         let outcome: FMRekeyOutcome
         do {
@@ -601,6 +604,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 )
             }
         }
+        db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
         locked {
             state.keyProvider = provider
             state.generation += 1

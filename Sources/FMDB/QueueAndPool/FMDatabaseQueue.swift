@@ -194,7 +194,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     deinit {
         // The last reference is gone, so no block can be running: close without the queue.
-        database?.close()
+        database?.closeAsOwner()
     }
 
     // MARK: - The queue
@@ -208,12 +208,19 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                     + "Use the FMDatabase the block was given instead."
             )
         }
-        return try dispatchQueue.sync(execute: body)
+        return try dispatchQueue.sync {
+            // However the work ends, the connection is not lent any more (see FMDatabase+Lending.swift).
+            defer { database?.takeBack() }
+            return try body()
+        }
     }
 
     /// The open database, opening and keying it when needed. Runs on the queue.
     private func openDatabase() throws -> FMDatabase {
-        if let database, database.isOpen { return database }
+        if let database, database.isOpen {
+            database.lend()
+            return database
+        }
         // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
         let db = try FMDatabase.openShared(
             path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
@@ -221,6 +228,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             prepare: { try self.prepareDatabase?($0) })
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
+        db.lend()
         return db
     }
 
@@ -248,6 +256,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// does), each with a warning.
     private func tidy(_ db: FMDatabase) {
         db.cleanUpAfterBlock(owner: "FMDatabaseQueue")
+        db.takeBack()
     }
 
     // MARK: - FMDB API
@@ -256,7 +265,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     public func close() {
         onQueue {
             interruptTarget.withLock { $0 = nil }
-            database?.close()
+            database?.closeAsOwner()
             database = nil
         }
     }
