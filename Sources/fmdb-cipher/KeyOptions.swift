@@ -170,149 +170,59 @@ struct NewKeyOptions: ParsableArguments {
     }
 }
 
-/// Reads keys without ever holding them in a String: environment variables through getenv, files and
-/// standard input with read(2), the terminal with echo off. Every buffer is KeyMaterial (wiped).
+/// Reads keys with the library's `KeyMaterial.read(from:)` (getenv, read(2), the terminal with echo
+/// off, into wiped memory), adding the tool's prompts and exit codes.
 final class KeyReader {
-    private var stdinLinesRead = 0
-    private static let maxKeyLength = 64 * 1024
-
     /// The key from `source` (or a prompt when nil and standard input is a terminal).
     func read(_ source: KeySource?, what: String, confirm: Bool = false) throws -> KeyMaterial {
-        let material: KeyMaterial
         switch source ?? .prompt {
         case .environment(let name):
-            // The name is not repeated: it may be the key itself, given by mistake (`--key-env "$KEY"`).
-            guard let value = getenv(name) else {
-                throw CLIError.usage(
-                    "the environment variable given for the \(what) is not set "
-                        + "(its name is not shown, in case it is a key given by mistake)")
-            }
-            let length = strlen(value)
-            material = KeyMaterial(copying: UnsafeRawBufferPointer(start: value, count: length))
+            return try library(.environment(name: name), what: what)
         case .file(let path):
-            material = try readFile(path, what: what)
+            return try library(.file(path: path), what: what)
         case .credential(let name):
+            let material: KeyMaterial
             do {
                 material = try SystemdCredentialKeyProvider.read(credential: name).trimmingTrailingNewline()
             } catch {
                 throw CLIError.from(error, context: "the \(what)")
             }
+            guard !material.isEmpty else { throw CLIError.usage("the \(what) is empty") }
+            return material
         case .standardInput:
             // On a terminal, the same as the prompt: no echo.
             let terminal = isatty(STDIN_FILENO) == 1
             if terminal { Output.prompt("Enter \(what) (standard input): ") }
-            let read = try Terminal.withEchoOff(STDIN_FILENO) { try readLine(fd: STDIN_FILENO) }
-            if terminal { Output.prompt("\n") }
-            guard let line = read else {
-                throw CLIError.usage("standard input ended before the \(what) was read")
-            }
-            stdinLinesRead += 1
-            material = line
+            defer { if terminal { Output.prompt("\n") } }
+            return try library(.standardInput, what: what)
         case .prompt:
             guard isatty(STDIN_FILENO) == 1 else {
                 throw CLIError.usage(
                     "no \(what) given: use --key-env VAR, --key-file PATH or --key-stdin (or run on a terminal to be prompted)"
                 )
             }
-            material = try prompt("Enter \(what): ")
+            let material = try library(.terminal(prompt: "Enter \(what): "), what: what)
             if confirm {
-                let again = try prompt("Repeat \(what): ")
+                let again = try library(.terminal(prompt: "Repeat \(what): "), what: what)
                 guard again.isEqual(to: material) else { throw CLIError.usage("the two entries of the \(what) differ") }
             }
+            return material
         }
-        guard !material.isEmpty else {
-            throw CLIError.usage("the \(what) is empty")
-        }
-        return material
     }
 
-    private func readFile(_ path: String, what: String) throws -> KeyMaterial {
-        // The path is not repeated in messages: it may be the key itself, given by mistake.
-        // O_NONBLOCK: a named pipe nobody writes to is opened at once (and then reads as empty, refused
-        // below) instead of hanging; the flag is cleared after the open, so a pipe with a writer, such as
-        // `--key-file <(pass show db)`, is read to its end as before.
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else {
-            throw CLIError(
-                "cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
-        }
-        defer { close(fd) }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        var status = stat()
-        guard fstat(fd, &status) == 0 else {
-            throw CLIError(
-                "cannot read the \(what) from the file given: \(String(cString: strerror(errno)))", code: Exit.noInput)
-        }
-        let type = status.st_mode & S_IFMT
-        if type == S_IFDIR {
-            throw CLIError("cannot read the \(what) from the file given: it is a directory", code: Exit.noInput)
-        }
-        // As ssh does for private keys: a key file others can read is worth a warning (pipes such as
-        // `--key-file <(pass show db)` are not files and are fine).
-        // A key file others can change lets them choose the key (a new key above all): refused, as the
-        // library refuses such a systemd credential.
-        if type == S_IFREG, status.st_mode & 0o022 != 0 {
-            let mode = String(status.st_mode & 0o7777, radix: 8)
-            throw CLIError(
-                "the file holding the \(what) has mode 0\(mode): group or others can change it, so it is not used; "
-                    + "chmod 600 it", code: Exit.noInput)
-        }
-        if type == S_IFREG, status.st_mode & 0o077 != 0 {
-            let mode = String(status.st_mode & 0o7777, radix: 8)
-            Output.message(
-                "fmdb-cipher: warning: the file holding the \(what) has mode 0\(mode): group or others can "
-                    + "read or change it; chmod 600 it")
-        }
-        let material = try KeyMaterial(capacity: Self.maxKeyLength + 1) { buffer in
-            var total = 0
-            while total < buffer.count {
-                let n = Foundation.read(fd, buffer.baseAddress?.advanced(by: total), buffer.count - total)
-                if n < 0 { return -1 }
-                if n == 0 { break }
-                total += n
+    /// The library's reader, its errors as the tool's: a file that cannot be used exits 66 (EX_NOINPUT),
+    /// other refusals 64 (EX_USAGE); the message is the library's, which never repeats a path or name.
+    private func library(_ source: FMDB.KeySource, what: String) throws -> KeyMaterial {
+        do {
+            return try KeyMaterial.read(from: source, describedAs: what) { warning in
+                Output.message("fmdb-cipher: warning: " + warning)
             }
-            return total
-        }
-        guard material.count <= Self.maxKeyLength else {
-            throw CLIError.usage("the file given for the \(what) is longer than \(Self.maxKeyLength) bytes")
-        }
-        if material.isEmpty, type == S_IFIFO {
-            throw CLIError.usage("the file given for the \(what) is a pipe with nothing written to it")
-        }
-        return material.trimmingTrailingNewline()
-    }
-
-    /// One line (without its newline), read a byte at a time so nothing past it is consumed.
-    func readLine(fd: Int32) throws -> KeyMaterial? {
-        var sawAnything = false
-        let material = try KeyMaterial(capacity: Self.maxKeyLength) { buffer in
-            var total = 0
-            while total < buffer.count {
-                let n = Foundation.read(fd, buffer.baseAddress?.advanced(by: total), 1)
-                if n < 0 { return -1 }
-                if n == 0 { break }
-                sawAnything = true
-                if buffer[total] == UInt8(ascii: "\n") {
-                    buffer[total] = 0
-                    break
-                }
-                total += 1
+        } catch let error as FMDatabaseError {
+            switch error.resultCode {
+            case SQLITE_CANTOPEN, SQLITE_PERM: throw CLIError(error.message, code: Exit.noInput)
+            case SQLITE_MISUSE: throw CLIError.usage(error.message)
+            default: throw error
             }
-            if total > 0, buffer[total - 1] == UInt8(ascii: "\r") { total -= 1 }
-            return total
         }
-        return sawAnything ? material : nil
-    }
-
-    private func prompt(_ text: String) throws -> KeyMaterial {
-        let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
-        let fd = tty >= 0 ? tty : STDIN_FILENO
-        defer { if tty >= 0 { close(tty) } }
-        _ = text.withCString { write(fd == STDIN_FILENO ? STDERR_FILENO : fd, $0, strlen($0)) }
-        defer { _ = write(fd == STDIN_FILENO ? STDERR_FILENO : fd, "\n", 1) }
-        guard let line = try Terminal.withEchoOff(fd, { try readLine(fd: fd) }) else {
-            throw CLIError.usage("no key was entered")
-        }
-        return line
     }
 }

@@ -87,4 +87,24 @@ final class ToolKeySourceTests: ToolTestCase {
         }
         XCTAssertEqual(chmod(credentials, 0o700), 0)
     }
+
+    /// SIGTERM while the tool waits at its key prompt (echo off, on a pseudo-terminal script(1) makes):
+    /// echo is back on afterwards, and the tool died of the signal (status 128 + 15).
+    func testSignalAtThePromptTurnsEchoBackOnThenEndsTheTool() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("no script(1)") }
+        let db = path("random.db")
+        try Data((0..<8192).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: db))
+        let echo = "stty -a | grep -o -- '-\\?echo ' | head -1"
+        let shell = """
+            '\(tool!)' sql '\(db)' 'select 1' </dev/tty & p=$!
+            for i in $(seq 100); do stty -a | grep -q -- '-echo ' && break; sleep 0.1; done
+            echo "during: $(\(echo))"; kill -TERM $p; wait $p; echo "status: $?"; echo "after: $(\(echo))"
+            """
+        let result = try runProcess("/usr/bin/script", ["-qec", shell, "/dev/null"])
+        let lines = result.stdout.replacingOccurrences(of: "\r", with: "")
+        XCTAssertTrue(lines.contains("Enter key for"), lines)
+        XCTAssertTrue(lines.contains("during: -echo"), lines)
+        XCTAssertTrue(lines.contains("status: 143"), lines)
+        XCTAssertTrue(lines.contains("after: echo"), lines)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// The callback of `executeStatements(_:withResultBlock:)`: one call per row, column name to
 /// value (`String`, or `NSNull` for NULL). Return 0 to go on, anything else to stop.
@@ -80,6 +81,10 @@ public final class FMDatabase {
     public var crashOnErrors = false
     /// Set by `FMDatabasePool` while a block uses this connection.
     public var checkedOut = false
+    /// Who may use the connection (QueueAndPool/FMDatabase+Lending.swift marks it): `notLent` when no
+    /// queue or pool owns it, `betweenBlocks` when one does and no block runs, else the `pthread_t` of
+    /// the thread running a block. Atomic: a connection that escaped its block is read from elsewhere.
+    let lending = Atomic<UInt>(0)
 
     /// Keep prepared statements for reuse by SQL text. Off by default, as FMDB.
     @exclusivity(unchecked) public var shouldCacheStatements = false {
@@ -347,6 +352,8 @@ public final class FMDatabase {
     /// reset the error (FMDB's stale-`lastError` bug).
     @inline(__always)
     func recording<T>(_ body: () throws -> T) throws -> T {
+        let lent = lending.load(ordering: .relaxed)
+        if lent != Lending.notLent, lent != UInt(pthread_self()) { try refuseUseOutsideItsBlock(lent) }
         clearLastError()
         do {
             return try body()
@@ -383,6 +390,17 @@ public final class FMDatabase {
             logError(error)
             return nil
         }
+    }
+
+    /// A connection of a queue or pool used outside the block it was lent to (it escaped: `let leaked
+    /// = queue.inDatabase { $0 }`): SQLITE_MISUSE. `lastError` is set only when no block is running;
+    /// while one runs on another thread, writing it here would race with that block.
+    @inline(never)
+    func refuseUseOutsideItsBlock(_ lent: UInt) throws -> Never {
+        let error = FMDatabaseError.misuse(
+            "this FMDatabase belongs to a queue/pool: use it only inside the block")
+        if lent == Lending.betweenBlocks { record(error) }
+        throw error
     }
 
     /// Stores an error for `lastError()`. Only `recording` and the close path call it.

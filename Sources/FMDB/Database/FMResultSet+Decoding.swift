@@ -99,6 +99,12 @@ final class RowDecoder: Decoder {
     /// Per request position: the key asked for and its column (-1: the query has no such column).
     @exclusivity(unchecked) private var plan: [(name: String, index: Int32)] = []
     @exclusivity(unchecked) private var cursor = 0
+    /// The keyed container handed out at the last row, and its key type: a synthesized `init(from:)`
+    /// asks for one per row, and `KeyedDecodingContainer` boxes it in a new class instance each time
+    /// (an allocation per row); the box is reused instead. It holds this decoder: the result set
+    /// breaks the cycle with `dropCachedContainer()` when it lets the decoder go.
+    @exclusivity(unchecked) private var cachedContainer: AnyObject?
+    @exclusivity(unchecked) private var cachedKeyType: ObjectIdentifier?
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -292,7 +298,23 @@ final class RowDecoder: Decoder {
     // MARK: Decoder
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(RowContainer<Key>(row: self))
+        if cachedKeyType == ObjectIdentifier(Key.self), let box = cachedContainer {
+            // KeyedDecodingContainer<Key> is a struct around one class reference (its box): the cached
+            // reference was made from a container of this very Key type, so this is that container again.
+            return unsafeBitCast(box, to: KeyedDecodingContainer<Key>.self)
+        }
+        let container = KeyedDecodingContainer(RowContainer<Key>(row: self))
+        if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+            cachedContainer = unsafeBitCast(container, to: AnyObject.self)
+            cachedKeyType = ObjectIdentifier(Key.self)
+        }
+        return container
+    }
+
+    /// Lets the cached container go (it holds this decoder): called when the result set drops the decoder.
+    func dropCachedContainer() {
+        cachedContainer = nil
+        cachedKeyType = nil
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -393,7 +415,9 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         try present(key).map { try row.integer(type, $0) }
     }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        try present(key).map { try row.value(type, $0) }
+        // Not Optional.map: unspecialized here (T is the caller's), its closure costs a context per call.
+        guard let index = present(key) else { return nil }
+        return try row.value(type, index)
     }
 
     func nestedContainer<NestedKey: CodingKey>(

@@ -75,6 +75,7 @@ public final class FMResultSet {
         nameTable = UnsafeBufferPointer(start: nil, count: 0)
         nameTableFetched = false
         rowColumnCount = 0
+        rowDecoder?.dropCachedContainer()
         rowDecoder = nil
         parent?.releaseStatement(statement)
         parent?.resultSetDidClose(self)

@@ -36,7 +36,7 @@ extension FMDatabasePool: KeyChangeListener {
             state.unannounced.insert(ObjectIdentifier(db))
             return idle
         }
-        for connection in idle { connection.close() }
+        for connection in idle { connection.closeAsOwner() }
         condition.broadcast()
     }
 
@@ -47,7 +47,7 @@ extension FMDatabasePool: KeyChangeListener {
             state.keyProvider = provider
             return invalidateConnections()
         }
-        for connection in idle { connection.close() }
+        for connection in idle { connection.closeAsOwner() }
         condition.broadcast()
     }
 
@@ -58,7 +58,7 @@ extension FMDatabasePool: KeyChangeListener {
         let (idle, provider): ([FMDatabase], (any KeyProvider)?) = locked {
             (invalidateConnections(), state.keyProvider)
         }
-        for connection in idle { connection.close() }
+        for connection in idle { connection.closeAsOwner() }
         condition.broadcast()
         logger.warning(
             "FMDatabasePool: \(path ?? ":memory:") is under a key its connections do not hold (rekeyed elsewhere); they are reopened with the key provider asked again."

@@ -230,7 +230,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     deinit {
-        for entry in state.checkedIn { entry.database.close() }
+        for entry in state.checkedIn { entry.database.closeAsOwner() }
     }
 
     // MARK: - Properties
@@ -286,7 +286,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             defer { state.checkedIn.removeAll() }
             return state.checkedIn.map(\.database)
         }
-        for db in idle { db.close() }
+        for db in idle { db.closeAsOwner() }
         condition.broadcast()
     }
 
@@ -313,7 +313,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             try prepareDatabase(db)
         } catch {
-            db.close()
+            db.closeAsOwner()
             throw error
         }
     }
@@ -382,7 +382,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 // The file was rekeyed elsewhere since this connection last read it: it is dropped (with
                 // every idle one, keyed as it was), the provider reads its source again, and a new
                 // connection takes its place. No block has run on it, so none is run again.
-                candidate.database.close()
+                candidate.database.closeAsOwner()
                 locked {
                     state.checkedOut.removeValue(forKey: ObjectIdentifier(candidate.database))
                     state.opening += 1
@@ -408,8 +408,9 @@ public final class FMDatabasePool: @unchecked Sendable {
                 throw error
             }
         }
+        db.lend()
         if let delegate, !delegate.databasePool(self, shouldAddDatabaseToPool: db) {
-            db.close()
+            db.closeAsOwner()
             locked {
                 if isNew { state.opening -= 1 } else { state.checkedOut.removeValue(forKey: ObjectIdentifier(db)) }
             }
@@ -434,16 +435,17 @@ public final class FMDatabasePool: @unchecked Sendable {
         db.checkedOut = false
         db.cleanUpAfterBlock(owner: "FMDatabasePool")
         if db.isOpen, locked({ state.keyProvider != nil }), db.metAnotherKey() {
-            db.close()
+            db.closeAsOwner()
             keyChanged()
         }
+        db.takeBack()
         let stale: Bool = locked {
             let checkout = state.checkedOut.removeValue(forKey: ObjectIdentifier(db))
             let stale = checkout.map { $0.generation != state.generation } ?? true
             if !stale, db.isOpen { state.checkedIn.append((db, state.generation)) }
             return stale
         }
-        if stale { db.close() }
+        if stale { db.closeAsOwner() }
         condition.broadcast()
     }
 
@@ -607,7 +609,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             locked { state.rekeying = false }
             condition.broadcast()
         }
-        for db in idle.dropFirst() { db.close() }
+        for db in idle.dropFirst() { db.closeAsOwner() }
         let db: FMDatabase
         var announced = false
         if let first = idle.first, first.isOpen {
@@ -616,12 +618,13 @@ public final class FMDatabasePool: @unchecked Sendable {
         } else {
             db = try openConnection(keyProvider: oldProvider)
         }
+        db.lend()
         let connectionBefore = db.connection.map(ObjectIdentifier.init)
         let outcome: FMRekeyOutcome
         do {
             outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
         } catch {
-            db.close()
+            db.closeAsOwner()
             throw record(error)
         }
         // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` and the
@@ -637,6 +640,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 )
             }
         }
+        db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
         locked {
             state.keyProvider = provider
             state.generation += 1

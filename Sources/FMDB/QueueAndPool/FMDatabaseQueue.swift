@@ -201,7 +201,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     deinit {
         // The last reference is gone, so no block can be running: close without the queue.
-        database?.close()
+        database?.closeAsOwner()
     }
 
     // MARK: - The queue
@@ -215,7 +215,11 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                     + "Use the FMDatabase the block was given instead."
             )
         }
-        return try dispatchQueue.sync(execute: body)
+        return try dispatchQueue.sync {
+            // However the work ends, the connection is not lent any more (see FMDatabase+Lending.swift).
+            defer { database?.takeBack() }
+            return try body()
+        }
     }
 
     /// The open database, opening and keying it when needed. Runs on the queue.
@@ -228,7 +232,10 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             closeDatabase()
         }
         if let database, database.isOpen {
-            guard keyProvider != nil, database.isUnderAnotherKey() else { return database }
+            guard keyProvider != nil, database.isUnderAnotherKey() else {
+                database.lend()
+                return database
+            }
             // The file was rekeyed elsewhere since the last block: a new connection, with the provider
             // asked again, serves this call (no block ran on the old one, so none is run again).
             keyChanged()
@@ -250,6 +257,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
         database = db
         interruptTarget.withLock { $0 = db.interruptHandle }
+        db.lend()
         return db
     }
 
@@ -259,7 +267,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         do {
             try prepareDatabase(db)
         } catch {
-            db.close()
+            db.closeAsOwner()
             throw error
         }
     }
@@ -278,6 +286,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func tidy(_ db: FMDatabase) {
         db.cleanUpAfterBlock(owner: "FMDatabaseQueue")
         if keyProvider != nil, db.isOpen, db.metAnotherKey() { keyChanged() }
+        db.takeBack()
     }
 
     /// The connection met the file under a key it does not hold (rekeyed, or its data key rotated,
@@ -298,7 +307,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// Closes the connection; the next call opens a new one. Runs on the queue.
     private func closeDatabase() {
         interruptTarget.withLock { $0 = nil }
-        database?.close()
+        database?.closeAsOwner()
         database = nil
     }
 
@@ -317,7 +326,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     public func close() {
         onQueue {
             interruptTarget.withLock { $0 = nil }
-            database?.close()
+            database?.closeAsOwner()
             database = nil
         }
     }

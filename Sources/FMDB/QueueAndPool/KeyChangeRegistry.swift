@@ -64,6 +64,10 @@ extension FMDatabase {
     /// elsewhere. Cheap when nothing changed: the header page is in the connection's cache. Any other
     /// outcome (the file reads, or another error such as a lock) is false: the caller's own work meets it.
     func isUnderAnotherKey() -> Bool {
+        asOwner { underAnotherKey() }
+    }
+
+    private func underAnotherKey() -> Bool {
         do {
             let rows = try executeQuery("PRAGMA schema_version", values: nil)
             defer { rows.close() }
@@ -79,7 +83,7 @@ extension FMDatabase {
     /// After a block of a keyed queue or pool: true when it met SQLITE_NOTADB and the connection is
     /// indeed under another key now (checked, so an attached file's own error does not count).
     func metAnotherKey() -> Bool {
-        (lastErrorCode() & 0xFF) == SQLITE_NOTADB && isUnderAnotherKey()
+        asOwner { (lastErrorCode() & 0xFF) == SQLITE_NOTADB } && isUnderAnotherKey()
     }
 
     /// The error a block gets when the file was rekeyed under it: the same code, and what happened.

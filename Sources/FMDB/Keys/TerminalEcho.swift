@@ -1,10 +1,11 @@
 import Foundation
 
-// The terminal state a signal handler restores: set only while echo is off (see `Terminal.withEchoOff`).
+// The terminal state a signal handler restores: set only while echo is off (see `TerminalEcho.withEchoOff`).
 nonisolated(unsafe) private var restoreDescriptor: Int32 = -1
 nonisolated(unsafe) private var restoreState = termios()
 
 /// Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) while echo is off: echo back on, then die of the same signal.
+/// Only async-signal-safe calls (tcsetattr, write, signal, raise).
 private func restoreTerminalAndReraise(_ number: Int32) {
     if restoreDescriptor >= 0 {
         tcsetattr(restoreDescriptor, TCSANOW, &restoreState)
@@ -15,15 +16,20 @@ private func restoreTerminalAndReraise(_ number: Int32) {
 }
 
 /// Reading a secret from a terminal, as getpass(3) does.
-enum Terminal {
-    private static let fatalSignals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+enum TerminalEcho {
+    static let fatalSignals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+    // One terminal at a time: the signal handler restores one saved state.
+    private static let lock = NSLock()
 
     /// Runs `body` with echo off on `fd` when it is a terminal (type-ahead is flushed, as getpass does),
     /// and turns echo back on after it — also when a signal ends the process meanwhile (Ctrl-C at the
-    /// prompt). A signal the caller ignores stays ignored.
+    /// prompt): the handler restores the terminal, then re-raises the signal with its default action.
+    /// A signal the program ignores stays ignored; the program's own handlers are put back afterwards.
     static func withEchoOff<R>(_ fd: Int32, _ body: () throws -> R) rethrows -> R {
         var saved = termios()
         guard tcgetattr(fd, &saved) == 0 else { return try body() }
+        lock.lock()
+        defer { lock.unlock() }
         var quiet = saved
         quiet.c_lflag &= ~tcflag_t(ECHO)
         restoreState = saved
