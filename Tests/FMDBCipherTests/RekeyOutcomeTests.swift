@@ -352,4 +352,20 @@ final class RekeyOutcomeTests: XCTestCase {
         let check = try runProcess(tool, ["check", path, "--key-env", "K"], input: "", environment: ["K": Self.newHex])
         XCTAssertEqual(check.status, 0, "only the new passphrase opens it: \(check.stderr)")
     }
+
+    /// A rekey that took but whose connection could not be reopened: a non-empty WAL beside the file is a
+    /// pending checkpoint, never "done"; no WAL, or an empty one, is done.
+    func testARekeyWithoutAConnectionIsCheckpointPendingWhileTheWALHoldsFrames() throws {
+        let directory = try TemporaryDirectory("fmdb-rekey-no-connection")
+        let path = directory.path("db")
+        XCTAssertEqual(FMDatabase.outcomeWithoutAConnection(databasePath: path), .done, "no WAL")
+        XCTAssertTrue(FileManager.default.createFile(atPath: path + "-wal", contents: Data()))
+        XCTAssertEqual(FMDatabase.outcomeWithoutAConnection(databasePath: path), .done, "an empty WAL")
+        XCTAssertTrue(FileManager.default.createFile(atPath: path + "-wal", contents: Data(count: 4096)))
+        guard case .checkpointPending(let error) = FMDatabase.outcomeWithoutAConnection(databasePath: path) else {
+            return XCTFail("a WAL with frames is a pending checkpoint")
+        }
+        XCTAssertEqual(error.resultCode, SQLITE_CANTOPEN)
+        XCTAssertEqual(FMDatabase.outcomeWithoutAConnection(databasePath: nil), .done, "no file")
+    }
 }

@@ -35,6 +35,20 @@ extension FMDatabase {
     /// How long a probe of which key opens the file waits for other connections' locks: at least 1 second.
     var keyProbeBusyTimeout: TimeInterval { max(1, maxBusyRetryTimeInterval) }
 
+    /// The outcome of a rekey that took when its connection could not be reopened: a WAL beside the file
+    /// (non-empty) means its checkpoint is still to come, which the closed connection cannot run.
+    static func outcomeWithoutAConnection(databasePath: String?) -> FMRekeyOutcome {
+        let walSize =
+            databasePath.flatMap { try? FileManager.default.attributesOfItem(atPath: $0 + "-wal")[.size] } as? Int
+        if let walSize, walSize > 0 {
+            return .checkpointPending(
+                FMDatabaseError(
+                    code: SQLITE_CANTOPEN,
+                    message: "The connection could not be reopened with the new key to checkpoint the WAL."))
+        }
+        return .done
+    }
+
     /// Changes the key safely, the way the queue, the pool and `fmdb-cipher rekey` do: outside any
     /// transaction, waiting up to `busyTimeout` seconds for other connections' locks; which key opens the
     /// file afterwards is checked on a fresh connection (SQLCipher 3.4.1's own answer cannot be trusted);
@@ -57,17 +71,8 @@ extension FMDatabase {
         try rekey(using: provider)
         // From here the key has changed: nothing below may throw.
         guard isOpen else {
-            // The reopen with the new key failed (logged): a WAL beside the file means its checkpoint is
-            // still to come, which this closed connection cannot run.
-            let walSize =
-                databasePath.flatMap { try? FileManager.default.attributesOfItem(atPath: $0 + "-wal")[.size] } as? Int
-            if isFileBacked, let walSize, walSize > 0 {
-                return .checkpointPending(
-                    FMDatabaseError(
-                        code: SQLITE_CANTOPEN,
-                        message: "The connection could not be reopened with the new key to checkpoint the WAL."))
-            }
-            return .done
+            // The reopen with the new key failed (logged).
+            return Self.outcomeWithoutAConnection(databasePath: isFileBacked ? databasePath : nil)
         }
         guard (try? connection?.pragmaText("PRAGMA journal_mode")) == "wal" else { return .done }
         do {
