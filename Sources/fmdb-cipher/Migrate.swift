@@ -90,6 +90,8 @@ struct Migrate: ParsableCommand {
                 )
             }
             let provider = try key.kdf.provider(KeyReader().read(key.source, what: "key for \(source)"))
+            // In place, a process that has SRC open is said at once (no key is read, no lock waited for).
+            if destination == nil { try refuseIfOpenElsewhere() }
             // In place, this connection holds SRC's write lock from before the copy until after the rename, so
             // no other connection commits a write the copy would not hold.
             let holder = try DatabaseFiles.open(
@@ -165,9 +167,12 @@ struct Migrate: ParsableCommand {
                     // with content belongs to another process, whose writes the upgraded copy would not hold. A
                     // process that has SRC open would go on writing to the replaced file: refused too.
                     try refuseIfOpenElsewhere()
+                    // No other process has SRC open (checked just above): a side file with content is one a process
+                    // left when it stopped mid-transaction.
                     for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {
                         throw CLIError(
-                            "\(source) is in use by another process (\(source + suffix) exists): not replaced; try again",
+                            "\(source) has a \(suffix) that a stopped process left (no process has it open): not replaced; "
+                                + "open it once (fmdb-cipher check \(source)) to roll it back, then run migrate again",
                             code: Exit.busy)
                     }
                     // SRC's own shared-memory file (it is this process's alone now) goes with it.

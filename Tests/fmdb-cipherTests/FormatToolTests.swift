@@ -88,7 +88,14 @@ final class FormatToolTests: ToolTestCase {
         acknowledged += String(decoding: acks.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let last = try XCTUnwrap(acknowledged.split(separator: "\n").compactMap { Int($0) }.max())
 
-        // Nobody has it open now: migrated, and every acknowledged transaction is in the new file.
+        // Nobody has it open now. The writer may have stopped mid-transaction: an open rolls its journal back
+        // (migrate refuses a file with a leftover journal, and says so).
+        let check = FMDatabase(path: file)
+        XCTAssertTrue(check.open())
+        try check.setKey(using: RawKeyProvider(key: Data(repeating: 0x5C, count: 32)))
+        XCTAssertNotNil(check.string(forQuery: "SELECT count(*) FROM acks"))
+        check.close()
+        // Migrated, and every acknowledged transaction is in the new file.
         let migrated = try runProcess(
             tool, ["migrate", file, "--kdf", "raw", "--key-env", "K", "--quiet"], input: "",
             environment: environment)
