@@ -167,12 +167,15 @@ struct Migrate: ParsableCommand {
                     // with content belongs to another process, whose writes the upgraded copy would not hold. A
                     // process that has SRC open would go on writing to the replaced file: refused too.
                     try refuseIfOpenElsewhere()
-                    // No other process has SRC open (checked just above): a side file with content is one a process
-                    // left when it stopped mid-transaction.
-                    for suffix in ["-wal", "-journal"] where fileSize(source + suffix) > 0 {
+                    // No other process has SRC open (checked just above), and this connection read SRC and holds
+                    // its write lock: a hot journal would have been rolled back by that read. A -journal still there
+                    // is one SQLite does not count as hot (a process stopped while writing its header): nothing in
+                    // it belongs to the database, and it would sit beside the new file. It goes.
+                    if fileSize(source + "-journal") > 0 { unlink(source + "-journal") }
+                    if fileSize(source + "-wal") > 0 {
                         throw CLIError(
-                            "\(source) has a \(suffix) that a stopped process left (no process has it open): not replaced; "
-                                + "open it once (fmdb-cipher check \(source)) to roll it back, then run migrate again",
+                            "\(source) has a -wal that a stopped process left (no process has it open): not replaced; "
+                                + "open it once (fmdb-cipher check \(source)) to checkpoint it, then run migrate again",
                             code: Exit.busy)
                     }
                     // SRC's own shared-memory file (it is this process's alone now) goes with it.
