@@ -2,13 +2,19 @@ import Foundation
 
 // The terminal state a signal handler restores: set only while echo is off (see `TerminalEcho.withEchoOff`).
 nonisolated(unsafe) private var restoreDescriptor: Int32 = -1
-nonisolated(unsafe) private var restoreState = termios()
+// On the heap, allocated once and never freed: the handler reads it, and a global `termios` value was
+// written past its storage (AddressSanitizer: global-buffer-overflow).
+nonisolated(unsafe) private let restoreState: UnsafeMutablePointer<termios> = {
+    let state = UnsafeMutablePointer<termios>.allocate(capacity: 1)
+    state.initialize(to: termios())
+    return state
+}()
 
 /// Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) while echo is off: echo back on, then die of the same signal.
 /// Only async-signal-safe calls (tcsetattr, write, signal, raise).
 private func restoreTerminalAndReraise(_ number: Int32) {
     if restoreDescriptor >= 0 {
-        tcsetattr(restoreDescriptor, TCSANOW, &restoreState)
+        tcsetattr(restoreDescriptor, TCSANOW, restoreState)
         _ = write(restoreDescriptor, "\n", 1)
     }
     signal(number, SIG_DFL)
@@ -32,7 +38,7 @@ enum TerminalEcho {
         defer { lock.unlock() }
         var quiet = saved
         quiet.c_lflag &= ~tcflag_t(ECHO)
-        restoreState = saved
+        restoreState.pointee = saved
         restoreDescriptor = fd
         var previous: [(Int32, sighandler_t?)] = []
         for number in fatalSignals {
