@@ -80,7 +80,7 @@ final class CodableRowTests: FMDBTempDBTestCase {
         // The stored forms: JSON text for nested values, raw values for enums, 0/1, BLOB, seconds.
         XCTAssertEqual(
             db.string(forQuery: "SELECT address FROM people WHERE id = 1"),
-            String(decoding: try JSONEncoder().encode(Address(street: "Main", zip: 12345)), as: UTF8.self))
+            #"{"street":"Main","zip":12345}"#, "nested values are JSON with sorted keys")
         XCTAssertEqual(db.string(forQuery: "SELECT mood FROM people WHERE id = 1"), "busy")
         XCTAssertEqual(db.int(forQuery: "SELECT level FROM people WHERE id = 1"), 9)
         XCTAssertEqual(

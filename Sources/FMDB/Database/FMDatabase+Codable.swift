@@ -128,7 +128,10 @@ private final class ParameterEncoder: Encoder {
             return try scalar(single, name: name) ?? NSNull()
         }
         do {
-            return String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+            // Sorted keys: the same value is always stored as the same text (comparable in SQL).
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return String(decoding: try encoder.encode(value), as: UTF8.self)
         } catch {
             throw FMDatabaseError(
                 code: SQLITE_MISMATCH,
