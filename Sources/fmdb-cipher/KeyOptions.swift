@@ -39,8 +39,21 @@ enum KDF: String, ExpressibleByArgument, CaseIterable {
         case .pbkdf2Sqlcipher: return PBKDF2KeyProvider.sqlcipherCompatible(material: material)
         case .pbkdf2: return PBKDF2KeyProvider(material: material)
         case .scrypt: return ScryptKeyProvider(material: material)
-        case .raw: return try RawKeyProvider(material: material)
+        case .raw: return try KDF.rawKey { try RawKeyProvider(material: material) }
         case .slot, .slotRaw, .slotRecovery: return KeySlotKeyProvider(secret: try slotSecret(material))
+        }
+    }
+}
+
+extension KDF {
+    /// `body` with a malformed raw key as a usage error (exit 64) in the tool's style, saying what a raw key
+    /// is; the key itself is never repeated.
+    static func rawKey<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_MISUSE {
+            let message = error.message.prefix(1).lowercased() + error.message.dropFirst()
+            throw CLIError.usage("the key is not a raw key: " + message.trimmingCharacters(in: ["."]))
         }
     }
 }
@@ -177,6 +190,9 @@ final class KeyReader {
     func read(_ source: KeySource?, what: String, confirm: Bool = false) throws -> KeyMaterial {
         switch source ?? .prompt {
         case .environment(let name):
+            if getenv(name) == nil, EnvironmentName.isShown(name) {
+                throw CLIError.usage("the environment variable \(name) (the \(what)) is not set")
+            }
             return try library(.environment(name: name), what: what)
         case .file(let path):
             return try library(.file(path: path), what: what)
@@ -224,5 +240,23 @@ final class KeyReader {
             default: throw error
             }
         }
+    }
+}
+
+/// Whether an environment variable's name may be repeated in a message. A name written as environment
+/// variables conventionally are (POSIX: upper-case letters, digits and underscores, not starting with a
+/// digit) is shown; anything else is not, since it may be the key itself given by mistake
+/// (`--key-env "$KEY"`), and neither is one of 64 hexadecimal digits (the form of a raw key).
+enum EnvironmentName {
+    static func isShown(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first), name.count <= 128 else {
+            return false
+        }
+        let allowed = name.unicodeScalars.allSatisfy {
+            ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+        }
+        let rawKeyShaped =
+            name.count == 64 && name.unicodeScalars.allSatisfy { ("A"..."F").contains($0) || ("0"..."9").contains($0) }
+        return allowed && !rawKeyShaped
     }
 }
