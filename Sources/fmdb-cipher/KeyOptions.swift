@@ -67,8 +67,9 @@ enum KeySource {
     case credential(String)
 }
 
-/// The key of the database being read (for `encrypt`: of the file being written).
-struct KeyOptions: ParsableArguments {
+/// Where the key comes from: `--key-env`, `--key-file`, `--key-stdin` or `--key-credential` (never the
+/// command line itself). Shared by every command that takes a key, whatever the key opens.
+struct KeySourceOptions: ParsableArguments {
     @Option(
         name: .customLong("key-env"),
         help: ArgumentHelp("Read the key from this environment variable.", valueName: "VAR"))
@@ -87,28 +88,6 @@ struct KeyOptions: ParsableArguments {
         help: ArgumentHelp("Read the key from the systemd credential $CREDENTIALS_DIRECTORY/NAME.", valueName: "NAME"))
     var keyCredential: String?
 
-    @Option(
-        help:
-            "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot)."
-    )
-    var kdf: KDF = .passphrase
-
-    @Option(
-        name: .customLong("cipher-page-size"),
-        help: ArgumentHelp(
-            "The database's cipher page size, when it is not its format's (1024 for SQLCipher 3, 4096 for 4).",
-            valueName: "BYTES"))
-    var cipherPageSize: Int?
-
-    @Option(
-        name: .customLong("kdf-iter"),
-        help: ArgumentHelp(
-            "The database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).",
-            valueName: "N"))
-    var kdfIterations: Int?
-
-    var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
-
     // Refused on purpose: a key on the command line is visible to every user (ps, /proc/PID/cmdline).
     @Option(name: [.customLong("key"), .customLong("passphrase"), .customLong("password")], help: .hidden)
     var keyOnCommandLine: String?
@@ -123,12 +102,6 @@ struct KeyOptions: ParsableArguments {
         if [keyEnv != nil, keyFile != nil, keyStdin, keyCredential != nil].filter({ $0 }).count > 1 {
             throw ValidationError("give the key one way only: --key-env, --key-file, --key-stdin or --key-credential")
         }
-        do {
-            try CipherOptionRange.check(pageSize: cipherPageSize, option: "--cipher-page-size")
-            try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
-        } catch let error as CLIError {
-            throw ValidationError(error.message)
-        }
     }
 
     var source: KeySource? {
@@ -140,8 +113,50 @@ struct KeyOptions: ParsableArguments {
     }
 }
 
-/// The new key of `rekey` and `export`.
-struct NewKeyOptions: ParsableArguments {
+/// The key of the encrypted database a command opens and the settings it was written with: the file read
+/// (`info`, `sql`, `export`, ...) or, for `encrypt`, the one file it makes. The same flags that made a file
+/// open it: `encrypt --cipher-page-size 4096` then `sql --cipher-page-size 4096`. A second file a command
+/// writes beside the one it reads takes the same names with `new-` in front (`NewKeyOptions`, `--new-…`).
+struct KeyOptions: ParsableArguments {
+    @OptionGroup var from: KeySourceOptions
+
+    @Option(
+        help:
+            "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot)."
+    )
+    var kdf: KDF = .passphrase
+
+    @Option(
+        name: .customLong("cipher-page-size"),
+        help: ArgumentHelp(
+            "The encrypted database's cipher page size, when not its format's (1024 for SQLCipher 3, 4096 for 4).",
+            valueName: "BYTES"))
+    var cipherPageSize: Int?
+
+    @Option(
+        name: .customLong("kdf-iter"),
+        help: ArgumentHelp(
+            "The encrypted database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).",
+            valueName: "N"))
+    var kdfIterations: Int?
+
+    var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
+
+    var source: KeySource? { from.source }
+
+    func validate() throws {
+        do {
+            try CipherOptionRange.check(pageSize: cipherPageSize, option: "--cipher-page-size")
+            try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
+        } catch let error as CLIError {
+            throw ValidationError(error.message)
+        }
+    }
+}
+
+/// Where the new key comes from (`rekey`, `export`, `keys add`/`change`): `--new-key-env`, `--new-key-file`
+/// or `--new-key-stdin`.
+struct NewKeySourceOptions: ParsableArguments {
     @Option(
         name: .customLong("new-key-env"),
         help: ArgumentHelp("Read the new key from this environment variable.", valueName: "VAR"))
@@ -156,9 +171,6 @@ struct NewKeyOptions: ParsableArguments {
         name: .customLong("new-key-stdin"),
         help: "Read the new key from standard input (the second line when --key-stdin is given too).")
     var newKeyStdin = false
-
-    @Option(name: .customLong("new-kdf"), help: "How the new key is used (default: the same as --kdf).")
-    var newKDF: KDF?
 
     @Option(name: [.customLong("new-key"), .customLong("new-passphrase")], help: .hidden)
     var newKeyOnCommandLine: String?
@@ -181,6 +193,16 @@ struct NewKeyOptions: ParsableArguments {
         if newKeyStdin { return .standardInput }
         return nil
     }
+}
+
+/// The new key of `rekey` and `export`, and how it is used.
+struct NewKeyOptions: ParsableArguments {
+    @OptionGroup var from: NewKeySourceOptions
+
+    @Option(name: .customLong("new-kdf"), help: "How the new key is used (default: the same as --kdf).")
+    var newKDF: KDF?
+
+    var source: KeySource? { from.source }
 }
 
 /// Reads keys with the library's `KeyMaterial.read(from:)` (getenv, read(2), the terminal with echo

@@ -54,7 +54,7 @@ final class ToolMessageTests: ToolTestCase {
         let enc = try makeEncrypted()
         for (arguments, secret) in [
             (["sql", enc, "select 1", "--kdf", "raw", "--key-env", "K"], "tooshort-zq"),
-            (["keys", "init", path("new.db"), "--kdf", "raw", "--key-env", "K"], "tooshort-zq"),
+            (["keys", "init", path("new.db"), "--kdf", "slot-raw", "--key-env", "K"], "tooshort-zq"),
         ] {
             let result = try run(arguments, env: ["K": secret])
             XCTAssertEqual(result.status, 64, "\(arguments): \(result.stderr)")
