@@ -345,7 +345,7 @@ struct KeysExportRaw: ParsableCommand {
 enum DataKeyRotation {
     static func run(
         database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool,
-        quiet: Bool
+        quiet: Bool, progressLines: Bool = false
     ) throws {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
@@ -372,8 +372,9 @@ enum DataKeyRotation {
                     "backup written to \(backup) (its key slots in \(KeySlots.slotFilePath(forDatabaseAt: backup)))")
             }
         }
-        let progress = ProgressReporter(quiet: quiet)
-        progress.start("rekey --data-key") { nil }
+        let progress = ProgressReporter(quiet: quiet, lines: progressLines)
+        progress.start(
+            "rekey --data-key", totalBytes: Double(fileSize(database)), measure: RekeyProgress(database).measure)
         // The library's three outcomes, as plain rekey's: a throw is "not done" (the old data key still
         // opens the database; code 11 when neither does), .checkpointPending is done with the WAL
         // checkpoint to come (exit 3).
@@ -401,7 +402,7 @@ enum DataKeyRotation {
                     : "rekey --data-key: failed; the database and its slots still use the old data key")
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }
-        progress.finish("rekey --data-key: done")
+        progress.finish("rekey --data-key: done", completed: true)
         if case .checkpointPending(let error) = outcome {
             throw CLIError(
                 "rotated the data key of \(database): only the new data key opens it now, but the WAL checkpoint is pending "
