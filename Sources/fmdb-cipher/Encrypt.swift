@@ -29,7 +29,7 @@ struct Encrypt: ParsableCommand {
 
     @Argument(help: "The plaintext database to read.") var source: String
     @Argument(help: "The encrypted database to create.") var destination: String
-    @OptionGroup var key: KeyOptions
+    @OptionGroup var key: NewFileKeyOptions
     // The old name of --cipher-page-size (which, as --kdf and --kdf-iter, describes DEST: the file the key opens).
     @Option(name: .customLong("page-size"), help: .hidden)
     var deprecatedPageSize: Int?
@@ -52,9 +52,6 @@ struct Encrypt: ParsableCommand {
 
     func validate() throws {
         try Deprecation.check(key.cipherPageSize, "--cipher-page-size", old: deprecatedPageSize, oldName: "--page-size")
-        if key.kdf == .slotRecovery {
-            throw ValidationError("recovery keys are generated: use --kdf slot or slot-raw, and --recovery")
-        }
         if !key.kdf.opensSlot, recovery || slotKDF != nil {
             throw ValidationError("--recovery and --slot-kdf make a slotted database: add --kdf slot (or slot-raw)")
         }

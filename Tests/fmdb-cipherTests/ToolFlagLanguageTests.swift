@@ -131,6 +131,14 @@ final class ToolFlagLanguageTests: ToolTestCase {
         let addHelp = try help(["keys", "add"])
         XCTAssertTrue(addHelp.contains("(values: slot, slot-raw, slot-recovery; default: slot)"), addHelp)
         XCTAssertTrue(addHelp.contains("(values: slot, slot-raw; default: slot)"), "--new-kdf: \(addHelp)")
+        let encryptHelp = try help(["encrypt"])
+        XCTAssertTrue(
+            encryptHelp.contains(
+                "(values: passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw, slot, slot-raw; default: passphrase)"),
+            "recovery keys are generated, never given to encrypt: \(encryptHelp)")
+        let recovery = try run(
+            ["encrypt", try makePlaintext(), path("r.db"), "--kdf", "slot-recovery", "--key-env", "A"], env: ["A": "a"])
+        XCTAssertEqual(recovery.status, 64, recovery.stderr)
         let refused = try run(["keys", "init", path("x.db"), "--kdf", "pbkdf2", "--key-env", "A"], env: ["A": "a"])
         XCTAssertEqual(refused.status, 64, refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("x.db")))
