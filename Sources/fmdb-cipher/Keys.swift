@@ -249,6 +249,8 @@ struct KeysList: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
+            // The database first: a mistyped path is said as such, not as a missing DB-keyslots.
+            _ = try DatabaseFiles.requireInput(database)
             let slots: [KeySlotInfo]
             do {
                 slots = try KeySlots.list(forDatabaseAt: database)

@@ -65,6 +65,13 @@ final class ToolMessageTests: ToolTestCase {
         }
     }
 
+    func testKeysListOfAMissingDatabaseNamesTheDatabase() throws {
+        let result = try run(["keys", "list", path("nope.db")])
+        XCTAssertEqual(result.status, 66, result.stderr)
+        XCTAssertTrue(result.stderr.hasPrefix("fmdb-cipher: \(path("nope.db")): "), result.stderr)
+        XCTAssertFalse(result.stderr.contains("keyslots"), "the database is what is missing: \(result.stderr)")
+    }
+
     func testUsageErrorsStartLikeEveryOtherError() throws {
         let result = try run(["sql", path("x.db"), "select 1", "--create", "--read-only"])
         XCTAssertEqual(result.status, 64, result.stderr)
