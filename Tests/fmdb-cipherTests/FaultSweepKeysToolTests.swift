@@ -319,7 +319,7 @@ final class FaultSweepKeysToolTests: ToolTestCase {
             FileManager.default.createFile(
                 atPath: keyFile, contents: Data(Self.second.utf8), attributes: [.posixPermissions: 0o600]))
         let arguments = [
-            "rekey", "--data-key", file, "--kdf", "raw", "--key-env", "A", "--slot-key-file", keyFile, "--quiet",
+            "rekey", "--data-key", file, "--kdf", "slot-raw", "--key-env", "A", "--slot-key-file", keyFile, "--quiet",
         ]
         var finishedPending = 0
         // Every slot file write and directory sync under every fault. The database's own rekey transaction is the

@@ -107,6 +107,11 @@ final class ToolFlagLanguageTests: ToolTestCase {
         XCTAssertTrue(oldAdd.stderr.contains(deprecationWarning("--new-kdf raw", "--new-kdf slot-raw")), oldAdd.stderr)
         XCTAssertEqual(
             try run(["sql", old, "select 1", "--kdf", "slot-raw", "--key-env", "B"], env: env).status, 0)
+        let rotated = try run(
+            ["rekey", "--data-key", old, "--kdf", "raw", "--key-env", "A", "--drop-other-slots", "--quiet"], env: env)
+        XCTAssertEqual(rotated.status, 0, rotated.stderr)
+        XCTAssertTrue(
+            rotated.stderr.contains(deprecationWarning("rekey --data-key --kdf raw", "--kdf slot-raw")), rotated.stderr)
         let passphrase = try run(
             [
                 "keys", "add", old, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "passphrase", "--new-key-env",
