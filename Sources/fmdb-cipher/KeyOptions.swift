@@ -113,10 +113,11 @@ struct KeySourceOptions: ParsableArguments {
     }
 }
 
-/// The key of the encrypted database a command opens and the settings it was written with: the file read
-/// (`info`, `sql`, `export`, ...) or, for `encrypt`, the one file it makes. The same flags that made a file
-/// open it: `encrypt --cipher-page-size 4096` then `sql --cipher-page-size 4096`. A second file a command
-/// writes beside the one it reads takes the same names with `new-` in front (`NewKeyOptions`, `--new-…`).
+/// The key of the encrypted database a command opens and the settings it was written with (`info`, `sql`,
+/// `export`, ...). `encrypt` spells the one file it makes the same way (`NewFileKeyOptions`), so the flags
+/// that made a file open it: `encrypt --cipher-page-size 4096` then `sql --cipher-page-size 4096`. A second
+/// file a command writes beside the one it reads takes the same names with `new-` in front (`NewKeyOptions`,
+/// `--new-…`).
 struct KeyOptions: ParsableArguments {
     @OptionGroup var from: KeySourceOptions
 
