@@ -10,6 +10,9 @@ struct Encrypt: ParsableCommand {
             row counts) and renamed into place, so an interrupted run never leaves a half file at DEST. \
             user_version and application_id are copied. SRC is not changed.
 
+            --kdf, --cipher-page-size and --kdf-iter describe DEST, the file the key opens: the same flags open \
+            it afterwards (sql, info, export ...). --page-size is the old name of --cipher-page-size (deprecated).
+
             --kdf slot (or slot-raw) makes DEST a slotted database (see `fmdb-cipher keys`): a random data key, \
             slot 1 for the key given (a passphrase slot, KDF from --slot-kdf; or a raw-key slot), and with \
             --recovery a recovery-key slot whose key is printed once on standard output, as `keys recovery` \
@@ -19,19 +22,17 @@ struct Encrypt: ParsableCommand {
             Examples:
               DB_KEY=... fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY
               fmdb-cipher encrypt plain.db secret.db --key-file /run/secrets/db-key --kdf pbkdf2
+              fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY --cipher-page-size 4096   # open it with the same flags
               fmdb-cipher encrypt plain.db app.db --kdf slot --recovery --key-env ADMIN   # slotted, prints the recovery key
             """
     )
 
     @Argument(help: "The plaintext database to read.") var source: String
     @Argument(help: "The encrypted database to create.") var destination: String
-    @OptionGroup var key: KeyOptions
-    @Option(
-        name: .customLong("page-size"),
-        help: ArgumentHelp(
-            "Cipher page size of the new file (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x).",
-            valueName: "BYTES"))
-    var pageSize: Int?
+    @OptionGroup var key: NewFileKeyOptions
+    // The old name of --cipher-page-size (which, as --kdf and --kdf-iter, describes DEST: the file the key opens).
+    @Option(name: .customLong("page-size"), help: .hidden)
+    var deprecatedPageSize: Int?
     @Option(
         name: .customLong("unsafe-kdf-iter"),
         help: ArgumentHelp(
@@ -50,9 +51,7 @@ struct Encrypt: ParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
 
     func validate() throws {
-        if key.kdf == .slotRecovery {
-            throw ValidationError("recovery keys are generated: use --kdf slot or slot-raw, and --recovery")
-        }
+        try Deprecation.check(key.cipherPageSize, "--cipher-page-size", old: deprecatedPageSize, oldName: "--page-size")
         if !key.kdf.opensSlot, recovery || slotKDF != nil {
             throw ValidationError("--recovery and --slot-kdf make a slotted database: add --kdf slot (or slot-raw)")
         }
@@ -61,8 +60,8 @@ struct Encrypt: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let settings = try KDFFloor.newFileSettings(
-                pageSize: pageSize ?? key.cipherPageSize,
-                pageSizeOption: pageSize == nil ? "--cipher-page-size" : "--page-size",
+                pageSize: deprecatedPageSize ?? key.cipherPageSize,
+                pageSizeOption: deprecatedPageSize == nil ? "--cipher-page-size" : "--page-size",
                 iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
                 option: "--kdf-iter", unsafeOption: "--unsafe-kdf-iter")
             let kind = try DatabaseFiles.requireInput(source)

@@ -7,9 +7,11 @@ struct Export: ParsableCommand {
         abstract: "Copy an encrypted database into a new one with another key or other cipher settings.",
         discussion: """
             Written to a temporary file beside DEST, verified with the new key and settings, and renamed into \
-            place; SRC is not changed. A DEST with a non-default --new-page-size or --new-kdf-iter needs the \
-            same settings to open (here --cipher-page-size / --kdf-iter; in the sqlcipher shell \
-            PRAGMA cipher_page_size / PRAGMA kdf_iter after PRAGMA key).
+            place; SRC is not changed. SRC's key and settings are --kdf, --cipher-page-size and --kdf-iter; \
+            DEST's the same names with new- in front (--new-kdf, --new-cipher-page-size, --new-kdf-iter). A DEST \
+            with a non-default --new-cipher-page-size or --new-kdf-iter needs the same settings to open (here \
+            --cipher-page-size / --kdf-iter; in the sqlcipher shell PRAGMA cipher_page_size / PRAGMA kdf_iter \
+            after PRAGMA key). --new-page-size is the old name of --new-cipher-page-size (deprecated).
 
             A slotted SRC (keys) opened through a slot (--kdf slot, slot-raw or slot-recovery) with no \
             --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
@@ -27,7 +29,7 @@ struct Export: ParsableCommand {
 
             Examples:
               OLD=... NEW=... fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW
-              fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW --new-page-size 4096
+              fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW --new-cipher-page-size 4096
               fmdb-cipher export a.db for-sqlcipher3.db --key-env OLD --new-key-env NEW --format 3
               fmdb-cipher export app.db copy.db --kdf slot --key-env OPS     # a slotted copy: same slots
             """
@@ -38,10 +40,13 @@ struct Export: ParsableCommand {
     @OptionGroup var key: KeyOptions
     @OptionGroup var newKey: NewKeyOptions
     @Option(
-        name: .customLong("new-page-size"),
+        name: .customLong("new-cipher-page-size"),
         help: ArgumentHelp(
             "Cipher page size of DEST (default: the format's, 1024 for 3, 4096 for 4).", valueName: "BYTES"))
     var newPageSize: Int?
+    // The old name of --new-cipher-page-size: the new file's options are the source's with new- in front.
+    @Option(name: .customLong("new-page-size"), help: .hidden)
+    var deprecatedNewPageSize: Int?
     @Option(
         name: .customLong("new-kdf-iter"),
         help: ArgumentHelp(
@@ -63,11 +68,18 @@ struct Export: ParsableCommand {
     var force = false
     @Flag(help: "No progress output.") var quiet = false
 
+    func validate() throws {
+        try Deprecation.check(
+            newPageSize, "--new-cipher-page-size", old: deprecatedNewPageSize, oldName: "--new-page-size")
+    }
+
     func run() throws {
         try runReportingErrors {
             let destinationFormat = try Self.format(sqlcipher4 ? 4 : format)
             let settings = try KDFFloor.newFileSettings(
-                pageSize: newPageSize, pageSizeOption: "--new-page-size", iterations: newKDFIterations,
+                pageSize: newPageSize ?? deprecatedNewPageSize,
+                pageSizeOption: deprecatedNewPageSize == nil ? "--new-cipher-page-size" : "--new-page-size",
+                iterations: newKDFIterations,
                 unsafeIterations: unsafeNewKDFIterations,
                 option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter", format: destinationFormat)
             let kind = try DatabaseFiles.requireInput(source)

@@ -10,12 +10,13 @@ struct FMDBCipherCommand: ParsableCommand {
             "Encrypted SQLite (SQLCipher) databases from scripts: rekey, encrypt, decrypt, export, inspect, check, query.",
         discussion: """
             Keys are never taken on the command line (every user on the machine can read it). Give them \
-            with --key-env VAR, --key-file PATH or --key-stdin (and --new-key-env, --new-key-file, \
-            --new-key-stdin for a new key); with none of these and a terminal, you are prompted.
+            with --key-env VAR, --key-file PATH, --key-stdin or --key-credential NAME (a systemd credential, \
+            $CREDENTIALS_DIRECTORY/NAME) (and --new-key-env, --new-key-file, --new-key-stdin for a new key); \
+            with none of these and a terminal, you are prompted.
 
             Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed or the \
             database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
-            64 usage error; 65 wrong key or not a database; 66 input file missing, unreadable or not a regular \
+            64 usage error (also an unknown command, an unset --key-env variable, a malformed raw key); 65 wrong key or not a database; 66 input file missing, unreadable or not a regular \
             file; 69 a SQLCipher 4 database (the key is right) and the linked SQLCipher is 3.x; \
             73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only, or standard output could not be written; \
             75 database busy or locked (try again).
@@ -42,13 +43,27 @@ struct FMDBCipherCommand: ParsableCommand {
         } catch {
             let code = exitCode(for: error)
             if code == .success { exit(withError: error) }
-            let names = Set(configuration.subcommands.map { $0._commandName } + ["help"])
+            let arguments = Array(CommandLine.arguments.dropFirst())
+            if code.rawValue == Exit.usage, let suggestion = CommandSuggestion.message(for: arguments, root: self) {
+                Output.message("fmdb-cipher: " + suggestion)
+                Foundation.exit(code.rawValue)
+            }
             let message = ProcessHardening.redacted(
-                fullMessage(for: error), arguments: Array(CommandLine.arguments.dropFirst()),
-                keeping: names)
-            if !message.isEmpty { Output.message(message) }
+                fullMessage(for: error), arguments: arguments, keeping: commandNames)
+            if !message.isEmpty { Output.message(oneStyle(message)) }
             Foundation.exit(code.rawValue)
         }
+    }
+}
+
+extension FMDBCipherCommand {
+    /// The subcommand names and "help": words a usage error may repeat.
+    static var commandNames: Set<String> { Set(configuration.subcommands.map { $0._commandName } + ["help"]) }
+
+    /// swift-argument-parser's "Error: what" in the tool's own style, "fmdb-cipher: what", so every error
+    /// a script sees starts the same way.
+    static func oneStyle(_ message: String) -> String {
+        message.hasPrefix("Error: ") ? "fmdb-cipher: " + message.dropFirst("Error: ".count) : message
     }
 }
 

@@ -34,7 +34,7 @@ enum KDFFloor {
 }
 
 /// The range check of every number option that reaches SQLCipher's PRAGMA text (`--cipher-page-size`,
-/// `--kdf-iter`, `--page-size`, `--new-page-size`, `--new-kdf-iter` and the `--unsafe-…` spellings): the
+/// `--kdf-iter`, `--new-cipher-page-size`, `--new-kdf-iter`, the `--unsafe-…` spellings and the old names): the
 /// library's own (`CipherSettings.validatePageSize` / `validateKDFIterations`: the C int SQLCipher's `atoi`
 /// reads, a power of two from 512 to 65536 for page sizes), as a usage error (exit 64) naming the option,
 /// before any key is read. A number outside it would reach SQLCipher as another number.

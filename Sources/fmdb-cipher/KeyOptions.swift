@@ -39,8 +39,21 @@ enum KDF: String, ExpressibleByArgument, CaseIterable {
         case .pbkdf2Sqlcipher: return PBKDF2KeyProvider.sqlcipherCompatible(material: material)
         case .pbkdf2: return PBKDF2KeyProvider(material: material)
         case .scrypt: return ScryptKeyProvider(material: material)
-        case .raw: return try RawKeyProvider(material: material)
+        case .raw: return try KDF.rawKey { try RawKeyProvider(material: material) }
         case .slot, .slotRaw, .slotRecovery: return KeySlotKeyProvider(secret: try slotSecret(material))
+        }
+    }
+}
+
+extension KDF {
+    /// `body` with a malformed raw key as a usage error (exit 64) in the tool's style, saying what a raw key
+    /// is; the key itself is never repeated.
+    static func rawKey<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_MISUSE {
+            let message = error.message.prefix(1).lowercased() + error.message.dropFirst()
+            throw CLIError.usage("the key is not a raw key: " + message.trimmingCharacters(in: ["."]))
         }
     }
 }
@@ -54,8 +67,9 @@ enum KeySource {
     case credential(String)
 }
 
-/// The key of the database being read (for `encrypt`: of the file being written).
-struct KeyOptions: ParsableArguments {
+/// Where the key comes from: `--key-env`, `--key-file`, `--key-stdin` or `--key-credential` (never the
+/// command line itself). Shared by every command that takes a key, whatever the key opens.
+struct KeySourceOptions: ParsableArguments {
     @Option(
         name: .customLong("key-env"),
         help: ArgumentHelp("Read the key from this environment variable.", valueName: "VAR"))
@@ -74,28 +88,6 @@ struct KeyOptions: ParsableArguments {
         help: ArgumentHelp("Read the key from the systemd credential $CREDENTIALS_DIRECTORY/NAME.", valueName: "NAME"))
     var keyCredential: String?
 
-    @Option(
-        help:
-            "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot)."
-    )
-    var kdf: KDF = .passphrase
-
-    @Option(
-        name: .customLong("cipher-page-size"),
-        help: ArgumentHelp(
-            "The database's cipher page size, when it is not its format's (1024 for SQLCipher 3, 4096 for 4).",
-            valueName: "BYTES"))
-    var cipherPageSize: Int?
-
-    @Option(
-        name: .customLong("kdf-iter"),
-        help: ArgumentHelp(
-            "The database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).",
-            valueName: "N"))
-    var kdfIterations: Int?
-
-    var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
-
     // Refused on purpose: a key on the command line is visible to every user (ps, /proc/PID/cmdline).
     @Option(name: [.customLong("key"), .customLong("passphrase"), .customLong("password")], help: .hidden)
     var keyOnCommandLine: String?
@@ -110,12 +102,6 @@ struct KeyOptions: ParsableArguments {
         if [keyEnv != nil, keyFile != nil, keyStdin, keyCredential != nil].filter({ $0 }).count > 1 {
             throw ValidationError("give the key one way only: --key-env, --key-file, --key-stdin or --key-credential")
         }
-        do {
-            try CipherOptionRange.check(pageSize: cipherPageSize, option: "--cipher-page-size")
-            try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
-        } catch let error as CLIError {
-            throw ValidationError(error.message)
-        }
     }
 
     var source: KeySource? {
@@ -127,8 +113,51 @@ struct KeyOptions: ParsableArguments {
     }
 }
 
-/// The new key of `rekey` and `export`.
-struct NewKeyOptions: ParsableArguments {
+/// The key of the encrypted database a command opens and the settings it was written with (`info`, `sql`,
+/// `export`, ...). `encrypt` spells the one file it makes the same way (`NewFileKeyOptions`), so the flags
+/// that made a file open it: `encrypt --cipher-page-size 4096` then `sql --cipher-page-size 4096`. A second
+/// file a command writes beside the one it reads takes the same names with `new-` in front (`NewKeyOptions`,
+/// `--new-…`).
+struct KeyOptions: ParsableArguments {
+    @OptionGroup var from: KeySourceOptions
+
+    @Option(
+        help:
+            "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot)."
+    )
+    var kdf: KDF = .passphrase
+
+    @Option(
+        name: .customLong("cipher-page-size"),
+        help: ArgumentHelp(
+            "The encrypted database's cipher page size, when not its format's (1024 for SQLCipher 3, 4096 for 4).",
+            valueName: "BYTES"))
+    var cipherPageSize: Int?
+
+    @Option(
+        name: .customLong("kdf-iter"),
+        help: ArgumentHelp(
+            "The encrypted database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).",
+            valueName: "N"))
+    var kdfIterations: Int?
+
+    var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
+
+    var source: KeySource? { from.source }
+
+    func validate() throws {
+        do {
+            try CipherOptionRange.check(pageSize: cipherPageSize, option: "--cipher-page-size")
+            try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
+        } catch let error as CLIError {
+            throw ValidationError(error.message)
+        }
+    }
+}
+
+/// Where the new key comes from (`rekey`, `export`, `keys add`/`change`): `--new-key-env`, `--new-key-file`
+/// or `--new-key-stdin`.
+struct NewKeySourceOptions: ParsableArguments {
     @Option(
         name: .customLong("new-key-env"),
         help: ArgumentHelp("Read the new key from this environment variable.", valueName: "VAR"))
@@ -143,9 +172,6 @@ struct NewKeyOptions: ParsableArguments {
         name: .customLong("new-key-stdin"),
         help: "Read the new key from standard input (the second line when --key-stdin is given too).")
     var newKeyStdin = false
-
-    @Option(name: .customLong("new-kdf"), help: "How the new key is used (default: the same as --kdf).")
-    var newKDF: KDF?
 
     @Option(name: [.customLong("new-key"), .customLong("new-passphrase")], help: .hidden)
     var newKeyOnCommandLine: String?
@@ -170,6 +196,16 @@ struct NewKeyOptions: ParsableArguments {
     }
 }
 
+/// The new key of `rekey` and `export`, and how it is used.
+struct NewKeyOptions: ParsableArguments {
+    @OptionGroup var from: NewKeySourceOptions
+
+    @Option(name: .customLong("new-kdf"), help: "How the new key is used (default: the same as --kdf).")
+    var newKDF: KDF?
+
+    var source: KeySource? { from.source }
+}
+
 /// Reads keys with the library's `KeyMaterial.read(from:)` (getenv, read(2), the terminal with echo
 /// off, into wiped memory), adding the tool's prompts and exit codes.
 final class KeyReader {
@@ -177,6 +213,9 @@ final class KeyReader {
     func read(_ source: KeySource?, what: String, confirm: Bool = false) throws -> KeyMaterial {
         switch source ?? .prompt {
         case .environment(let name):
+            if getenv(name) == nil, EnvironmentName.isShown(name) {
+                throw CLIError.usage("the environment variable \(name) (the \(what)) is not set")
+            }
             return try library(.environment(name: name), what: what)
         case .file(let path):
             return try library(.file(path: path), what: what)
@@ -224,5 +263,23 @@ final class KeyReader {
             default: throw error
             }
         }
+    }
+}
+
+/// Whether an environment variable's name may be repeated in a message. A name written as environment
+/// variables conventionally are (POSIX: upper-case letters, digits and underscores, not starting with a
+/// digit) is shown; anything else is not, since it may be the key itself given by mistake
+/// (`--key-env "$KEY"`), and neither is one of 64 hexadecimal digits (the form of a raw key).
+enum EnvironmentName {
+    static func isShown(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first), name.count <= 128 else {
+            return false
+        }
+        let allowed = name.unicodeScalars.allSatisfy {
+            ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+        }
+        let rawKeyShaped =
+            name.count == 64 && name.unicodeScalars.allSatisfy { ("A"..."F").contains($0) || ("0"..."9").contains($0) }
+        return allowed && !rawKeyShaped
     }
 }

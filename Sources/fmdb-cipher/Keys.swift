@@ -10,8 +10,9 @@ struct Keys: ParsableCommand {
         discussion: """
             A slotted database is encrypted with a random data key that is never shown or stored in clear. \
             Each way to open it is a slot in DB-keyslots (keep it with the database: without it the database \
-            cannot be opened). Changing a passphrase rewrites one slot, not the database. To open a slotted \
-            database with the other commands, use --kdf slot (passphrase), slot-raw or slot-recovery. \
+            cannot be opened). Changing a passphrase rewrites one slot, not the database. A slot's key is \
+            --kdf slot (a passphrase, the default), slot-raw or slot-recovery, here and in the other commands; \
+            a new slot's --new-kdf slot or slot-raw (raw and passphrase are the old, deprecated names). \
             export and migrate (opened through a slot, no --new-key-*) and rekey --data-key --backup carry the \
             slot file to the copy; encrypt --kdf slot [--recovery] makes a slotted database from a plaintext one.
 
@@ -48,9 +49,9 @@ enum SlotKDF: String, ExpressibleByArgument, CaseIterable {
 extension KDF {
     /// The slot secret this kind of key is: a raw key, a recovery key, or (otherwise) a passphrase.
     func slotSecret(_ material: KeyMaterial) throws -> KeySlotSecret {
+        if self == .raw || self == .slotRaw { return try KDF.rawKey { try .rawKey(material: material) } }
         do {
             switch self {
-            case .raw, .slotRaw: return try .rawKey(material: material)
             case .slotRecovery: return try .recoveryKey(material: material)
             default: return .passphrase(material: material)
             }
@@ -63,7 +64,7 @@ extension KDF {
 /// Options every slot change shares: the database and the key that unlocks one of its slots.
 struct SlotDatabaseOptions: ParsableArguments {
     @Argument(help: "The slotted database.") var database: String
-    @OptionGroup var key: KeyOptions
+    @OptionGroup var key: SlotKeyOptions
 
     /// The unlocking secret: --kdf raw/slot-raw, slot-recovery, or a passphrase.
     func unlockingSecret(_ reader: KeyReader) throws -> KeySlotSecret {
@@ -73,14 +74,10 @@ struct SlotDatabaseOptions: ParsableArguments {
     }
 }
 
-/// Reads the secret of a new slot (asked twice on a terminal): raw with --new-kdf raw, else a passphrase.
-private func newSlotSecret(_ options: NewKeyOptions, reader: KeyReader, database: String) throws -> KeySlotSecret {
+/// Reads the secret of a new slot (asked twice on a terminal): raw with --new-kdf slot-raw, else a passphrase.
+private func newSlotSecret(_ options: NewSlotKeyOptions, reader: KeyReader, database: String) throws -> KeySlotSecret {
     let material = try reader.read(options.source, what: "new slot key for \(database)", confirm: true)
-    switch options.newKDF {
-    case .raw?, .slotRaw?: return try KDF.slotRaw.slotSecret(material)
-    case .slotRecovery?: throw CLIError.usage("recovery keys are generated: use `fmdb-cipher keys recovery`")
-    default: return .passphrase(material: material)
-    }
+    return try options.kdf.slotSecret(material)
 }
 
 extension CLIError {
@@ -118,11 +115,11 @@ struct KeysInit: ParsableCommand {
         commandName: "init",
         abstract: "Create a new encrypted database with a random data key and its first slot.",
         discussion:
-            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf raw makes it a raw-key slot."
+            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf slot-raw makes it a raw-key slot."
     )
 
     @Argument(help: "The database to create (must not exist).") var database: String
-    @OptionGroup var key: KeyOptions
+    @OptionGroup var key: FirstSlotKeyOptions
     @Option(
         name: .customLong("slot-kdf"),
         help: "The KDF of a passphrase slot: scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000).")
@@ -168,11 +165,11 @@ struct KeysInit: ParsableCommand {
 struct KeysAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Add a slot: a new passphrase (or raw key with --new-kdf raw) that opens the database."
+        abstract: "Add a slot: a new passphrase (or raw key with --new-kdf slot-raw) that opens the database."
     )
 
     @OptionGroup var slotted: SlotDatabaseOptions
-    @OptionGroup var newKey: NewKeyOptions
+    @OptionGroup var newKey: NewSlotKeyOptions
     @Option(name: .customLong("slot-kdf"), help: "The KDF of a passphrase slot: scrypt (default) or pbkdf2.")
     var slotKDF: SlotKDF = .scrypt
 
@@ -252,6 +249,8 @@ struct KeysList: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
+            // The database first: a mistyped path is said as such, not as a missing DB-keyslots.
+            _ = try DatabaseFiles.requireInput(database)
             let slots: [KeySlotInfo]
             do {
                 slots = try KeySlots.list(forDatabaseAt: database)
@@ -288,7 +287,7 @@ struct KeysChange: ParsableCommand {
     )
 
     @OptionGroup var slotted: SlotDatabaseOptions
-    @OptionGroup var newKey: NewKeyOptions
+    @OptionGroup var newKey: NewSlotKeyOptions
     @Option(name: .customLong("slot-kdf"), help: "The KDF of a passphrase slot: scrypt (default) or pbkdf2.")
     var slotKDF: SlotKDF = .scrypt
 
@@ -348,7 +347,7 @@ struct KeysExportRaw: ParsableCommand {
 enum DataKeyRotation {
     static func run(
         database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool,
-        quiet: Bool
+        quiet: Bool, progressLines: Bool = false
     ) throws {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
@@ -375,8 +374,9 @@ enum DataKeyRotation {
                     "backup written to \(backup) (its key slots in \(KeySlots.slotFilePath(forDatabaseAt: backup)))")
             }
         }
-        let progress = ProgressReporter(quiet: quiet)
-        progress.start("rekey --data-key") { nil }
+        let progress = ProgressReporter(quiet: quiet, lines: progressLines)
+        progress.start(
+            "rekey --data-key", totalBytes: Double(fileSize(database)), measure: RekeyProgress(database).measure)
         // The library's three outcomes, as plain rekey's: a throw is "not done" (the old data key still
         // opens the database; code 11 when neither does), .checkpointPending is done with the WAL
         // checkpoint to come (exit 3).
@@ -404,7 +404,7 @@ enum DataKeyRotation {
                     : "rekey --data-key: failed; the database and its slots still use the old data key")
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }
-        progress.finish("rekey --data-key: done")
+        progress.finish("rekey --data-key: done", completed: true)
         if case .checkpointPending(let error) = outcome {
             throw CLIError(
                 "rotated the data key of \(database): only the new data key opens it now, but the WAL checkpoint is pending "

@@ -1,36 +1,66 @@
 import Foundation
 
-/// A progress line on standard error, shown only when it is a terminal and --quiet was not given.
-/// Copies report the output file's size against the input's; rekey shows elapsed time.
+/// Progress on standard error. On a terminal (unless --quiet): a bar with the percentage and throughput,
+/// redrawn 10 times a second (elapsed time when there is no measure). Not on a terminal, with `--progress`:
+/// machine-readable lines, one when the work starts, about one a second, and one at 100% when it ends:
+///
+///     progress <verb> <percent> <bytes done> <bytes in all> <bytes per second>
+///
+/// integers in decimal, separated by one space (`progress rekey 42 50331648 119537664 10485760`); no line
+/// at 100% means the work did not complete. Otherwise nothing. Copies report the output file's size against
+/// the input's; rekey the pages it has written (its rollback journal or WAL) against the database's size.
 final class ProgressReporter: @unchecked Sendable {
-    // @unchecked Sendable: `stopped` and `thread` are only touched under `lock`.
+    // @unchecked Sendable: `stopped`, `thread` and `lastLine` are only touched under `lock`.
+    private enum Style { case none, terminal, lines }
+
     private let lock = NSLock()
     private var stopped = false
     private var thread: Thread?
-    let enabled: Bool
+    private let style: Style
+    private var began = Date()
+    private var totalBytes: Double?
+    private var measure: (@Sendable () -> Double?)?
+    private var verb = ""
 
-    init(quiet: Bool) {
-        enabled = !quiet && isatty(STDERR_FILENO) == 1
+    /// Whether anything is shown.
+    var enabled: Bool { style != .none }
+
+    /// - Parameters:
+    ///   - quiet: `--quiet`: nothing at all.
+    ///   - lines: `--progress`: machine-readable lines when standard error is not a terminal.
+    init(quiet: Bool, lines: Bool = false) {
+        if quiet {
+            style = .none
+        } else if isatty(STDERR_FILENO) == 1 {
+            style = .terminal
+        } else {
+            style = lines ? .lines : .none
+        }
     }
 
-    /// Shows `label` with the fraction `measure()` reports (nil: elapsed seconds only), 10 times a second.
-    func start(_ label: String, measure: @escaping @Sendable () -> Double?) {
-        guard enabled else { return }
-        let began = Date()
+    /// Shows `label` with the fraction `measure()` reports (nil: elapsed seconds only); with `totalBytes`, also
+    /// the throughput (that fraction of `totalBytes` per second).
+    func start(_ label: String, totalBytes: Double? = nil, measure: @escaping @Sendable () -> Double?) {
+        guard style != .none else { return }
+        began = Date()
+        self.totalBytes = totalBytes
+        self.measure = measure
+        verb = label.split(separator: " ").first.map(String.init) ?? label
+        if style == .lines { line(fraction: 0) }
         let thread = Thread { [weak self] in
+            var lastLine = Date()
             while let self, !self.isStopped {
-                let line: String
-                if let fraction = measure() {
-                    let clamped = min(max(fraction, 0), 1)
-                    let filled = Int(clamped * 30)
-                    line = String(
-                        format: "\r%@ [%@%@] %3d%%", label, String(repeating: "#", count: filled),
-                        String(repeating: " ", count: 30 - filled), Int(clamped * 100))
-                } else {
-                    line = String(format: "\r%@ … %.1fs", label, Date().timeIntervalSince(began))
-                }
-                Output.prompt(line)
                 Thread.sleep(forTimeInterval: 0.1)
+                guard !self.isStopped else { return }
+                switch self.style {
+                case .terminal: self.draw(label)
+                case .lines:
+                    if Date().timeIntervalSince(lastLine) >= 1 {
+                        lastLine = Date()
+                        self.line(fraction: min(max(measure() ?? 0, 0), 0.99))
+                    }
+                case .none: return
+                }
             }
         }
         lock.lock()
@@ -45,14 +75,49 @@ final class ProgressReporter: @unchecked Sendable {
         return stopped
     }
 
-    func finish(_ message: String) {
+    private func throughput(_ fraction: Double) -> Double? {
+        guard let totalBytes else { return nil }
+        return fraction * totalBytes / max(Date().timeIntervalSince(began), 1e-3)
+    }
+
+    private func draw(_ label: String) {
+        let text: String
+        if let fraction = measure?() {
+            let clamped = min(max(fraction, 0), 1)
+            let filled = Int(clamped * 30)
+            let rate = throughput(clamped).map { String(format: " %.1f MB/s", $0 / 1e6) } ?? ""
+            text = String(
+                format: "\r%@ [%@%@] %3d%%%@", label, String(repeating: "#", count: filled),
+                String(repeating: " ", count: 30 - filled), Int(clamped * 100), rate)
+        } else {
+            text = String(format: "\r%@ … %.1fs", label, Date().timeIntervalSince(began))
+        }
+        Output.prompt(text)
+    }
+
+    /// One machine-readable line (`--progress`).
+    private func line(fraction: Double) {
+        let total = totalBytes ?? 0
+        let done = Int64(fraction * total)
+        let rate = Int64(throughput(fraction) ?? 0)
+        Output.message("progress \(verb) \(Int(fraction * 100)) \(done) \(Int64(total)) \(rate)")
+    }
+
+    /// Stops the display and says `message` on a terminal; with `completed`, the line at 100% (`--progress`).
+    func finish(_ message: String, completed: Bool = false) {
         lock.lock()
+        let wasRunning = thread != nil && !stopped
         stopped = true
-        let wasRunning = thread != nil
         lock.unlock()
-        guard enabled else { return }
-        if wasRunning { Thread.sleep(forTimeInterval: 0.12) }
-        Output.message("\r\u{1B}[K\(message)")
+        switch style {
+        case .none: return
+        case .terminal:
+            if wasRunning { Thread.sleep(forTimeInterval: 0.12) }
+            Output.message("\r\u{1B}[K\(message)")
+        case .lines:
+            if wasRunning { Thread.sleep(forTimeInterval: 0.12) }
+            if completed { line(fraction: 1) }
+        }
     }
 }
 

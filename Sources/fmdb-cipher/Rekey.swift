@@ -12,6 +12,11 @@ struct Rekey: ParsableCommand {
             fails before the key changed the database still opens with the old key. --backup first writes a \
             verified encrypted copy (with the old key).
 
+            Progress: on a terminal, a bar with the percentage and throughput (the pages SQLCipher has written, \
+            in the rollback journal or WAL, against the database's size). With --progress and standard error \
+            not a terminal, lines "progress rekey PERCENT BYTES TOTAL BYTES_PER_SECOND" (integers): one at the \
+            start, about one a second, and one at 100 when the rekey is done; none at 100 means it was not.
+
             Exit codes: 0 rekeyed; 75 busy and 74 I/O (not done: the old key still opens it); 3 rekeyed, but \
             the WAL checkpoint is pending (only the new key opens it; do not retry).
 
@@ -47,6 +52,11 @@ struct Rekey: ParsableCommand {
     var force = false
     @Flag(help: "No progress output.") var quiet = false
     @Flag(
+        help:
+            "When standard error is not a terminal, print progress lines on it: progress rekey PERCENT BYTES TOTAL BYTES_PER_SECOND."
+    )
+    var progress = false
+    @Flag(
         name: .customLong("data-key"),
         help: "Slotted database (keys): rotate the random data key; every slot is re-wrapped.")
     var dataKey = false
@@ -67,6 +77,8 @@ struct Rekey: ParsableCommand {
         if !dataKey, !slotKeyFiles.isEmpty || dropOtherSlots {
             throw ValidationError("--slot-key-file and --drop-other-slots go with --data-key")
         }
+        // --data-key unlocks a slot: its raw key is slot-raw, as in every command that opens a slot.
+        if dataKey, key.kdf == .raw { Deprecation.warn("rekey --data-key --kdf raw", use: "--kdf slot-raw") }
     }
 
     func run() throws {
@@ -74,7 +86,7 @@ struct Rekey: ParsableCommand {
             if dataKey {
                 try DataKeyRotation.run(
                     database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots,
-                    backup: backup, force: force, quiet: quiet)
+                    backup: backup, force: force, quiet: quiet, progressLines: progress)
                 return
             }
             if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
@@ -107,8 +119,8 @@ struct Rekey: ParsableCommand {
 
             let db = try DatabaseFiles.open(database, provider: oldProvider, settings: key.settings)
             defer { db.close() }
-            let progress = ProgressReporter(quiet: quiet)
-            progress.start("rekey") { nil }
+            let progress = ProgressReporter(quiet: quiet, lines: self.progress)
+            progress.start("rekey", totalBytes: Double(fileSize(database)), measure: RekeyProgress(database).measure)
             // The library's safe rekey: which key opens the file afterwards is checked on a fresh
             // connection, so a throw always means "not done, the old key still opens it".
             let outcome: FMRekeyOutcome
@@ -130,7 +142,7 @@ struct Rekey: ParsableCommand {
                         : "rekey: failed; the database still uses the old key")
                 throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
-            progress.finish("rekey: done")
+            progress.finish("rekey: done", completed: true)
             if case .checkpointPending(let error) = outcome {
                 throw CLIError(
                     "rekeyed \(database): only the new key opens it now, but the WAL checkpoint is pending (\(error.message)); "
@@ -141,5 +153,29 @@ struct Rekey: ParsableCommand {
             }
             if !quiet { Output.message("rekeyed \(database)") }
         }
+    }
+}
+
+/// How far a rekey has got, from outside SQLCipher: it writes every page once, through the rollback journal
+/// (each page's old content, before it changes it) or the WAL (the new pages), so their growth over the
+/// database's size is the fraction done, read from the file sizes without a call into SQLite.
+struct RekeyProgress: Sendable {
+    let database: String
+    let total: Double
+    let journalAtStart: Int64
+    let walAtStart: Int64
+
+    init(_ database: String) {
+        self.database = database
+        total = max(Double(fileSize(database)), 1)
+        journalAtStart = fileSize(database + "-journal")
+        walAtStart = fileSize(database + "-wal")
+    }
+
+    /// The fraction written so far, 0 to 0.99 (1 is said when the rekey is done).
+    @Sendable func measure() -> Double? {
+        let written =
+            max(fileSize(database + "-journal") - journalAtStart, 0) + max(fileSize(database + "-wal") - walAtStart, 0)
+        return min(Double(written) / total, 0.99)
     }
 }

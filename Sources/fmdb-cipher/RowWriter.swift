@@ -67,11 +67,11 @@ final class RowWriter {
 
     private let format: Format
     private let out = OutputBuffer()
-    private var jsonRows = 0
+    /// Rows of the statement whose JSON array is open (nil: none is).
+    private var jsonRows: Int?
 
     init(format: Format) {
         self.format = format
-        if format == .json { out.append(UInt8(ascii: "[")) }
     }
 
     /// Writes every row of `rs` (nothing for a statement without columns).
@@ -86,13 +86,19 @@ final class RowWriter {
         }
     }
 
-    /// Closes the JSON array (also after an error, so the output stays valid JSON) and writes out.
+    /// Closes an open JSON array (also after an error, so the output stays valid JSON) and writes out.
     func finish() throws {
-        if format == .json { out.append(jsonRows > 0 ? "\n]\n" : "]\n") }
+        closeJSONArray()
         try out.flush()
     }
 
-    // MARK: CSV (RFC 4180; NULL is empty, BLOBs x'hex')
+    private func closeJSONArray() {
+        guard let rows = jsonRows else { return }
+        out.append(rows > 0 ? "\n]\n" : "]\n")
+        jsonRows = nil
+    }
+
+    // MARK: CSV (RFC 4180; NULL is empty, BLOBs x'hex' as in every format)
 
     private func writeCSV(_ rs: FMResultSet, _ names: [String]) throws {
         for (i, name) in names.enumerated() {
@@ -145,9 +151,16 @@ final class RowWriter {
         out.append(UInt8(ascii: "'"))
     }
 
-    // MARK: JSON and JSON lines (numbers, strings, null; BLOBs base64)
+    // MARK: JSON and JSON lines (numbers, strings, null; BLOBs as the string "x'hex'")
 
+    /// JSON: one array per statement that returns columns (`[]` for no rows), each closed before the next
+    /// statement's opens, as sqlite3's shell does in `.mode json`; JSON lines: one object per row.
     private func writeJSON(_ rs: FMResultSet, _ names: [String]) throws {
+        if format == .json {
+            closeJSONArray()
+            out.append(UInt8(ascii: "["))
+            jsonRows = 0
+        }
         // A name that appears twice keeps its last value, as a JSON object (and JSONSerialization) would.
         let keep = names.indices.filter { i in !names[(i + 1)...].contains(names[i]) }
         let keys = keep.map { i -> [UInt8] in
@@ -155,8 +168,10 @@ final class RowWriter {
             return key + [UInt8(ascii: ":")]
         }
         while try rs.nextWithError() {
-            if format == .json { out.append(jsonRows == 0 ? "\n" : ",\n") }
-            jsonRows += 1
+            if let rows = jsonRows {
+                out.append(rows == 0 ? "\n" : ",\n")
+                jsonRows = rows + 1
+            }
             out.append(UInt8(ascii: "{"))
             for (n, i) in keep.enumerated() {
                 if n > 0 { out.append(UInt8(ascii: ",")) }
@@ -173,7 +188,9 @@ final class RowWriter {
                         out.appendJSONString(UnsafeBufferPointer(start: text, count: strlen(text)))
                     }
                 case .blob:
-                    out.append("\"" + (rs.dataNoCopy(forColumnIndex: column)?.base64EncodedString() ?? "") + "\"")
+                    out.append(UInt8(ascii: "\""))
+                    appendHex(rs.dataNoCopy(forColumnIndex: column))
+                    out.append(UInt8(ascii: "\""))
                 }
             }
             out.append(UInt8(ascii: "}"))

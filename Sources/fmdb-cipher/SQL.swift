@@ -10,8 +10,14 @@ struct SQL: ParsableCommand {
             The SQL comes from the argument, or else from standard input (after the key line when \
             --key-stdin is given). Every statement runs in order; rows print as an aligned table (column widths \
             from the first 1000 rows), or as CSV (RFC 4180, a header line per statement), JSON (one array of \
-            row objects, one per line; BLOBs as base64) or JSON lines. Rows stream: memory does not grow with \
-            the number of rows.
+            row objects, one object per line, for each statement that returns columns; several statements give \
+            several arrays in a row, as sqlite3's .mode json does: jq reads them, jq -s joins them) or JSON \
+            lines (one row object per line). Rows stream: memory does not grow with the number of rows.
+
+            Values: NULL is empty in a table and CSV, null in JSON. A BLOB is SQLite's hex literal x'…' in every \
+            format (in JSON, that text as a string): lossless, and pasted back into SQL it is the same BLOB. \
+            (sqlite3's shell writes raw bytes in CSV and JSON, which lose binary data; psql writes hex in every \
+            format too.)
 
             DATABASE must exist: a mistyped path is an error (exit 66), never a new file. --create makes a new \
             encrypted database (0600) when there is none; --read-only opens it so no statement can change it.
@@ -27,7 +33,7 @@ struct SQL: ParsableCommand {
     @Argument(help: "The SQL to run (default: standard input).") var sql: String?
     @OptionGroup var key: KeyOptions
     @Flag(help: "Print CSV.") var csv = false
-    @Flag(help: "Print JSON (one array of row objects).") var json = false
+    @Flag(help: "Print JSON (one array of row objects per statement that returns columns).") var json = false
     @Flag(help: "Print JSON lines (one row object per line).") var jsonl = false
     @Flag(help: "Create DATABASE, encrypted (0600), when it does not exist.") var create = false
     @Flag(help: "Open DATABASE read-only: statements that would change it fail.") var readOnly = false

@@ -103,7 +103,10 @@ final class FMDBCipherToolTests: ToolTestCase {
         // A page size that is not the linked SQLCipher's default (1024 on 3.x, 4096 on 4.x).
         let pageSize = CipherFormat.linkedDefault == .v4 ? "8192" : "4096"
         result = try run(
-            ["export", enc, path("exported.db"), "--key-env", "K", "--new-key-env", "N", "--new-page-size", pageSize],
+            [
+                "export", enc, path("exported.db"), "--key-env", "K", "--new-key-env", "N", "--new-cipher-page-size",
+                pageSize,
+            ],
             env: ["K": "k1", "N": "k2"])
         XCTAssertEqual(result.status, 0, result.stderr)
         // The new page size is needed to open it, here and in the shell.
@@ -263,7 +266,7 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50")
         result = try run(
             ["encrypt", plain, path("raw2.db"), "--key-env", "K", "--kdf", "raw"], env: ["K": "too short"])
-        XCTAssertEqual(result.status, 1)
+        XCTAssertEqual(result.status, 64, "a malformed raw key is a usage error")
         XCTAssertTrue(result.stderr.contains("32 bytes"), result.stderr)
         XCTAssertFalse(result.stderr.contains("too short"), "the key is never echoed")
     }

@@ -19,7 +19,7 @@ final class FaultSweepKeysToolTests: ToolTestCase {
     /// when `twoSlots`. Returns its path (its slot file beside it).
     func makeSlotted(_ name: String, twoSlots: Bool) throws -> String {
         let db = path(name)
-        let created = try run(["keys", "init", db, "--kdf", "raw", "--key-env", "A"], env: ["A": Self.first])
+        let created = try run(["keys", "init", db, "--kdf", "slot-raw", "--key-env", "A"], env: ["A": Self.first])
         XCTAssertEqual(created.status, 0, created.stderr)
         let connection = FMDatabase(path: db)
         XCTAssertTrue(connection.open(withFlags: SQLITE_OPEN_READWRITE))
@@ -31,7 +31,10 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         connection.close()
         if twoSlots {
             let added = try run(
-                ["keys", "add", db, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B"],
+                [
+                    "keys", "add", db, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "slot-raw", "--new-key-env",
+                    "B",
+                ],
                 env: ["A": Self.first, "B": Self.second])
             XCTAssertEqual(added.status, 0, added.stderr)
         }
@@ -215,7 +218,7 @@ final class FaultSweepKeysToolTests: ToolTestCase {
     func testKeysInitUnderEveryFaultLeavesNothingOrAWholeDatabase() throws {
         let (work, file, reset) = workFolder("init", base: nil)
         let environment = ["A": Self.first]
-        let arguments = ["keys", "init", file, "--kdf", "raw", "--key-env", "A"]
+        let arguments = ["keys", "init", file, "--kdf", "slot-raw", "--key-env", "A"]
         let outcome = try sweep(arguments, environment: environment, folder: work, reset: reset) { run, claim in
             let opens = count(file, slot: Self.first, query: "select count(*) from sqlite_master") != nil
             switch claim {
@@ -245,7 +248,8 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         let base = try makeSlotted("change-base.db", twoSlots: false)
         let (work, file, reset) = workFolder("change", base: base)
         let arguments = [
-            "keys", "change", file, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B",
+            "keys", "change", file, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "slot-raw", "--new-key-env",
+            "B",
         ]
         let outcome = try sweep(
             arguments, environment: ["A": Self.first, "B": Self.second], folder: work, reset: reset
@@ -268,7 +272,7 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         let base = try makeSlotted("add-base.db", twoSlots: false)
         let (work, file, reset) = workFolder("add", base: base)
         let arguments = [
-            "keys", "add", file, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B",
+            "keys", "add", file, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "slot-raw", "--new-key-env", "B",
         ]
         let outcome = try sweep(
             arguments, environment: ["A": Self.first, "B": Self.second], folder: work, reset: reset
@@ -289,7 +293,7 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         let base = try makeSlotted("remove-base.db", twoSlots: true)
         let (work, file, reset) = workFolder("remove", base: base)
         // Removed with its own secret: a revocation, read back from the file as written.
-        let arguments = ["keys", "remove", file, "--kdf", "raw", "--key-env", "B", "--slot", "2"]
+        let arguments = ["keys", "remove", file, "--kdf", "slot-raw", "--key-env", "B", "--slot", "2"]
         let outcome = try sweep(arguments, environment: ["B": Self.second], folder: work, reset: reset) { _, claim in
             let kept = count(file, slot: Self.first)
             let removed = count(file, slot: Self.second)
@@ -315,7 +319,7 @@ final class FaultSweepKeysToolTests: ToolTestCase {
             FileManager.default.createFile(
                 atPath: keyFile, contents: Data(Self.second.utf8), attributes: [.posixPermissions: 0o600]))
         let arguments = [
-            "rekey", "--data-key", file, "--kdf", "raw", "--key-env", "A", "--slot-key-file", keyFile, "--quiet",
+            "rekey", "--data-key", file, "--kdf", "slot-raw", "--key-env", "A", "--slot-key-file", keyFile, "--quiet",
         ]
         var finishedPending = 0
         // Every slot file write and directory sync under every fault. The database's own rekey transaction is the

@@ -117,7 +117,8 @@ final class SlotCopyToolTests: ToolTestCase {
         let (before, slotsBefore) = (try bytes(source), try bytes(slots(source)))
         let copy = path("copy.db")
         let result = try run(
-            ["export", source, copy, "--kdf", "slot", "--key-env", "K", "--new-page-size", "4096"], env: ["K": "beta"])
+            ["export", source, copy, "--kdf", "slot", "--key-env", "K", "--new-cipher-page-size", "4096"],
+            env: ["K": "beta"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stderr.contains("with its key slots"), result.stderr)
         try assertPrivateCopy(copy, slotFile: slotsBefore)

@@ -29,6 +29,10 @@ final class ToolNumberRangeTests: ToolTestCase {
                     ["export", enc, dest] + raw + ["--new-key-env", "NK", "--unsafe-new-kdf-iter=\(value)"]
                 ),
                 (
+                    "--new-cipher-page-size",
+                    ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-cipher-page-size=\(value)"]
+                ),
+                (
                     "--new-page-size",
                     ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-page-size=\(value)"]
                 ),
@@ -56,7 +60,7 @@ final class ToolNumberRangeTests: ToolTestCase {
         let written = try run(
             [
                 "encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--quiet",
-                "--kdf-iter", "2147483647", "--page-size", "65536",
+                "--kdf-iter", "2147483647", "--cipher-page-size", "65536",
             ], env: env)
         XCTAssertEqual(written.status, 0, written.stderr)
         let info = try run(
@@ -75,7 +79,7 @@ final class ToolNumberRangeTests: ToolTestCase {
             [
                 "export", dest, copy, "--kdf", "raw", "--key-env", "K", "--kdf-iter", "2147483647",
                 "--cipher-page-size", "65536", "--new-key-env", "K", "--new-kdf-iter", "2147483647",
-                "--new-page-size", "65536", "--quiet",
+                "--new-cipher-page-size", "65536", "--quiet",
             ], env: env)
         XCTAssertEqual(exported.status, 0, exported.stderr)
         XCTAssertEqual(rowCountWith(copy, pageSize: 65_536, iterations: 2_147_483_647), 50)

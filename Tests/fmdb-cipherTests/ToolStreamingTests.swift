@@ -69,22 +69,55 @@ final class ToolStreamingTests: ToolTestCase {
         XCTAssertEqual(objects[2]["x"] as? Double, 0.75)
         XCTAssertEqual(objects[2]["s"] as? String, "row 3, \"quoted\"" + String(repeating: "x", count: 60))
         XCTAssertTrue(objects[2]["n"] is NSNull)
-        XCTAssertEqual(objects[2]["b"] as? String, Data([0, 0xFF, 0x10]).base64EncodedString())
+        XCTAssertEqual(objects[2]["b"] as? String, "x'00ff10'", "a BLOB is x'hex' in every format, as in CSV")
 
         let json = try run([
             "sql", file, "select * from r order by id; select char(1, 10, 34, 92) || '\u{E9}' as odd, 1 as odd2",
             "--json",
         ])
         XCTAssertEqual(json.status, 0, json.stderr)
-        let array = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
-        XCTAssertEqual(array.count, 3_001, "the rows of every statement, in one array")
-        XCTAssertEqual(array[2]["s"] as? String, objects[2]["s"] as? String)
+        let arrays = try jsonArrays(json.stdout)
+        XCTAssertEqual(arrays.map(\.count), [3_000, 1], "one array per statement")
+        guard arrays.count == 2 else { return }
+        XCTAssertEqual(arrays[0][2]["s"] as? String, objects[2]["s"] as? String)
+        XCTAssertEqual(arrays[0][2]["b"] as? String, "x'00ff10'")
         XCTAssertEqual(
-            array[3_000]["odd"] as? String, "\u{1}\n\"\\\u{E9}", "control characters, quotes and backslashes escaped")
+            arrays[1][0]["odd"] as? String, "\u{1}\n\"\\\u{E9}", "control characters, quotes and backslashes escaped")
         let empty = try run(["sql", file, "select * from r where 0", "--json"])
         XCTAssertEqual(
             try XCTUnwrap(JSONSerialization.jsonObject(with: Data(empty.stdout.utf8)) as? [Any], empty.stdout).count, 0)
         XCTAssertEqual(try run(["sql", file, "select 1", "--json", "--jsonl"]).status, 64)
+    }
+
+    func testJSONGivesOneArrayPerStatementThatReturnsColumns() throws {
+        let file = try makeRows("rows.db", rows: 3)
+        let result = try run([
+            "sql", file,
+            "select id from r order by id; update r set n = 1; select x'0102' as b where 0; select x'cafe' as b",
+            "--json",
+        ])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let arrays = try jsonArrays(result.stdout)
+        XCTAssertEqual(arrays.map(\.count), [3, 0, 1], "the UPDATE returns no columns: no array")
+        guard arrays.count == 3 else { return }
+        XCTAssertEqual(arrays[0].map { $0["id"] as? Int }, [1, 2, 3])
+        XCTAssertEqual(arrays[2][0]["b"] as? String, "x'cafe'")
+        let csv = try run(["sql", file, "select x'cafe' as b", "--csv"])
+        XCTAssertEqual(csv.stdout, "b\nx'cafe'\n", "the same BLOB rendering as JSON")
+        let table = try run(["sql", file, "select x'cafe' as b"])
+        XCTAssertEqual(table.stdout, "b\n-------\nx'cafe'\n")
+    }
+
+    /// The JSON arrays `--json` printed, one per statement: each starts on a line of its own with `[`.
+    private func jsonArrays(_ output: String) throws -> [[[String: Any]]] {
+        var arrays: [String] = []
+        for line in output.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("[") { arrays.append("") }
+            if !arrays.isEmpty { arrays[arrays.count - 1] += line + "\n" }
+        }
+        return try arrays.map {
+            try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [[String: Any]], $0)
+        }
     }
 
     func testAnErrorMidStreamLeavesValidJSON() throws {
