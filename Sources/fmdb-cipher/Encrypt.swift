@@ -8,7 +8,9 @@ struct Encrypt: ParsableCommand {
         discussion: """
             The copy is written to a temporary file beside DEST, verified (integrity check, same tables and \
             row counts) and renamed into place, so an interrupted run never leaves a half file at DEST. \
-            user_version and application_id are copied. SRC is not changed.
+            user_version and application_id are copied. SRC is not changed. When DEST's settings are not its \
+            format's defaults (--kdf, --page-size, --kdf-iter), the exact flags that open it are said on \
+            standard error: the file does not record them.
 
             --kdf slot (or slot-raw) makes DEST a slotted database (see `fmdb-cipher keys`): a random data key, \
             slot 1 for the key given (a passphrase slot, KDF from --slot-kdf; or a raw-key slot), and with \
@@ -91,6 +93,7 @@ struct Encrypt: ParsableCommand {
                     slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
                 Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
+            OpeningFlags.note(destination, kdf: key.kdf, settings: settings)
             if let recoveryKey { printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot) }
         }
     }

@@ -10,8 +10,10 @@ struct Keys: ParsableCommand {
         discussion: """
             A slotted database is encrypted with a random data key that is never shown or stored in clear. \
             Each way to open it is a slot in DB-keyslots (keep it with the database: without it the database \
-            cannot be opened). Changing a passphrase rewrites one slot, not the database. To open a slotted \
-            database with the other commands, use --kdf slot (passphrase), slot-raw or slot-recovery. \
+            cannot be opened). Changing a passphrase rewrites one slot, not the database. Every command opens a \
+            slotted database through its slots without --kdf: the key is tried as a passphrase, a raw key and \
+            a recovery key, in that order, against the slot kinds DB-keyslots holds (--kdf slot, slot-raw or \
+            slot-recovery names the kind). \
             export and migrate (opened through a slot, no --new-key-*) and rekey --data-key --backup carry the \
             slot file to the copy; encrypt --kdf slot [--recovery] makes a slotted database from a plaintext one.
 
@@ -20,7 +22,7 @@ struct Keys: ParsableCommand {
               fmdb-cipher keys add app.db --key-env ADMIN --new-key-env OPS
               fmdb-cipher keys change app.db --key-env OLD --new-key-env NEW
               fmdb-cipher keys list app.db
-              fmdb-cipher sql app.db --kdf slot --key-env OPS "SELECT count(*) FROM t"
+              fmdb-cipher sql app.db --key-env OPS "SELECT count(*) FROM t"
               fmdb-cipher rekey --data-key app.db --key-env ADMIN --slot-key-file ops.pass --slot-key-file recovery.txt
             """,
         subcommands: [
@@ -69,7 +71,7 @@ struct SlotDatabaseOptions: ParsableArguments {
     func unlockingSecret(_ reader: KeyReader) throws -> KeySlotSecret {
         _ = try DatabaseFiles.requireInput(database)
         let material = try reader.read(key.source, what: "key of a slot of \(database)")
-        return try key.kdf.slotSecret(material)
+        return try key.kdf(opening: database, with: material).slotSecret(material)
     }
 }
 
@@ -252,6 +254,17 @@ struct KeysList: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
+            // The database is named first: "no slot file" beside a mistyped path would send the operator
+            // looking for the wrong file.
+            var status = stat()
+            if lstat(database, &status) != 0 {
+                let slotPath = KeySlots.slotFilePath(forDatabaseAt: database)
+                throw CLIError(
+                    SlotDiscovery.hasSlotFile(database)
+                        ? "\(database): no such file (the key slot file \(slotPath) is there without its database)"
+                        : "\(database): no such file (nor a key slot file \(slotPath))",
+                    code: Exit.noInput)
+            }
             let slots: [KeySlotInfo]
             do {
                 slots = try KeySlots.list(forDatabaseAt: database)
@@ -352,7 +365,8 @@ enum DataKeyRotation {
     ) throws {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
-        var secrets = [try key.kdf.slotSecret(try reader.read(key.source, what: "key of a slot of \(database)"))]
+        let material = try reader.read(key.source, what: "key of a slot of \(database)")
+        var secrets = [try key.kdf(opening: database, with: material).slotSecret(material)]
         for file in slotKeyFiles {
             // The path is not repeated (it may be a secret typed where the path belongs): "the file given".
             let material = try reader.read(.file(file), what: "slot key in a file given to --slot-key-file")

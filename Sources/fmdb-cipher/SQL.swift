@@ -56,7 +56,7 @@ struct SQL: ParsableCommand {
             let provider: (any KeyProvider)? =
                 kind == .plaintext && key.source == nil
                 ? nil
-                : try key.kdf.provider(reader.read(key.source, what: "key for \(database)"))
+                : try key.provider(opening: database, with: reader.read(key.source, what: "key for \(database)"))
             let script: String
             if let sql {
                 script = sql
