@@ -74,6 +74,10 @@ struct SQL: ParsableCommand {
             guard !script.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw CLIError.usage("no SQL given (as an argument or on standard input)")
             }
+            // --read-only may hold through PRAGMA query_only (see DatabaseFiles.open), which SQL must not undo.
+            if readOnly, script.range(of: "query_only", options: .caseInsensitive) != nil {
+                throw CLIError.usage("--read-only: the SQL may not name PRAGMA query_only")
+            }
             let db: FMDatabase
             if kind == .missing {
                 try PrivateOutput.createEmptyDatabase(at: database)
