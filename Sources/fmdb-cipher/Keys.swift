@@ -81,8 +81,22 @@ private func newSlotSecret(_ options: NewKeyOptions, reader: KeyReader, database
     switch options.newKDF {
     case .raw?, .slotRaw?: return try KDF.slotRaw.slotSecret(material)
     case .slotRecovery?: throw CLIError.usage("recovery keys are generated: use `fmdb-cipher keys recovery`")
-    default: return .passphrase(material: material)
+    default:
+        warnIfShort(material)
+        return .passphrase(material: material)
     }
+}
+
+/// The shortest passphrase a new slot gets without a warning, in bytes of UTF-8 (12 ASCII characters).
+let minimumSlotPassphraseLength = 12
+
+/// Warns (never refuses) when a new passphrase slot's passphrase is shorter than the documented minimum:
+/// the slot's KDF slows each guess, not the number of guesses a short passphrase leaves.
+func warnIfShort(_ material: KeyMaterial) {
+    guard material.count < minimumSlotPassphraseLength else { return }
+    Output.message(
+        "fmdb-cipher: warning: the new passphrase is shorter than \(minimumSlotPassphraseLength) characters: "
+            + "a short passphrase is guessed quickly whatever the slot's KDF; prefer a long one (or a raw key)")
 }
 
 extension CLIError {
@@ -120,7 +134,7 @@ struct KeysInit: ParsableCommand {
         commandName: "init",
         abstract: "Create a new encrypted database with a random data key and its first slot.",
         discussion:
-            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf raw makes it a raw-key slot."
+            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf raw makes it a raw-key slot. A recovery step (--recovery) that fails after the database was made exits 5: the database and its first slot work, and `keys recovery` adds the recovery slot."
     )
 
     @Argument(help: "The database to create (must not exist).") var database: String
@@ -145,6 +159,7 @@ struct KeysInit: ParsableCommand {
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key of the first slot of \(database)", confirm: true)
             let secret = try key.kdf.slotSecret(material)
+            if secret.slotKind == .passphrase { warnIfShort(material) }
             let first: KeySlotInfo
             do {
                 first = try reportingSlotWarnings {
@@ -158,10 +173,20 @@ struct KeysInit: ParsableCommand {
                 "created \(database) with \(describe(first)); slots in \(KeySlots.slotFilePath(forDatabaseAt: database))"
             )
             if recovery {
-                let (slot, key) = try reportingSlotWarnings {
-                    try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
+                let added: (KeySlotInfo, RecoveryKey)
+                do {
+                    added = try reportingSlotWarnings {
+                        try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
+                    }
+                } catch {
+                    // The first step stands: say what there is, not only what failed.
+                    let cause = CLIError.from(error, context: "the recovery slot").message
+                    throw CLIError(
+                        "keys init \(database): the database and \(describe(first)) were created and work, but there is "
+                            + "no recovery slot (\(cause)); add one with `fmdb-cipher keys recovery \(database)`",
+                        code: Exit.partlyDone)
                 }
-                printRecoveryKey(key, slot: slot)
+                printRecoveryKey(added.1, slot: added.0)
             }
         }
     }
@@ -170,7 +195,11 @@ struct KeysInit: ParsableCommand {
 struct KeysAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Add a slot: a new passphrase (or raw key with --new-kdf raw) that opens the database."
+        abstract: "Add a slot: a new passphrase (or raw key with --new-kdf raw) that opens the database.",
+        discussion: """
+            A secret that already opens a slot is refused (exit 64). A passphrase shorter than 12 bytes of UTF-8 \
+            (12 ASCII characters) gets a warning on standard error, and the slot is made.
+            """
     )
 
     @OptionGroup var slotted: SlotDatabaseOptions
