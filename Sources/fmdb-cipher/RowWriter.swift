@@ -66,11 +66,13 @@ final class RowWriter {
     static let tableSampleRows = 1000
 
     private let format: Format
-    private let out = OutputBuffer()
+    private let out: OutputBuffer
     private var jsonRows = 0
 
-    init(format: Format) {
+    /// A writer to `fd` (standard output unless `sql --output`).
+    init(format: Format, fd: Int32 = STDOUT_FILENO) {
         self.format = format
+        out = OutputBuffer(fd: fd)
         if format == .json { out.append(UInt8(ascii: "[")) }
     }
 
