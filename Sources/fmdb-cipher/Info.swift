@@ -11,7 +11,9 @@ struct Info: ParsableCommand {
             went through (key_derivation; kdf_iter only for a passphrase SQLCipher derives itself), whether \
             the settings were given or the format's defaults, and "open with:", the flags besides the key \
             that open the file (the file does not record them). A slotted database is opened through its \
-            slots without --kdf. The file is read without leaving a -wal or -shm it did not find.
+            slots without --kdf. A key that does not open the file (tried with the format's defaults or the \
+            settings given) exits 65 with a reminder that the file may need settings it does not record. The \
+            file is read without leaving a -wal or -shm it did not find.
 
             Examples:
               fmdb-cipher info app.db
@@ -77,6 +79,13 @@ struct Info: ParsableCommand {
                     )
                     if json { try Output.json(info) } else { lines.forEach(Output.line) }
                     throw error
+                } catch let error as CLIError where error.code == Exit.wrongKey && !kdf.opensSlot {
+                    // Tried with the format's defaults (or the settings given): a right key under settings the
+                    // file does not record reads as a wrong one.
+                    throw CLIError(
+                        error.message
+                            + "; or the file needs settings it does not record (--kdf, --cipher-page-size, --kdf-iter: "
+                            + "the ones said when it was written)", code: Exit.wrongKey)
                 }
                 defer { db.close() }
                 var details: [String: Any] = [:]

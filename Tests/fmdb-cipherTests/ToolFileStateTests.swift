@@ -36,6 +36,10 @@ final class ToolFileStateTests: ToolTestCase {
         XCTAssertEqual(opened.status, 0, opened.stderr)
         XCTAssertEqual(
             try run(["check", secret, "--key-env", "K", "--kdf", "raw"], env: ["K": Self.rawKey]).status, 65)
+        // info, tried with the format's defaults, names the settings a file may need.
+        let info = try run(["info", secret, "--key-env", "K", "--kdf", "raw"], env: ["K": Self.rawKey])
+        XCTAssertEqual(info.status, 65, info.stderr)
+        XCTAssertTrue(info.stderr.contains("--cipher-page-size"), info.stderr)
 
         // Default settings (a passphrase SQLCipher derives itself): nothing to say.
         let plainDefault = try run(
