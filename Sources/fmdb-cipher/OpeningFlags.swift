@@ -5,8 +5,8 @@ import Foundation
 /// the file: the page size, SQLCipher's KDF iterations and how the key was turned into a key (`--kdf`) are
 /// needed again at every open, and a wrong one reads as a wrong key. The tool says them back whenever it
 /// writes a file whose settings differ from its format's defaults (a note on standard error with the exact
-/// flags), and `info` says the ones it opened a file with. Slotted databases need none of them: they are
-/// found through the slot file beside them.
+/// flags), and `info` says the ones it opened a file with. A slotted database needs no `--kdf` (its slots are
+/// found through the slot file beside it), but its slot file does not record a non-default page size.
 enum OpeningFlags {
     /// The default cipher page size of `format`: 4096 for SQLCipher 4, 1024 for the older formats.
     static func defaultPageSize(_ format: CipherFormat) -> Int { format == .v4 ? 4096 : 1024 }
