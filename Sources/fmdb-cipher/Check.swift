@@ -28,7 +28,7 @@ struct Check: ParsableCommand {
             let provider: (any KeyProvider)? =
                 kind == .plaintext && key.source == nil
                 ? nil
-                : try key.kdf.provider(KeyReader().read(key.source, what: "key for \(database)"))
+                : try key.provider(opening: database, with: KeyReader().read(key.source, what: "key for \(database)"))
             // A journal or WAL left by a crash (a killed rekey, say) must be rolled back before the file can be
             // read, which a read-only connection cannot do: then open read-write, so SQLite recovers it first.
             let recover = InputFiles.mayNeedRecovery(database)

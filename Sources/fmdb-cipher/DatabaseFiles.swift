@@ -38,7 +38,21 @@ enum DatabaseFiles {
         db.logger.logLevel = .critical
     }
 
-    /// Opens a database, keyed with `provider` when given (verified: a wrong key throws code 26).
+    /// Whether a read-only open of `path` may use a read-write connection that writes nothing: when no
+    /// side file (-wal, -shm, -journal) is there. A read-only connection to a WAL database creates -wal and
+    /// -shm and, unable to checkpoint, leaves them behind; a read-write connection that is the last to close
+    /// removes them again. With a side file there (another process, or a crash to recover), the connection
+    /// stays truly read-only: it then finds what it leaves.
+    static func mayOpenWithoutWriting(_ path: String) -> Bool {
+        ["-wal", "-shm", "-journal"].allSatisfy { suffix in
+            var status = stat()
+            return lstat(path + suffix, &status) != 0 && errno == ENOENT
+        }
+    }
+
+    /// Opens a database, keyed with `provider` when given (verified: a wrong key throws code 26). A read-only
+    /// open leaves no -wal or -shm it did not find: see `mayOpenWithoutWriting`; then `PRAGMA query_only`
+    /// refuses every write (SQLITE_READONLY, as a read-only connection does).
     static func open(
         _ path: String,
         provider: (any KeyProvider)?,
@@ -50,12 +64,22 @@ enum DatabaseFiles {
         quiet(db)
         // Attached databases inherit the main connection's flags: creating DEST needs SQLITE_OPEN_CREATE
         // (harmless for SRC, which exists).
+        let queryOnly = readOnly && mayOpenWithoutWriting(path)
         let flags =
-            readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (canAttachNewFiles ? SQLITE_OPEN_CREATE : 0)
+            readOnly && !queryOnly
+            ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (canAttachNewFiles ? SQLITE_OPEN_CREATE : 0)
         guard db.open(withFlags: flags) else { throw CLIError.from(db.lastError(), context: path) }
         if let provider {
             do {
                 try db.setKey(using: provider, settings: settings)
+            } catch {
+                db.close()
+                throw CLIError.from(error, context: path)
+            }
+        }
+        if queryOnly {
+            do {
+                try db.executeUpdate("PRAGMA query_only = ON", values: nil)
             } catch {
                 db.close()
                 throw CLIError.from(error, context: path)

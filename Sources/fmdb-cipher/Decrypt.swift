@@ -28,7 +28,7 @@ struct Decrypt: ParsableCommand {
                 throw CLIError("\(source): is already a plaintext SQLite database", code: Exit.wrongKey)
             }
             let material = try KeyReader().read(key.source, what: "key for \(source)")
-            let provider = try key.kdf.provider(material)
+            let provider = try key.provider(opening: source, with: material)
             try DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination, destinationProvider: nil, settings: CipherSettings(),

@@ -8,7 +8,9 @@ struct Encrypt: ParsableCommand {
         discussion: """
             The copy is written to a temporary file beside DEST, verified (integrity check, same tables and \
             row counts) and renamed into place, so an interrupted run never leaves a half file at DEST. \
-            user_version and application_id are copied. SRC is not changed.
+            user_version and application_id are copied. SRC is not changed. When DEST's settings are not its \
+            format's defaults (--kdf, --page-size, --kdf-iter), the exact flags that open it are said on \
+            standard error: the file does not record them.
 
             --kdf, --cipher-page-size and --kdf-iter describe DEST, the file the key opens: the same flags open \
             it afterwards (sql, info, export ...). --page-size is the old name of --cipher-page-size (deprecated).
@@ -90,6 +92,7 @@ struct Encrypt: ParsableCommand {
                     slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
                 Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
+            OpeningFlags.note(destination, kdf: key.kdf, settings: settings)
             if let recoveryKey { printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot) }
         }
     }

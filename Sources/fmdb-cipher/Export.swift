@@ -11,10 +11,12 @@ struct Export: ParsableCommand {
             DEST's the same names with new- in front (--new-kdf, --new-cipher-page-size, --new-kdf-iter). A DEST \
             with a non-default --new-cipher-page-size or --new-kdf-iter needs the same settings to open (here \
             --cipher-page-size / --kdf-iter; in the sqlcipher shell PRAGMA cipher_page_size / PRAGMA kdf_iter \
-            after PRAGMA key). --new-page-size is the old name of --new-cipher-page-size (deprecated).
+            after PRAGMA key); the exact flags that open DEST are said on standard error when DEST is written, \
+            as for every new file whose settings are not its format's defaults. --new-page-size is the old name \
+            of --new-cipher-page-size (deprecated).
 
-            A slotted SRC (keys) opened through a slot (--kdf slot, slot-raw or slot-recovery) with no \
-            --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
+            A slotted SRC (keys) opened through a slot (found without --kdf, or --kdf slot, slot-raw or \
+            slot-recovery) with no --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
             copied byte for byte to DEST-keyslots (0600; refused if it exists, unless --force) after the \
             copy was verified to open through it; DEST-keyslots is moved into place before DEST. With \
             --new-key-*, DEST is a single-key database without slots. DEST and DEST-keyslots are a pair: an \
@@ -88,15 +90,17 @@ struct Export: ParsableCommand {
             }
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key for \(source)")
-            let provider = try key.kdf.provider(material)
+            let kdf = key.kdf(opening: source, with: material)
+            let provider = try kdf.provider(material)
             // SRC opened through a key slot and no new key: DEST keeps the data key and SRC's salt, so SRC's
             // slot file, copied byte for byte to DEST-keyslots, opens it.
-            let carriesSlots = key.kdf.opensSlot && newKey.source == nil && newKey.newKDF == nil
+            let carriesSlots = kdf.opensSlot && newKey.source == nil && newKey.newKDF == nil
             let newProvider: any KeyProvider
+            var newKDF = kdf
             if carriesSlots {
                 newProvider = provider
             } else {
-                let newKDF = newKey.newKDF ?? key.kdf.singleKey
+                newKDF = newKey.newKDF ?? kdf.singleKey
                 if newKDF.opensSlot {
                     throw CLIError.usage(
                         "--new-kdf \(newKDF.rawValue): a copy under a new key has no key slots; "
@@ -108,8 +112,8 @@ struct Export: ParsableCommand {
                 if lstat(KeySlots.slotFilePath(forDatabaseAt: source), &status) == 0 {
                     Output.message(
                         "fmdb-cipher: note: \(destination) is a single-key database under the new key: the key slots "
-                            + "of \(source) are not carried (they are when SRC is opened through a slot, --kdf slot, "
-                            + "slot-raw or slot-recovery, and no --new-key-* is given)")
+                            + "of \(source) are not carried (they are when SRC is opened through a slot, as it is without --kdf, "
+                            + "and no --new-key-* is given)")
                 }
             }
             try DatabaseCopy(
@@ -124,6 +128,7 @@ struct Export: ParsableCommand {
                     carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
                 Output.message("exported \(source) → \(destination)\(slots)")
             }
+            OpeningFlags.note(destination, kdf: newKDF, settings: settings)
         }
     }
 

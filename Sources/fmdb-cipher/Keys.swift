@@ -10,9 +10,11 @@ struct Keys: ParsableCommand {
         discussion: """
             A slotted database is encrypted with a random data key that is never shown or stored in clear. \
             Each way to open it is a slot in DB-keyslots (keep it with the database: without it the database \
-            cannot be opened). Changing a passphrase rewrites one slot, not the database. A slot's key is \
-            --kdf slot (a passphrase, the default), slot-raw or slot-recovery, here and in the other commands; \
-            a new slot's --new-kdf slot or slot-raw (raw and passphrase are the old, deprecated names). \
+            cannot be opened). Changing a passphrase rewrites one slot, not the database. Every command opens a \
+            slotted database through its slots without --kdf: the key is tried as a passphrase, a raw key and \
+            a recovery key, in that order, against the slot kinds DB-keyslots holds. A slot's key is named \
+            --kdf slot (a passphrase), slot-raw or slot-recovery, here and in the other commands; a new slot's \
+            --new-kdf slot or slot-raw (raw and passphrase are the old, deprecated names). \
             export and migrate (opened through a slot, no --new-key-*) and rekey --data-key --backup carry the \
             slot file to the copy; encrypt --kdf slot [--recovery] makes a slotted database from a plaintext one.
 
@@ -21,7 +23,7 @@ struct Keys: ParsableCommand {
               fmdb-cipher keys add app.db --key-env ADMIN --new-key-env OPS
               fmdb-cipher keys change app.db --key-env OLD --new-key-env NEW
               fmdb-cipher keys list app.db
-              fmdb-cipher sql app.db --kdf slot --key-env OPS "SELECT count(*) FROM t"
+              fmdb-cipher sql app.db --key-env OPS "SELECT count(*) FROM t"
               fmdb-cipher rekey --data-key app.db --key-env ADMIN --slot-key-file ops.pass --slot-key-file recovery.txt
             """,
         subcommands: [
@@ -70,14 +72,28 @@ struct SlotDatabaseOptions: ParsableArguments {
     func unlockingSecret(_ reader: KeyReader) throws -> KeySlotSecret {
         _ = try DatabaseFiles.requireInput(database)
         let material = try reader.read(key.source, what: "key of a slot of \(database)")
-        return try key.kdf.slotSecret(material)
+        return try key.kdf(opening: database, with: material).slotSecret(material)
     }
 }
 
 /// Reads the secret of a new slot (asked twice on a terminal): raw with --new-kdf slot-raw, else a passphrase.
 private func newSlotSecret(_ options: NewSlotKeyOptions, reader: KeyReader, database: String) throws -> KeySlotSecret {
     let material = try reader.read(options.source, what: "new slot key for \(database)", confirm: true)
-    return try options.kdf.slotSecret(material)
+    let secret = try options.kdf.slotSecret(material)
+    if secret.slotKind == .passphrase { warnIfShort(material) }
+    return secret
+}
+
+/// The shortest passphrase a new slot gets without a warning, in bytes of UTF-8 (12 ASCII characters).
+let minimumSlotPassphraseLength = 12
+
+/// Warns (never refuses) when a new passphrase slot's passphrase is shorter than the documented minimum:
+/// the slot's KDF slows each guess, not the number of guesses a short passphrase leaves.
+func warnIfShort(_ material: KeyMaterial) {
+    guard material.count < minimumSlotPassphraseLength else { return }
+    Output.message(
+        "fmdb-cipher: warning: the new passphrase is shorter than \(minimumSlotPassphraseLength) characters: "
+            + "a short passphrase is guessed quickly whatever the slot's KDF; prefer a long one (or a raw key)")
 }
 
 extension CLIError {
@@ -115,7 +131,7 @@ struct KeysInit: ParsableCommand {
         commandName: "init",
         abstract: "Create a new encrypted database with a random data key and its first slot.",
         discussion:
-            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf slot-raw makes it a raw-key slot."
+            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf slot-raw makes it a raw-key slot. A recovery step (--recovery) that fails after the database was made exits 5: the database and its first slot work, and `keys recovery` adds the recovery slot."
     )
 
     @Argument(help: "The database to create (must not exist).") var database: String
@@ -140,6 +156,7 @@ struct KeysInit: ParsableCommand {
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key of the first slot of \(database)", confirm: true)
             let secret = try key.kdf.slotSecret(material)
+            if secret.slotKind == .passphrase { warnIfShort(material) }
             let first: KeySlotInfo
             do {
                 first = try reportingSlotWarnings {
@@ -153,10 +170,20 @@ struct KeysInit: ParsableCommand {
                 "created \(database) with \(describe(first)); slots in \(KeySlots.slotFilePath(forDatabaseAt: database))"
             )
             if recovery {
-                let (slot, key) = try reportingSlotWarnings {
-                    try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
+                let added: (KeySlotInfo, RecoveryKey)
+                do {
+                    added = try reportingSlotWarnings {
+                        try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
+                    }
+                } catch {
+                    // The first step stands: say what there is, not only what failed.
+                    let cause = CLIError.from(error, context: "the recovery slot").message
+                    throw CLIError(
+                        "keys init \(database): the database and \(describe(first)) were created and work, but there is "
+                            + "no recovery slot (\(cause)); add one with `fmdb-cipher keys recovery \(database)`",
+                        code: Exit.partlyDone)
                 }
-                printRecoveryKey(key, slot: slot)
+                printRecoveryKey(added.1, slot: added.0)
             }
         }
     }
@@ -165,7 +192,11 @@ struct KeysInit: ParsableCommand {
 struct KeysAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Add a slot: a new passphrase (or raw key with --new-kdf slot-raw) that opens the database."
+        abstract: "Add a slot: a new passphrase (or raw key with --new-kdf slot-raw) that opens the database.",
+        discussion: """
+            A secret that already opens a slot is refused (exit 64). A passphrase shorter than 12 bytes of UTF-8 \
+            (12 ASCII characters) gets a warning on standard error, and the slot is made.
+            """
     )
 
     @OptionGroup var slotted: SlotDatabaseOptions
@@ -249,8 +280,17 @@ struct KeysList: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            // The database first: a mistyped path is said as such, not as a missing DB-keyslots.
-            _ = try DatabaseFiles.requireInput(database)
+            // The database is named first: "no slot file" beside a mistyped path would send the operator
+            // looking for the wrong file.
+            var status = stat()
+            if lstat(database, &status) != 0 {
+                let slotPath = KeySlots.slotFilePath(forDatabaseAt: database)
+                throw CLIError(
+                    SlotDiscovery.hasSlotFile(database)
+                        ? "\(database): no such file (the key slot file \(slotPath) is there without its database)"
+                        : "\(database): no such file",
+                    code: Exit.noInput)
+            }
             let slots: [KeySlotInfo]
             do {
                 slots = try KeySlots.list(forDatabaseAt: database)
@@ -351,7 +391,8 @@ enum DataKeyRotation {
     ) throws {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
-        var secrets = [try key.kdf.slotSecret(try reader.read(key.source, what: "key of a slot of \(database)"))]
+        let material = try reader.read(key.source, what: "key of a slot of \(database)")
+        var secrets = [try key.kdf(opening: database, with: material).slotSecret(material)]
         for file in slotKeyFiles {
             // The path is not repeated (it may be a secret typed where the path belongs): "the file given".
             let material = try reader.read(.file(file), what: "slot key in a file given to --slot-key-file")

@@ -14,8 +14,8 @@ struct Migrate: ParsableCommand {
             is held from before the copy until it is replaced, so no write can land in between. \
             The journal mode is not copied: set PRAGMA journal_mode = WAL again if the application used it.
 
-            A slotted SRC (keys) is opened through a slot (--kdf slot, slot-raw or slot-recovery; other keys \
-            are refused, exit 64) and keeps its data key and salt: its slot file opens the upgraded file (checked \
+            A slotted SRC (keys) is opened through a slot (found without --kdf, or --kdf slot, slot-raw or \
+            slot-recovery; other --kdf values are refused, exit 64) and keeps its data key and salt: its slot file opens the upgraded file (checked \
             before the rename). In place, SRC-keyslots stays as it is, locked (as keys and rekey --data-key lock \
             it) from the copy until SRC is replaced; into DEST it is copied byte for byte to \
             DEST-keyslots (0600; refused if it exists, unless --force), which is moved into place before DEST.
@@ -83,13 +83,15 @@ struct Migrate: ParsableCommand {
             let slotPath = KeySlots.slotFilePath(forDatabaseAt: source)
             var slotStatus = stat()
             let slotted = lstat(slotPath, &slotStatus) == 0
-            if slotted, !key.kdf.opensSlot {
+            let material = try KeyReader().read(key.source, what: "key for \(source)")
+            let kdf = key.kdf(opening: source, with: material)
+            if slotted, !kdf.opensSlot {
                 throw CLIError.usage(
-                    "\(source) has key slots (\(slotPath)): open it through one (--kdf slot, slot-raw or slot-recovery) so "
+                    "\(source) has key slots (\(slotPath)): open it through one (no --kdf, or --kdf slot, slot-raw or slot-recovery) so "
                         + "they are carried; under another key the upgraded file would get a new salt and no slot would open it"
                 )
             }
-            let provider = try key.kdf.provider(KeyReader().read(key.source, what: "key for \(source)"))
+            let provider = try kdf.provider(material)
             // In place, a process that has SRC open is said at once (no key is read, no lock waited for).
             if destination == nil { try refuseIfOpenElsewhere() }
             // In place, this connection holds SRC's write lock from before the copy until after the rename, so
@@ -203,6 +205,7 @@ struct Migrate: ParsableCommand {
                 let from = current?.description ?? "SQLCipher"
                 Output.message("migrated \(source) (\(from)) → \(target) (SQLCipher 4)")
             }
+            OpeningFlags.note(target, kdf: kdf, settings: CipherSettings(format: .v4))
         }
     }
 }

@@ -17,6 +17,10 @@ struct Rekey: ParsableCommand {
             not a terminal, lines "progress rekey PERCENT BYTES TOTAL BYTES_PER_SECOND" (integers): one at the \
             start, about one a second, and one at 100 when the rekey is done; none at 100 means it was not.
 
+            A new key that already opens the file with the same settings is refused (exit 64, nothing \
+            written), decided by opening the file with it. A new --new-kdf is said back as the flags that open \
+            the file from then on.
+
             Exit codes: 0 rekeyed; 75 busy and 74 I/O (not done: the old key still opens it); 3 rekeyed, but \
             the WAL checkpoint is pending (only the new key opens it; do not retry).
 
@@ -106,7 +110,16 @@ struct Rekey: ParsableCommand {
             let oldMaterial = try reader.read(key.source, what: "current key for \(database)")
             let oldProvider = try key.kdf.provider(oldMaterial)
             let newMaterial = try reader.read(newKey.source, what: "new key for \(database)", confirm: true)
-            let newProvider = try (newKey.newKDF ?? key.kdf).provider(newMaterial)
+            let newKDF = newKey.newKDF ?? key.kdf
+            let newProvider = try newKDF.provider(newMaterial)
+            // Decided by trying, not by comparing what was typed: keys from different sources (a variable and
+            // a file), or a passphrase and the raw key it derives, may be the same key. A rekey to it would
+            // re-encrypt every page and change nothing.
+            if Self.opens(database, with: newProvider, settings: key.settings) {
+                throw CLIError.usage(
+                    "\(database): the new key already opens it, with the same settings: nothing to change (not rekeyed)"
+                )
+            }
 
             if let backup {
                 try DatabaseCopy(
@@ -152,7 +165,20 @@ struct Rekey: ParsableCommand {
                 )
             }
             if !quiet { Output.message("rekeyed \(database)") }
+            var settings = key.settings
+            settings.format = db.cipherFormat
+            OpeningFlags.note(database, kdf: newKDF, settings: settings)
         }
+    }
+
+    /// Whether `provider` opens `database` with `settings`, every page of it (any failure counts as no: the
+    /// rekey then reports what stands in its way, a damaged file as damaged). A key that does not open the
+    /// file is refused at its first page; the whole file is read only when the key opens it.
+    static func opens(_ database: String, with provider: any KeyProvider, settings: CipherSettings) -> Bool {
+        guard let db = try? DatabaseFiles.open(database, provider: provider, settings: settings, readOnly: true)
+        else { return false }
+        defer { db.close() }
+        return (try? DatabaseFiles.integrityCheck(db, quick: true))?.isEmpty == true
     }
 }
 

@@ -66,12 +66,14 @@ final class RowWriter {
     static let tableSampleRows = 1000
 
     private let format: Format
-    private let out = OutputBuffer()
+    private let out: OutputBuffer
     /// Rows of the statement whose JSON array is open (nil: none is).
     private var jsonRows: Int?
 
-    init(format: Format) {
+    /// A writer to `fd` (standard output unless `sql --output`).
+    init(format: Format, fd: Int32 = STDOUT_FILENO) {
         self.format = format
+        out = OutputBuffer(fd: fd)
     }
 
     /// Writes every row of `rs` (nothing for a statement without columns).

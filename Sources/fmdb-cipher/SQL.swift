@@ -20,12 +20,17 @@ struct SQL: ParsableCommand {
             format too.)
 
             DATABASE must exist: a mistyped path is an error (exit 66), never a new file. --create makes a new \
-            encrypted database (0600) when there is none; --read-only opens it so no statement can change it.
+            encrypted database (0600) when there is none; --read-only opens it so no statement can change it \
+            (and leaves no -wal or -shm it did not find; its SQL may not name PRAGMA query_only). --output FILE \
+            writes the rows to FILE instead of standard output: created 0600 in a private directory beside it, \
+            no link followed, refused if it exists (exit 73) unless --force, and renamed into place only when \
+            every statement ran.
 
             Examples:
               DB_KEY=... fmdb-cipher sql app.db "SELECT count(*) FROM users" --key-env DB_KEY --read-only
               fmdb-cipher sql new.db "CREATE TABLE t (a)" --key-env DB_KEY --create
               fmdb-cipher sql app.db --key-file key.txt --json < report.sql
+              fmdb-cipher sql app.db "SELECT * FROM users" --key-env DB_KEY --csv --output users.csv
             """
     )
 
@@ -37,6 +42,12 @@ struct SQL: ParsableCommand {
     @Flag(help: "Print JSON lines (one row object per line).") var jsonl = false
     @Flag(help: "Create DATABASE, encrypted (0600), when it does not exist.") var create = false
     @Flag(help: "Open DATABASE read-only: statements that would change it fail.") var readOnly = false
+    @Option(
+        help: ArgumentHelp(
+            "Write the rows to FILE instead of standard output: created 0600, no link followed, in place only once complete.",
+            valueName: "FILE"))
+    var output: String?
+    @Flag(help: "With --output: replace FILE if it exists.") var force = false
 
     func validate() throws {
         if [csv, json, jsonl].filter({ $0 }).count > 1 {
@@ -44,6 +55,9 @@ struct SQL: ParsableCommand {
         }
         if create, readOnly {
             throw ValidationError("--create and --read-only exclude each other")
+        }
+        if force, output == nil {
+            throw ValidationError("--force goes with --output")
         }
     }
 
@@ -62,7 +76,7 @@ struct SQL: ParsableCommand {
             let provider: (any KeyProvider)? =
                 kind == .plaintext && key.source == nil
                 ? nil
-                : try key.kdf.provider(reader.read(key.source, what: "key for \(database)"))
+                : try key.provider(opening: database, with: reader.read(key.source, what: "key for \(database)"))
             let script: String
             if let sql {
                 script = sql
@@ -79,6 +93,10 @@ struct SQL: ParsableCommand {
             }
             guard !script.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw CLIError.usage("no SQL given (as an argument or on standard input)")
+            }
+            // --read-only may hold through PRAGMA query_only (see DatabaseFiles.open), which SQL must not undo.
+            if readOnly, script.range(of: "query_only", options: .caseInsensitive) != nil {
+                throw CLIError.usage("--read-only: the SQL may not name PRAGMA query_only")
             }
             let db: FMDatabase
             if kind == .missing {
@@ -100,8 +118,24 @@ struct SQL: ParsableCommand {
                 db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: readOnly)
             }
             defer { db.close() }
+            // --output: the rows go to a new file in a private directory beside FILE (the tool's one way to
+            // create a file: 0600 whatever the umask, no link followed, FILE refused unless --force), renamed
+            // into place only when every statement ran; a failure leaves no FILE.
+            var target: PrivateOutput?
+            var fd = STDOUT_FILENO
+            if let output {
+                let made = try PrivateOutput(destination: output, force: force, source: database)
+                fd = open(made.file, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else {
+                    let reason = String(cString: strerror(errno))
+                    made.discard()
+                    throw CLIError("cannot open the output file beside \(output): \(reason)", code: Exit.cannotCreate)
+                }
+                target = made
+            }
+            defer { if fd != STDOUT_FILENO { close(fd) } }
             // Rows stream through a 64 KiB buffer: memory does not grow with the number of rows.
-            let writer = RowWriter(format: csv ? .csv : json ? .json : jsonl ? .jsonl : .table)
+            let writer = RowWriter(format: csv ? .csv : json ? .json : jsonl ? .jsonl : .table, fd: fd)
             do {
                 try db.executeScript(script) { rs in try writer.write(rs) }
             } catch let error as CLIError {
@@ -114,6 +148,15 @@ struct SQL: ParsableCommand {
                     ? CLIError(cli.message, code: Exit.failure) : cli
             }
             try writer.finish()
+            if let target {
+                // On disk before it is named: a power loss must not leave a FILE said to be written, empty.
+                guard fsync(fd) == 0 else {
+                    throw CLIError(
+                        "cannot write \(output ?? "the output"): \(String(cString: strerror(errno)))",
+                        code: Exit.ioError)
+                }
+                try target.commit()
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+import FMDB
 import ArgumentParser
 
 /// A kind of slot key as `keys` spells it: the names every command uses for a key that opens a slot
@@ -67,13 +68,23 @@ struct SlotKeyOptions: ParsableArguments {
 
     @Option(
         name: .customLong("kdf"),
-        help: "The kind of key: slot (a passphrase), slot-raw (32 bytes or 64 hex digits) or slot-recovery.")
-    var kind: SlotKeyKind = .slot
+        help: """
+            The kind of key: slot (a passphrase), slot-raw (32 bytes or 64 hex digits) or slot-recovery \
+            (default: found from the slot kinds the slot file holds).
+            """)
+    var kind: SlotKeyKind?
 
-    var kdf: KDF { kind.kdf }
+    var kdf: KDF { kind?.kdf ?? .slot }
     var source: KeySource? { from.source }
 
-    func validate() throws { kind.warnIfDeprecated(option: "--kdf") }
+    func validate() throws { kind?.warnIfDeprecated(option: "--kdf") }
+
+    /// How `material` unlocks a slot of `database`: as --kdf says, else found from the slot kinds present
+    /// (`SlotDiscovery`).
+    func kdf(opening database: String, with material: KeyMaterial) -> KDF {
+        if let kind { return kind.kdf }
+        return SlotDiscovery.kind(of: material, on: database)
+    }
 }
 
 /// The key of the first slot `keys init` makes, as `encrypt --kdf slot|slot-raw` spells it.

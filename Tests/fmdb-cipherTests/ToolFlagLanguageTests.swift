@@ -18,7 +18,9 @@ final class ToolFlagLanguageTests: ToolTestCase {
             ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--cipher-page-size", "4096", "--quiet"],
             env: ["K": Self.rawKey])
         XCTAssertEqual(written.status, 0, written.stderr)
-        XCTAssertEqual(written.stderr, "")
+        XCTAssertFalse(written.stderr.contains("deprecated"), written.stderr)
+        // The one thing said: the flags that open the file, which are the ones that made it.
+        XCTAssertTrue(written.stderr.contains("--kdf raw --cipher-page-size 4096"), written.stderr)
         let read = try run(
             [
                 "sql", dest, "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "K", "--cipher-page-size",
@@ -62,7 +64,8 @@ final class ToolFlagLanguageTests: ToolTestCase {
                 "--new-cipher-page-size", "8192", "--quiet",
             ], env: env)
         XCTAssertEqual(current.status, 0, current.stderr)
-        XCTAssertEqual(current.stderr, "")
+        XCTAssertFalse(current.stderr.contains("deprecated"), current.stderr)
+        XCTAssertTrue(current.stderr.contains("--kdf raw --cipher-page-size 8192"), current.stderr)
         let old = try run(
             [
                 "export", enc, path("b.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N",
@@ -134,7 +137,8 @@ final class ToolFlagLanguageTests: ToolTestCase {
         XCTAssertFalse(
             initHelp.contains("--cipher-page-size"), "a slotted database's settings are its own: \(initHelp)")
         let addHelp = try help(["keys", "add"])
-        XCTAssertTrue(addHelp.contains("(values: slot, slot-raw, slot-recovery; default: slot)"), addHelp)
+        XCTAssertTrue(addHelp.contains("(values: slot, slot-raw, slot-recovery)"), addHelp)
+        XCTAssertTrue(addHelp.contains("found from the slot kinds the slot file holds"), addHelp)
         XCTAssertTrue(addHelp.contains("(values: slot, slot-raw; default: slot)"), "--new-kdf: \(addHelp)")
         let encryptHelp = try help(["encrypt"])
         XCTAssertTrue(

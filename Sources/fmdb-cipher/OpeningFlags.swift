@@ -1,0 +1,57 @@
+import FMDB
+import Foundation
+
+/// What a file needs said to open it that the file itself does not record. SQLCipher keeps no settings in
+/// the file: the page size, SQLCipher's KDF iterations and how the key was turned into a key (`--kdf`) are
+/// needed again at every open, and a wrong one reads as a wrong key. The tool says them back whenever it
+/// writes a file whose settings differ from its format's defaults (a note on standard error with the exact
+/// flags), and `info` says the ones it opened a file with. A slotted database needs no `--kdf` (its slots are
+/// found through the slot file beside it), but its slot file does not record a non-default page size.
+enum OpeningFlags {
+    /// The default cipher page size of `format`: 4096 for SQLCipher 4, 1024 for the older formats.
+    static func defaultPageSize(_ format: CipherFormat) -> Int { format == .v4 ? 4096 : 1024 }
+
+    /// The flags, besides the key, that open a file of `format` keyed with `kdf`, whose cipher page size is
+    /// `pageSize` and (a passphrase SQLCipher derives itself) whose KDF iterations are `iterations`.
+    static func needed(kdf: KDF, format: CipherFormat, pageSize: Int?, iterations: Int?) -> [String] {
+        var flags: [String] = []
+        if !kdf.opensSlot, kdf != .passphrase { flags += ["--kdf", kdf.rawValue] }
+        if let pageSize, pageSize != defaultPageSize(format) { flags += ["--cipher-page-size", String(pageSize)] }
+        if kdf == .passphrase, let iterations, iterations != format.kdfIterations {
+            flags += ["--kdf-iter", String(iterations)]
+        }
+        return flags
+    }
+
+    /// The flags that open a new file written with `kdf` and `settings` (nil format: the linked default).
+    static func needed(kdf: KDF, settings: CipherSettings) -> [String] {
+        needed(
+            kdf: kdf, format: settings.format ?? .linkedDefault, pageSize: settings.pageSize,
+            iterations: settings.kdfIterations)
+    }
+
+    /// Says on standard error which flags open `path`, when it needs any beyond the key.
+    static func note(_ path: String, kdf: KDF, settings: CipherSettings) {
+        let flags = needed(kdf: kdf, settings: settings)
+        guard !flags.isEmpty else { return }
+        Output.message(
+            "fmdb-cipher: note: \(path) needs these settings at every open (the file does not record them): "
+                + flags.joined(separator: " "))
+    }
+
+    /// The key derivation a file opened with `kdf` actually went through.
+    static func derivation(_ kdf: KDF, format: CipherFormat, iterations: Int?) -> String {
+        let digest = format == .v4 ? "SHA512" : "SHA1"
+        switch kdf {
+        case .passphrase:
+            return "PBKDF2-HMAC-\(digest) x \(iterations ?? format.kdfIterations), by SQLCipher at every open"
+        case .pbkdf2Sqlcipher:
+            return "PBKDF2-HMAC-\(digest) x \(format.kdfIterations) (what PRAGMA key derives for \(format)), "
+                + "derived by fmdb-cipher; a raw key to SQLCipher"
+        case .pbkdf2: return "PBKDF2-HMAC-SHA512 x 256000, derived by fmdb-cipher; a raw key to SQLCipher"
+        case .scrypt: return "scrypt N=2^15 r=8 p=1, derived by fmdb-cipher; a raw key to SQLCipher"
+        case .raw: return "none: a raw 256-bit key"
+        case .slot, .slotRaw, .slotRecovery: return "none: the raw data key, unwrapped from a key slot"
+        }
+    }
+}
