@@ -1,5 +1,3 @@
-// Sanitizer: thread (Scripts/test runs this file's test classes under ThreadSanitizer)
-// Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
 import CFMDBCryptoSelfTest
 @testable import FMDB
 import Foundation

@@ -1,4 +1,3 @@
-// Sanitizer: thread (Scripts/test runs this file's test classes under ThreadSanitizer)
 @testable import FMDB
 import Foundation
 import TestSupport

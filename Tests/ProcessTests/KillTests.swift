@@ -1,4 +1,3 @@
-// Sanitizer: no-address (child processes: Scripts/test leaves this file's classes out of the AddressSanitizer run)
 @testable import FMDB
 import Foundation
 import TestSupport

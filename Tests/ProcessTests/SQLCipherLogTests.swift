@@ -1,4 +1,3 @@
-// Sanitizer: no-address (runs the test helper as a child process)
 import FMDB
 import Foundation
 import TestSupport
