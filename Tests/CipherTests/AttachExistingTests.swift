@@ -6,30 +6,16 @@ import XCTest
 /// `attachDatabase(atPath:schema:keyProvider:settings:)` of a file that already exists and is encrypted:
 /// SQLite reads its schema inside ATTACH, so the key and the cipher settings must be there at that moment
 /// (before, such an attach always failed with SQLITE_NOTADB).
-final class AttachExistingTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-attach-existing")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class AttachExistingTests: FMDBCipherTestCase {
     /// An encrypted file at `name` holding table `other` with `rows` rows, written with `provider` and `settings`.
     func makeEncryptedFile(
         _ name: String, provider: any KeyProvider, settings: CipherSettings = CipherSettings(),
         rows: Int = 3
     ) throws -> String {
-        let path = directory.path(name)
-        let db = FMDatabase(path: path)
-        XCTAssertTrue(db.open())
-        defer { db.close() }
-        try db.setKey(using: provider, settings: settings)
-        XCTAssertTrue(db.executeUpdate("CREATE TABLE other (id INTEGER PRIMARY KEY, v TEXT)"))
-        for i in 0..<rows { XCTAssertTrue(db.executeUpdate("INSERT INTO other (v) VALUES (?)", "other \(i)")) }
-        return path
+        try makeKeyedDatabase(name, provider: provider, settings: settings) { db in
+            XCTAssertTrue(db.executeUpdate("CREATE TABLE other (id INTEGER PRIMARY KEY, v TEXT)"))
+            for i in 0..<rows { XCTAssertTrue(db.executeUpdate("INSERT INTO other (v) VALUES (?)", "other \(i)")) }
+        }
     }
 
     func defaults(_ db: FMDatabase) -> [String?] {

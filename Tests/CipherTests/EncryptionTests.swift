@@ -4,17 +4,7 @@ import TestSupport
 import XCTest
 
 /// SQLCipher on one connection: encryption at rest, keys, wrong keys, rekeys.
-final class EncryptionTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-cipher")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class EncryptionTests: FMDBCipherTestCase {
     static let marker = "PLAINTEXT-MARKER-7f3a9c"
 
     /// A keyed database with rows that carry the marker.

@@ -3,17 +3,8 @@ import Foundation
 import TestSupport
 import XCTest
 
-final class FMDatabaseMigratorTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class FMDatabaseMigratorTests: FMDBCipherTestCase {
     static let hex = String(repeating: "2b", count: 32)
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-migrator")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     struct Failed: Error {}
 

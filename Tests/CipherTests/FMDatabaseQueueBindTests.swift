@@ -6,17 +6,7 @@ import XCTest
 /// FMDB's Tests/FMDatabaseQueueBindTests.m (FMDB 2.7.8+): statements prepared once with `prepare` and
 /// bound again in many queue blocks, against the same work done with `executeUpdate`. FMDB measures
 /// the two; here they are checked for the same result (speed is Scripts/bench's job).
-final class FMDatabaseQueueBindTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-queue-bind")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FMDatabaseQueueBindTests: FMDBCipherTestCase {
     struct Fixture {
         let queue: FMDatabaseQueue
         let insert: FMResultSet
@@ -25,12 +15,7 @@ final class FMDatabaseQueueBindTests: XCTestCase {
 
     func makeFixture(_ mode: StorageMode) throws -> Fixture {
         let path = directory.path("\(mode)-bind.db")
-        let queue: FMDatabaseQueue
-        if let provider = mode.keyProvider {
-            queue = try FMDatabaseQueue(path: path, keyProvider: provider)
-        } else {
-            queue = try XCTUnwrap(FMDatabaseQueue(path: path))
-        }
+        let queue = try mode.makeQueue(at: path)
         let statements: (FMResultSet?, FMResultSet?) =
             queue.inDatabase { db in
                 db.executeUpdate(

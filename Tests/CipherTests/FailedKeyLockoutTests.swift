@@ -5,17 +5,7 @@ import XCTest
 
 /// A program that goes on after `setKey(using:)` threw on a new database must not write it in plaintext:
 /// the connection runs nothing but a key until it is keyed (Core/KeyedAuthorizer.swift, `requiresKey`).
-final class FailedKeyLockoutTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-failed-key")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FailedKeyLockoutTests: FMDBCipherTestCase {
     /// A provider that cannot give a key (a missing secret, a slot file that does not open, ...).
     struct FailingProvider: KeyProvider {
         func key(for request: KeyRequest) throws -> DatabaseKey {

@@ -4,17 +4,7 @@ import TestSupport
 import XCTest
 
 /// `FMDatabase.inspectFile(atPath:)`: what a path holds, without SQLite and without a key.
-final class FileInspectionTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-inspect")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FileInspectionTests: FMDBCipherTestCase {
     func testEveryKindOfPath() throws {
         XCTAssertEqual(FMDatabase.inspectFile(atPath: directory.path("nothing")), .missing)
         XCTAssertEqual(FMDatabase.inspectFile(atPath: directory.path("nothing/below")), .missing)

@@ -6,10 +6,11 @@ import XCTest
 /// A real full disk and a real read-only filesystem: a 256 KiB tmpfs mounted for the test (root only;
 /// CI runs as root). `LeakTests.testDiskFullAndReadOnlyKeepWhatWasCommitted` covers the same errors
 /// through SQLite's own limits everywhere.
-final class FileSystemFaultTests: XCTestCase {
+final class FileSystemFaultTests: FMDBCipherTestCase {
     var mountPoint: String?
 
     override func setUpWithError() throws {
+        try super.setUpWithError()
         guard getuid() == 0, let mount = which("mount") else {
             throw XCTSkip("needs root to mount a size-limited tmpfs")
         }
@@ -28,6 +29,7 @@ final class FileSystemFaultTests: XCTestCase {
             _ = try? runProcess(umount, [mountPoint])
             try? FileManager.default.removeItem(atPath: mountPoint)
         }
+        super.tearDown()
     }
 
     func testFullDiskFailsCleanlyAndKeepsWhatWasCommitted() throws {
@@ -95,7 +97,7 @@ final class FileSystemFaultTests: XCTestCase {
 
     func testToolExitCodesOnAReadOnlyAndAFullFilesystem() throws {
         let point = try XCTUnwrap(mountPoint)
-        let tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
+        let tool = try builtTool()
         let environment = ProcessInfo.processInfo.environment.merging(["K": "k", "N": "n"]) { _, new in new }
         // A source too big for the 256 KiB filesystem: encrypting it there fills the disk.
         let outside = try TemporaryDirectory("fmdb-full-src")

@@ -5,28 +5,16 @@ import XCTest
 
 /// No path writes a new file (or re-keys one) with a KDF below the floor, unless spelled
 /// `unsafe…`; an existing file with its own lower count still opens.
-final class KDFFloorTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-kdf-floor")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class KDFFloorTests: FMDBCipherTestCase {
     /// A file written with 4,000 iterations, as SQLCipher 2 wrote them (through the unsafe spelling).
     func makeWeakFile(_ name: String = "weak.db", passphrase: String = "old") throws -> String {
-        let path = directory.path(name)
-        let db = FMDatabase(path: path)
-        XCTAssertTrue(db.open())
-        try db.setKey(using: PassphraseKeyProvider(passphrase), settings: CipherSettings(unsafeKDFIterations: 4_000))
-        XCTAssertEqual(db.string(forQuery: "PRAGMA kdf_iter"), "4000")
-        XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
-        XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (1)"))
-        db.close()
-        return path
+        try makeKeyedDatabase(
+            name, provider: PassphraseKeyProvider(passphrase), settings: CipherSettings(unsafeKDFIterations: 4_000)
+        ) { db in
+            XCTAssertEqual(db.string(forQuery: "PRAGMA kdf_iter"), "4000")
+            XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
+            XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (1)"))
+        }
     }
 
     func testANewFileWithWeakKDFIterationsIsRefused() throws {

@@ -6,17 +6,7 @@ import XCTest
 /// `KeyMaterial.read(from:)`: each source into wiped memory, with the tool's rules for key files.
 /// The terminal is a pseudo-terminal this test opens (posix_openpt); the signal path, which ends the
 /// process, is covered by the tool's test under script(1) (ToolKeySourceTests).
-final class KeyMaterialReadingTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-key-input")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class KeyMaterialReadingTests: FMDBCipherTestCase {
     func string(_ material: KeyMaterial) -> String {
         material.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
     }

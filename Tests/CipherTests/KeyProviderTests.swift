@@ -5,17 +5,7 @@ import XCTest
 
 /// The KeyProvider family: interop with the `sqlcipher` shell for every provider, with the expected
 /// keys computed independently (the `openssl kdf` command), rejections, and special files.
-final class KeyProviderTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-keys")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class KeyProviderTests: FMDBCipherTestCase {
     func shell(_ path: String, _ script: String) throws -> String {
         let shell = try XCTUnwrap(which("sqlcipher"), "apt-get install sqlcipher")
         let result = try runSQLCipherShell(shell, path, script)

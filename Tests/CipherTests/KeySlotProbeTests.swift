@@ -8,17 +8,8 @@ import XCTest
 /// "does not open". Also: every rekey path keeps rekeySafely's three outcomes, a plain rekey of a slotted
 /// database is refused, revocation is checked on the file as written, and a recovery key's symbols are
 /// wiped.
-final class KeySlotProbeTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class KeySlotProbeTests: FMDBCipherTestCase {
     let cheap = KeySlotKDF.unsafePBKDF2SHA512(iterations: 1_000)
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-keyslot-probe")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     /// A slotted database ("alpha", slot 1; "beta", slot 2) with one row, WAL when asked.
     func makeSlotted(_ name: String = "slotted.db", wal: Bool = false) throws -> String {
@@ -73,21 +64,9 @@ final class KeySlotProbeTests: XCTestCase {
     /// Another connection holding an exclusive lock on `path` (keyed with the data key the database is
     /// under), released after `seconds` (never when nil). Call the returned closure to release it.
     func holdExclusiveLock(_ path: String, for seconds: Double?) throws -> () -> Void {
-        nonisolated(unsafe) let holder = try open(path, .passphrase("alpha"))
-        XCTAssertTrue(holder.executeStatements("BEGIN EXCLUSIVE; INSERT INTO t VALUES ('held', NULL)"))
-        let released = Locked(false)
-        let release: @Sendable () -> Void = {
-            let first = released.withLock { done -> Bool in
-                defer { done = true }
-                return !done
-            }
-            if first {
-                holder.rollback()
-                holder.close()
-            }
-        }
-        if let seconds { DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: release) }
-        return release
+        TestSupport.holdExclusiveLock(
+            try open(path, .passphrase("alpha")), running: "BEGIN EXCLUSIVE; INSERT INTO t VALUES ('held', NULL)",
+            for: seconds)
     }
 
     // MARK: - A pending rotation is settled only on a positive answer

@@ -8,12 +8,6 @@ import XCTest
 extension KeySlotTests {
     func salt(_ path: String) throws -> Data { try bytes(path).prefix(16) }
 
-    func mode(_ path: String) -> mode_t? {
-        var status = stat()
-        guard lstat(path, &status) == 0 else { return nil }
-        return status.st_mode & 0o7777
-    }
-
     /// Exports `source` into a new `destination` through `provider` (the library way to copy a slotted
     /// database), with `settings` for the copy.
     func exportThroughSlots(

@@ -5,17 +5,8 @@ import XCTest
 
 /// Key slots: a random data key wrapped per slot in `<db>-keyslots`. Most tests use a cheap PBKDF2
 /// (`unsafePBKDF2SHA512`) so they run fast; `testDefaultSlotUsesScryptAndFloorsAreEnforced` uses the defaults.
-final class KeySlotTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class KeySlotTests: FMDBCipherTestCase {
     let cheap = KeySlotKDF.unsafePBKDF2SHA512(iterations: 1_000)
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-keyslots")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     /// A slotted database with passphrase "alpha" (slot 1), passphrase "beta" (slot 2), a recovery key
     /// (slot 3), and one row.

@@ -4,17 +4,7 @@ import TestSupport
 import XCTest
 
 /// SQL text cannot change or drop the key (Core/KeyedAuthorizer.swift).
-final class KeyedAuthorizerTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-authorizer")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class KeyedAuthorizerTests: FMDBCipherTestCase {
     static let rawKey = Data((0..<32).map { UInt8($0 &* 7 &+ 3) })
 
     func provider() throws -> RawKeyProvider { try RawKeyProvider(key: Self.rawKey) }

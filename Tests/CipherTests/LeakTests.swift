@@ -5,17 +5,8 @@ import XCTest
 
 /// No plaintext reaches the disk: not the database or its side files, and not SQLite's temporary files
 /// (sorts, temp tables, VACUUM, statement journals), which a keyed connection keeps in memory.
-final class LeakTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class LeakTests: FMDBCipherTestCase {
     static let marker = "LEAK-MARKER-9c41e7"
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-leak")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     /// Files this process has open outside the test's own directory that look like SQLite temp files.
     static func openTemporaryFiles(excluding folder: String) -> [String] {

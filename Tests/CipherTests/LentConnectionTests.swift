@@ -5,17 +5,7 @@ import XCTest
 
 /// A connection that escaped its queue or pool block (`let leaked = queue.inDatabase { $0 }`) is
 /// refused with SQLITE_MISUSE outside a block, without crashing; inside blocks it works as before.
-final class LentConnectionTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-lent")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class LentConnectionTests: FMDBCipherTestCase {
     static let message = "this FMDatabase belongs to a queue/pool: use it only inside the block"
 
     func assertRefused(_ leaked: FMDatabase, file: StaticString = #filePath, line: UInt = #line) {

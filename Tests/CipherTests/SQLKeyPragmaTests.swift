@@ -7,17 +7,7 @@ import XCTest
 /// codec is attached, asked of SQLCipher, never inferred from the statement (Core/KeyedAuthorizer.swift).
 /// A connection keyed by SQL gets what one keyed through the API gets, and statements prepared before a
 /// key never run unchecked after it.
-final class SQLKeyPragmaTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-sql-key")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class SQLKeyPragmaTests: FMDBCipherTestCase {
     struct FailingProvider: KeyProvider {
         func key(for request: KeyRequest) throws -> DatabaseKey {
             throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "the secret is not there")

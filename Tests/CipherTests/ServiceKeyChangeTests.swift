@@ -6,17 +6,8 @@ import XCTest
 /// A service keeps serving while an operator changes keys: slot changes cost the running queues and
 /// pools nothing (no key derivation), and a rekey or data-key rotation made elsewhere in the process
 /// reaches every queue and pool on the file at their next connection.
-final class ServiceKeyChangeTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class ServiceKeyChangeTests: FMDBCipherTestCase {
     let cheap = KeySlotKDF.unsafePBKDF2SHA512(iterations: 1_000)
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-service-keys")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     /// A slotted database with passphrase "alpha" (slot 1) and "beta" (slot 2), and one table.
     func makeSlotted() throws -> String {

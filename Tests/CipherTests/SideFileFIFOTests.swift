@@ -5,17 +5,7 @@ import XCTest
 
 /// A FIFO where the library opens a side file (`DB-keyslots`, a systemd credential) is refused at once,
 /// never waited on: the open is non-blocking and the type check that follows refuses it.
-final class SideFileFIFOTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-side-fifo")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class SideFileFIFOTests: FMDBCipherTestCase {
     /// Runs `body` on another thread; fails the test (instead of hanging it) when it takes over 10 s.
     func withinTenSeconds(_ what: String, _ body: @escaping @Sendable () throws -> Void) {
         let done = DispatchSemaphore(value: 0)

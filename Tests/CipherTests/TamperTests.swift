@@ -6,18 +6,9 @@ import XCTest
 /// Flipped bytes in page 1, in data pages and in the WAL; truncated, zeroed and random files; a
 /// plaintext file with a key and an encrypted file without one. Every case either reads back the
 /// original data or fails with SQLITE_NOTADB / SQLITE_CORRUPT: never a crash, a hang or wrong data.
-final class TamperTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class TamperTests: FMDBCipherTestCase {
     var rng = SeededGenerator(seed: 0x7A3B)
     let key = Data((0..<32).map { UInt8(truncatingIfNeeded: $0 * 13 + 5) })
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-tamper")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     typealias Row = [String]
 

@@ -8,31 +8,18 @@ import XCTest
 /// the cost of finding them, and, on 3.x, a SQLCipher 4 file with the right key told apart from a wrong key.
 /// Files of the other line come from its shell (FMDB_SQLCIPHER3_SHELL / FMDB_SQLCIPHER4_SHELL, set by
 /// Scripts/test); those tests skip, saying so, when it is not set.
-final class CipherFormatTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-formats")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class CipherFormatTests: FMDBCipherTestCase {
     /// The format just below the linked default: v3 on 4.x, v2 on 3.x.
     var olderFormat: CipherFormat { CipherFormat(rawValue: CipherFormat.linkedDefault.rawValue - 1) ?? .v1 }
 
     func makeDatabase(_ name: String, provider: any KeyProvider, settings: CipherSettings = CipherSettings()) throws
         -> String
     {
-        let path = directory.path(name)
-        let db = FMDatabase(path: path)
-        XCTAssertTrue(db.open())
-        try db.setKey(using: provider, settings: settings)
-        try db.executeUpdate("create table t (a text)", values: nil)
-        try db.executeUpdate("insert into t values (?)", values: ["in \(settings.format?.description ?? "default")"])
-        db.close()
-        return path
+        try makeKeyedDatabase(name, provider: provider, settings: settings) { db in
+            try db.executeUpdate("create table t (a text)", values: nil)
+            try db.executeUpdate(
+                "insert into t values (?)", values: ["in \(settings.format?.description ?? "default")"])
+        }
     }
 
     /// Opens `path` with `provider` and no settings; returns the format and the row, or throws.

@@ -8,17 +8,8 @@ import XCTest
 /// the SQLCipher versions whose provider layout was verified, byte-compatible with SQLCipher's own
 /// OpenSSL provider both ways (the `sqlcipher` shell of the same line runs SQLCipher's provider), and
 /// reusing its contexts across pages.
-final class CryptoProviderTests: XCTestCase {
+final class CryptoProviderTests: FMDBCipherTestCase {
     static let ours = "fmdbcipher-openssl"
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-provider")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
 
     /// Skips where the library leaves SQLCipher's provider in place by design (an unverified version, or
     /// the opt-out set in the environment of the whole run).
@@ -35,20 +26,16 @@ final class CryptoProviderTests: XCTestCase {
 
     /// A keyed file of several hundred pages (rows of 200-byte blobs), made here.
     func makeDatabase(_ name: String, key: String, rows: Int = 2_000) throws -> String {
-        let path = directory.path(name)
-        let db = FMDatabase(path: path)
-        XCTAssertTrue(db.open())
-        try db.setKey(using: PassphraseKeyProvider(key))
-        XCTAssertTrue(db.executeUpdate("create table t (id integer primary key, v text, b blob)"))
-        XCTAssertTrue(db.beginTransaction())
-        for i in 0..<rows {
-            XCTAssertTrue(
-                db.executeUpdate(
-                    "insert into t values (?, ?, ?)", i, "row \(i)", Data(repeating: UInt8(i % 251), count: 200)))
+        try makeKeyedDatabase(name, provider: PassphraseKeyProvider(key)) { db in
+            XCTAssertTrue(db.executeUpdate("create table t (id integer primary key, v text, b blob)"))
+            XCTAssertTrue(db.beginTransaction())
+            for i in 0..<rows {
+                XCTAssertTrue(
+                    db.executeUpdate(
+                        "insert into t values (?, ?, ?)", i, "row \(i)", Data(repeating: UInt8(i % 251), count: 200)))
+            }
+            XCTAssertTrue(db.commit())
         }
-        XCTAssertTrue(db.commit())
-        XCTAssertTrue(db.close())
-        return path
     }
 
     func testOurProviderIsActiveByDefaultAndAnswersAsSQLCipherDoes() throws {
@@ -276,7 +263,7 @@ final class CryptoProviderTests: XCTestCase {
     /// SQLCipher's provider, without it ours, on the same file.
     func testTheEnvironmentOptOutSelectsSQLCiphersProvider() throws {
         try requireOurProvider()
-        let tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
+        let tool = try builtTool()
         let path = try makeDatabase("optout.db", key: "opt out", rows: 300)
         var environment = ProcessInfo.processInfo.environment
         environment["K"] = "opt out"

@@ -5,21 +5,10 @@ import XCTest
 
 /// What a long-running service relies on from a pool: the connection limit holds under load, and its
 /// counters tell the truth.
-final class FMDatabasePoolServiceTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-pool-service")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
     func makePool(_ mode: StorageMode, name: String = "pool.db") throws -> FMDatabasePool {
         let path = directory.path("\(mode)-\(name)")
-        if let provider = mode.keyProvider { return try FMDatabasePool(path: path, keyProvider: provider) }
-        return FMDatabasePool(path: path)
+        return try mode.makePool(at: path)
     }
 
     /// 200 concurrent `perform` calls at a limit of 2: never more than two blocks hold a connection at

@@ -4,25 +4,10 @@ import TestSupport
 import XCTest
 
 /// FMDB's Tests/FMDatabasePoolTests.m, each behaviour run on a plain and on an encrypted database.
-final class FMDatabasePoolTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-pool")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FMDatabasePoolTests: FMDBCipherTestCase {
     func makePool(_ mode: StorageMode, name: String = "pool.db", wal: Bool = false) throws -> (FMDatabasePool, String) {
         let path = directory.path("\(mode)-\(name)")
-        let pool: FMDatabasePool
-        if let provider = mode.keyProvider {
-            pool = try FMDatabasePool(path: path, keyProvider: provider)
-        } else {
-            pool = FMDatabasePool(path: path)
-        }
+        let pool = try mode.makePool(at: path)
         pool.inDatabase { db in
             if wal { XCTAssertEqual(db.string(forQuery: "pragma journal_mode=wal"), "wal") }
             db.executeUpdate("create table easy (a text)")

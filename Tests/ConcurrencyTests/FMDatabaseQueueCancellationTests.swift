@@ -6,17 +6,7 @@ import XCTest
 /// `perform` and `performTransaction` of queues and pools honour Task cancellation: the running
 /// statement is interrupted, the transaction rolled back, the call throws CancellationError, and the
 /// connection stays usable. (Named for the queue and pool test filters.)
-final class FMDatabaseQueueCancellationTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-cancel")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
     /// Tens of seconds of work unless interrupted.
     static let longQuery =
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c"

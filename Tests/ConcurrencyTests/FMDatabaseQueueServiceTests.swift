@@ -4,17 +4,7 @@ import TestSupport
 import XCTest
 
 /// What a long-running service relies on from a queue: its connection is set up before any block.
-final class FMDatabaseQueueServiceTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-queue-service")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
     struct SetUpFailed: Error {}
 
     func testPrepareDatabaseSetsUpTheConnectionEachTimeItOpens() throws {

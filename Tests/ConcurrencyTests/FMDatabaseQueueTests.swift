@@ -4,25 +4,10 @@ import TestSupport
 import XCTest
 
 /// FMDB's Tests/FMDatabaseQueueTests.m, each behaviour run on a plain and on an encrypted database.
-final class FMDatabaseQueueTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-queue")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class FMDatabaseQueueTests: FMDBCipherTestCase {
     func makeQueue(_ mode: StorageMode, name: String = "queue.db") throws -> (FMDatabaseQueue, String) {
         let path = directory.path("\(mode)-\(name)")
-        let queue: FMDatabaseQueue
-        if let provider = mode.keyProvider {
-            queue = try FMDatabaseQueue(path: path, keyProvider: provider)
-        } else {
-            queue = try XCTUnwrap(FMDatabaseQueue(path: path))
-        }
+        let queue = try mode.makeQueue(at: path)
         queue.inDatabase { db in
             db.executeUpdate("create table easy (a text)")
             db.executeUpdate("create table qfoo (foo text)")

@@ -5,17 +5,7 @@ import XCTest
 
 /// The pool's own transactions queue first-come, first-served per file (Core/WriteGate.swift),
 /// so its writers cannot starve each other in SQLite's busy handler.
-final class PoolWriteGateTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-write-gate")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class PoolWriteGateTests: FMDBCipherTestCase {
     static let rawKey = Data((0..<32).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 5) })
 
     /// Sets a short busy timeout on every connection the pool opens.

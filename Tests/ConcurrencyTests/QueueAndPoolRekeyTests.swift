@@ -5,17 +5,7 @@ import XCTest
 
 /// `rekey(using:)` on the queue and the pool: the data stays, the old key stops working, the WAL is
 /// checkpointed, every connection moves to the new key, and a failed rekey leaves the old key in force.
-final class QueueAndPoolRekeyTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-rekey")
-    }
-
-    override func tearDown() {
-        directory = nil
-    }
-
+final class QueueAndPoolRekeyTests: FMDBCipherTestCase {
     let oldProvider = PBKDF2KeyProvider(passphrase: "old", digest: .sha256, unsafeIterations: 1_000)
     let newProvider = PBKDF2KeyProvider(passphrase: "new", digest: .sha256, unsafeIterations: 1_000)
 

@@ -7,18 +7,13 @@ import XCTest
 /// (a slot file write, a full rekey, another slot file write) and a slotted `export`: afterwards the slot
 /// file is the old or the new one, never neither, the database always opens with its slot's passphrase,
 /// intact, and a copy at DEST always has its slot file.
-final class KeySlotKillTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class KeySlotKillTests: FMDBCipherTestCase {
     var tool: String!
     var rng = SeededGenerator(seed: 0x51075)
 
     override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-slot-kill")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
-    }
-
-    override func tearDown() {
-        directory = nil
+        try super.setUpWithError()
+        tool = try builtTool()
     }
 
     var kills: Int { ProcessInfo.processInfo.environment["FMDB_KILLS"].flatMap(Int.init) ?? 15 }

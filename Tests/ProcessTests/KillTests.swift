@@ -6,8 +6,7 @@ import XCTest
 /// SIGKILL at random moments: during writes (WAL and rollback journal), during a library rekey, during
 /// `fmdb-cipher rekey`, and during encrypt / decrypt / export. Nothing acknowledged is lost, the file
 /// always opens with exactly one key, and a copy's DEST is absent or complete. `Scripts/soak` runs many more.
-final class KillTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class KillTests: FMDBCipherTestCase {
     var helper: String!
     var tool: String!
     /// Deterministic "random" moments: the same kills every run.
@@ -17,13 +16,9 @@ final class KillTests: XCTestCase {
     static let keyB = String(repeating: "b2", count: 32)
 
     override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-kill")
+        try super.setUpWithError()
         helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
-    }
-
-    override func tearDown() {
-        directory = nil
+        tool = try builtTool()
     }
 
     /// How many kills each scenario runs: FMDB_KILLS overrides (Scripts/soak sets hundreds).

@@ -7,17 +7,12 @@ import XCTest
 /// built in, the way most Python programs get it). Scripts/test installs it into a venv and sets
 /// FMDB_SQLCIPHER_PYTHON; without it the tests try `pip install` into a temporary venv, and skip, saying
 /// why, when PyPI cannot be reached. Keys go to Python on standard input, never on its command line.
-final class PythonInteropTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class PythonInteropTests: FMDBCipherTestCase {
     var python: String!
 
     override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-python")
+        try super.setUpWithError()
         python = try Self.pythonWithSQLCipher(directory)
-    }
-
-    override func tearDown() {
-        directory = nil
     }
 
     static func pythonWithSQLCipher(_ directory: TemporaryDirectory) throws -> String {

@@ -7,8 +7,7 @@ import XCTest
 /// opens the file" and "done, but the WAL checkpoint is pending" — on `FMDatabase`, the queue, the
 /// pool and the tool, with a reader or a writer in another process, in WAL and rollback-journal mode.
 /// Every verdict is checked against the file itself: which key opens it afterwards.
-final class RekeyOutcomeTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class RekeyOutcomeTests: FMDBCipherTestCase {
     var helper: String!
     var tool: String!
 
@@ -16,13 +15,9 @@ final class RekeyOutcomeTests: XCTestCase {
     static let newHex = String(repeating: "2b", count: 32)
 
     override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-rekey-outcome")
+        try super.setUpWithError()
         helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"))
-    }
-
-    override func tearDown() {
-        directory = nil
+        tool = try builtTool()
     }
 
     func provider(_ hex: String) throws -> RawKeyProvider {

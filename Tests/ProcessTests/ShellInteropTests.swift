@@ -5,17 +5,12 @@ import XCTest
 
 /// Files made here open in the `sqlcipher` shell (Debian package `sqlcipher`) and the other way round.
 /// The shell gets its key on standard input (PRAGMA key), never on its command line.
-final class ShellInteropTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class ShellInteropTests: FMDBCipherTestCase {
     var shell: String!
 
     override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-interop")
+        try super.setUpWithError()
         shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell is required (apt-get install sqlcipher)")
-    }
-
-    override func tearDown() {
-        directory = nil
     }
 
     func runShell(_ path: String, _ script: String) throws -> (status: Int32, stdout: String, stderr: String) {

@@ -10,23 +10,16 @@ final class FormatToolTests: ToolTestCase {
     func runKeyed(_ arguments: [String], key: String = "format key") throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        var environment = ProcessInfo.processInfo.environment
-        environment["K"] = key
-        return try runProcess(
-            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
-            environment: environment)
+        try run(arguments, env: ["K": key])
     }
 
     /// An encrypted database in `format`, with 20 rows, made by the library.
     func makeDatabase(_ name: String, format: CipherFormat, key: String = "format key") throws -> String {
-        let file = path(name)
-        let db = FMDatabase(path: file)
-        XCTAssertTrue(db.open())
-        try db.setKey(using: PassphraseKeyProvider(key), settings: CipherSettings(format: format))
-        XCTAssertTrue(db.executeUpdate("create table t (id integer primary key, v text)"))
-        for i in 0..<20 { XCTAssertTrue(db.executeUpdate("insert into t (v) values (?)", "row \(i)")) }
-        db.close()
-        return file
+        try makeKeyedDatabase(name, provider: PassphraseKeyProvider(key), settings: CipherSettings(format: format)) {
+            db in
+            XCTAssertTrue(db.executeUpdate("create table t (id integer primary key, v text)"))
+            for i in 0..<20 { XCTAssertTrue(db.executeUpdate("insert into t (v) values (?)", "row \(i)")) }
+        }
     }
 
     func format(_ file: String, key: String = "format key") throws -> String? {

@@ -50,21 +50,7 @@ final class KeysToolPendingTests: ToolTestCase {
 
     /// An exclusive lock on `path` held by this process, released after `seconds` (nil: by the caller).
     func holdLock(_ path: String, for seconds: Double?) throws -> @Sendable () -> Void {
-        nonisolated(unsafe) let holder = try open(path)
-        XCTAssertTrue(holder.executeStatements("BEGIN EXCLUSIVE; INSERT INTO t VALUES ('held')"))
-        let released = Locked(false)
-        let release: @Sendable () -> Void = {
-            let first = released.withLock { done -> Bool in
-                defer { done = true }
-                return !done
-            }
-            if first {
-                holder.rollback()
-                holder.close()
-            }
-        }
-        if let seconds { DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: release) }
-        return release
+        holdExclusiveLock(try open(path), running: "BEGIN EXCLUSIVE; INSERT INTO t VALUES ('held')", for: seconds)
     }
 
     func testExportRawAndAddWaitForALockAndKeepTheKeyThatOpens() throws {

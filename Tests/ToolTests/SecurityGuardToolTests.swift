@@ -10,12 +10,7 @@ final class SecurityGuardToolTests: ToolTestCase {
     func runKeyed(_ arguments: [String], key: String = "k1", newKey: String = "k2") throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        var environment = ProcessInfo.processInfo.environment
-        environment["K"] = key
-        environment["NK"] = newKey
-        return try runProcess(
-            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: "",
-            environment: environment)
+        try run(arguments, env: ["K": key, "NK": newKey])
     }
 
     func rows(_ path: String, key: String, iterations: Int? = nil) throws -> Int32? {

@@ -130,11 +130,9 @@ final class SlotReplaceToolTests: ToolTestCase {
     /// tracing one run: the test follows the code's moves, whatever their order.
     func commitCalls(_ strace: String, _ copy: Copy) throws -> [(syscall: String, number: Int)] {
         let log = path("strace.log")
-        var environment = ProcessInfo.processInfo.environment
-        environment["K"] = "alpha"
-        let traced = try runProcess(
-            strace, ["-f", "-o", log, "-e", "trace=link,rename,renameat2,unlink", tool] + copy.arguments,
-            environment: environment)
+        let traced = try runTool(
+            copy.arguments, env: ["K": "alpha"],
+            wrapper: [strace, "-f", "-o", log, "-e", "trace=link,rename,renameat2,unlink"])
         XCTAssertEqual(traced.status, 0, traced.stderr)
         let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
         try FileManager.default.removeItem(atPath: log)
@@ -156,11 +154,9 @@ final class SlotReplaceToolTests: ToolTestCase {
     func runInjected(_ strace: String, _ copy: Copy, syscall: String, when: String, action: String) throws
         -> (status: Int32, stdout: String, stderr: String)
     {
-        var environment = ProcessInfo.processInfo.environment
-        environment["K"] = "alpha"
-        return try runProcess(
-            strace, ["-f", "-o", "/dev/null", "-e", "inject=\(syscall):\(action):when=\(when)", tool] + copy.arguments,
-            environment: environment)
+        try runTool(
+            copy.arguments, env: ["K": "alpha"],
+            wrapper: [strace, "-f", "-o", "/dev/null", "-e", "inject=\(syscall):\(action):when=\(when)"])
     }
 
     func testAKillAtEveryMoveOfAForcedCopyOverASlottedDestLeavesMatchingPairs() throws {

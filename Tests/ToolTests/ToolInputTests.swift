@@ -9,17 +9,7 @@ final class ToolInputTests: ToolTestCase {
     func runLimited(_ arguments: [String], env: [String: String] = [:]) throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        try run(["--"] + arguments, env: env, wrapper: ["/usr/bin/timeout", "20"])
-    }
-
-    func run(_ arguments: [String], env: [String: String], wrapper: [String]) throws -> (
-        status: Int32, stdout: String, stderr: String
-    ) {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        return try runProcess(
-            wrapper[0], Array(wrapper.dropFirst()) + [tool] + arguments.dropFirst(), input: "", environment: environment
-        )
+        try runTool(arguments, env: env, wrapper: ["/usr/bin/timeout", "20"])
     }
 
     func testFIFOsDevicesAndDirectoriesAreRefusedWithoutHanging() throws {

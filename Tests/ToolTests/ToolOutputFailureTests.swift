@@ -11,11 +11,7 @@ final class ToolOutputFailureTests: ToolTestCase {
     func runToFullDevice(_ arguments: [String], env: [String: String] = [:], input: String = "") throws
         -> (status: Int32, stdout: String, stderr: String)
     {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        return try runProcess(
-            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\" >/dev/full", tool] + arguments,
-            input: input, environment: environment)
+        try runTool(arguments, env: env, input: input, standardOutput: "/dev/full")
     }
 
     func testSecretsThatCannotBeWrittenFailWithExit74() throws {

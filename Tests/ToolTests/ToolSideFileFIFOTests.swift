@@ -11,10 +11,7 @@ final class ToolSideFileFIFOTests: ToolTestCase {
     func runLimited(_ arguments: [String], env: [String: String] = [:]) throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        return try runProcess(
-            "/usr/bin/timeout", ["-s", "KILL", "20", tool] + arguments, input: "", environment: environment)
+        try runTool(arguments, env: env, wrapper: ["/usr/bin/timeout", "-s", "KILL", "20"])
     }
 
     func fifo(_ path: String) {

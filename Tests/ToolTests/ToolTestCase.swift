@@ -3,34 +3,22 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Shared set-up for the end-to-end tests of the `fmdb-cipher` binary: a private directory, the built
-/// tool, and databases made with the library.
-class ToolTestCase: XCTestCase {
-    var directory: TemporaryDirectory!
+/// Shared set-up for the end-to-end tests of the `fmdb-cipher` binary: the base test case's private
+/// directory and tool runner (under umask 022), the built tool's path, and databases made with the library.
+class ToolTestCase: FMDBCipherTestCase {
     var tool: String!
 
     override func setUpWithError() throws {
-        directory = try TemporaryDirectory("fmdb-tool")
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
+        try super.setUpWithError()
+        tool = try builtTool()
     }
 
-    override func tearDown() {
-        directory = nil
-    }
-
-    func path(_ name: String) -> String { directory.path(name) }
-
-    /// Runs the tool with `env` added to the environment, under umask 022 (the common default, under which
-    /// a careless create makes world-readable files).
+    /// Runs the tool with `env` added to the environment, under umask 022 (see `runTool`).
     @discardableResult
     func run(_ arguments: [String], env: [String: String] = [:], input: String? = nil) throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge(env) { _, new in new }
-        return try runProcess(
-            "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", tool] + arguments, input: input ?? "",
-            environment: environment)
+        try runTool(arguments, env: env, input: input ?? "")
     }
 
     /// A plaintext database with a table `t` of `rows` rows of `payload` random bytes each.
@@ -60,18 +48,6 @@ class ToolTestCase: XCTestCase {
     static let rawKey = String(repeating: "5a", count: 32)
     static let otherRawKey = String(repeating: "c3", count: 32)
 
-    /// The permission bits of `path` (lstat: a link's own).
-    func mode(_ path: String) -> mode_t? {
-        var status = stat()
-        guard lstat(path, &status) == 0 else { return nil }
-        return status.st_mode & 0o7777
-    }
-
-    func isSymbolicLink(_ path: String) -> Bool {
-        var status = stat()
-        return lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFLNK
-    }
-
     /// The rows of `t` when `file` opens with the raw key (nil: it does not).
     func rowCount(_ file: String, rawKey: String?) -> Int32? {
         let db = FMDatabase(path: file)
@@ -87,10 +63,5 @@ class ToolTestCase: XCTestCase {
         }
         guard let rs = db.executeQuery("select count(*) from t"), rs.next() else { return nil }
         return rs.int(forColumnIndex: 0)
-    }
-
-    /// Names in the test directory (hidden ones included).
-    func entries() -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory.url.path)) ?? []).sorted()
     }
 }
