@@ -3,9 +3,9 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// FMDB's FMDBTempDBTests: every test gets its own database file in its own temporary directory.
-class FMDBTempDBTestCase: XCTestCase {
-    var directory: TemporaryDirectory!
+/// FMDB's FMDBTempDBTests: every test gets its own database file in its own temporary directory (the base
+/// test case's).
+class FMDBTempDBTestCase: FMDBCipherTestCase {
     var db: FMDatabase!
     var databasePath: String { directory.path("test.db") }
 
@@ -13,7 +13,7 @@ class FMDBTempDBTestCase: XCTestCase {
     class func populateDatabase(_ db: FMDatabase) {}
 
     override func setUpWithError() throws {
-        directory = try TemporaryDirectory()
+        try super.setUpWithError()
         db = FMDatabase(path: databasePath)
         XCTAssertTrue(db.open(), "Wasn't able to open database")
         Self.populateDatabase(db)
@@ -22,6 +22,6 @@ class FMDBTempDBTestCase: XCTestCase {
     override func tearDown() {
         db?.close()
         db = nil
-        directory = nil
+        super.tearDown()
     }
 }

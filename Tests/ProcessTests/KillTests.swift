@@ -17,7 +17,7 @@ final class KillTests: FMDBCipherTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
+        helper = try builtHelper()
         tool = try builtTool()
     }
 

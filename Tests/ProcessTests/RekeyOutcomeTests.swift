@@ -16,7 +16,7 @@ final class RekeyOutcomeTests: FMDBCipherTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
+        helper = try builtHelper()
         tool = try builtTool()
     }
 

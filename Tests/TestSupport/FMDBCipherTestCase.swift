@@ -61,6 +61,11 @@ open class FMDBCipherTestCase: XCTestCase {
         try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
     }
 
+    /// The `fmdb-test-helper` built with the tests: scenarios run in a child process.
+    public func builtHelper() throws -> String {
+        try XCTUnwrap(builtProduct("fmdb-test-helper"), "build the fmdb-test-helper product first")
+    }
+
     /// Runs the built `fmdb-cipher` with `arguments` and `env` added to the environment, under umask 022
     /// (the common default, under which a careless create makes world-readable files), whatever the umask
     /// of the test runner. `wrapper` is a command the tool runs under (`timeout 20`, `strace ...`);
