@@ -6,7 +6,7 @@ import XCTest
 
 /// The examples of the DocC articles (Sources/FMDB/FMDB.docc) that the README tests do not already
 /// run, compiled and run as written (keep them in step). Each test says which article it follows.
-final class DocumentationExamplesTests: XCTestCase {
+final class DocumentationExamplesTests: FMDBCipherTestCase {
     private enum MyError: Error { case noKey }
 
     /// The article's custom provider: the key from an environment variable.
@@ -20,7 +20,6 @@ final class DocumentationExamplesTests: XCTestCase {
 
     // FMDB.docc/FMDB.md (the landing page)
     func testLandingPageExample() throws {
-        let directory = try TemporaryDirectory()
         let path = directory.path("landing.sqlite")
         let passphrase = "correct horse battery staple"
 
@@ -43,7 +42,6 @@ final class DocumentationExamplesTests: XCTestCase {
 
     // FMDB.docc/KeysAndKeyProviders.md: the overview's three ways to key, each on its own file.
     func testKeysArticleOverview() throws {
-        let directory = try TemporaryDirectory()
         let passphrase = "correct horse battery staple"
         let keyFromKeyStore = Data((0..<32).map { UInt8($0) })
 
@@ -72,7 +70,6 @@ final class DocumentationExamplesTests: XCTestCase {
 
     // FMDB.docc/KeysAndKeyProviders.md: "Writing a provider".
     func testKeysArticleEnvironmentProvider() throws {
-        let directory = try TemporaryDirectory()
         let path = directory.path("env.sqlite")
         let variable = "FMDB_DOCS_TEST_KEY_\(getpid())"
 
@@ -92,7 +89,6 @@ final class DocumentationExamplesTests: XCTestCase {
 
     // FMDB.docc/KeysAndKeyProviders.md: "Cipher settings".
     func testKeysArticleCipherSettings() throws {
-        let directory = try TemporaryDirectory()
         let path = directory.path("pages.sqlite")
         let provider = PassphraseKeyProvider("p")
 
@@ -140,7 +136,6 @@ final class DocumentationExamplesTests: XCTestCase {
 
     // FMDB.docc/SQLCipher3And4.md: "Finding a file's format" (a format asked for, the format read).
     func testSQLCipherArticleFormat() throws {
-        let directory = try TemporaryDirectory()
         let path = directory.path("v3.sqlite")
         let provider = try RawKeyProvider(key: Data(repeating: 7, count: 32))
         var printed: [String] = []
@@ -165,7 +160,6 @@ final class DocumentationExamplesTests: XCTestCase {
 
     // FMDB.docc/QueuesAndPools.md: "Changing the key" (the outcome of a queue's rekey).
     func testQueuesArticleRekeyOutcome() throws {
-        let directory = try TemporaryDirectory()
         let path = directory.path("outcome.sqlite")
         let queue = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("old"))
         queue.inDatabase { db in _ = db.executeUpdate("CREATE TABLE t (a)") }
@@ -214,7 +208,6 @@ final class DocumentationExamplesTests: XCTestCase {
             }
         }
 
-        let directory = try TemporaryDirectory()
         let path = directory.path("service.db")
         let keyFilePath = directory.path("db.key")
         let oldKey = String(repeating: "ab", count: 32)

@@ -177,11 +177,10 @@ final class ErrorBridgingTests: XCTestCase {
 /// Every time interval a caller can set (busy timeouts, the backup's busy waits, the pool's transaction
 /// queue timeout) takes any Double: infinity, NaN, huge, negative and zero must neither trap nor wedge.
 /// Infinity and huge values mean "wait as long as SQLite allows"; NaN, negatives and zero mean "do not wait".
-final class TimeIntervalInputTests: XCTestCase {
+final class TimeIntervalInputTests: FMDBCipherTestCase {
     static let hostile: [TimeInterval] = [.infinity, -.infinity, .nan, 1e300, -1e300, Double(Int.max), -1, 0, 1e-9]
 
     func testBusyTimeoutTakesAnyDouble() throws {
-        let directory = try TemporaryDirectory("fmdb-intervals")
         let db = FMDatabase(path: directory.path("busy.db"))
         XCTAssertTrue(db.open())
         XCTAssertTrue(db.executeUpdate("create table t (a)"))
@@ -207,7 +206,6 @@ final class TimeIntervalInputTests: XCTestCase {
     /// rekeySafely sets the busy timeout it is given for its own work and puts the connection's back
     /// after, NaN included.
     func testRekeySafelyTakesAnyBusyTimeoutAndRestoresTheConnections() throws {
-        let directory = try TemporaryDirectory("fmdb-intervals")
         let db = FMDatabase(path: directory.path("rekey.db"))
         XCTAssertTrue(db.open())
         try db.setKey(using: RawKeyProvider(key: Data(repeating: 1, count: 32)))
@@ -226,7 +224,6 @@ final class TimeIntervalInputTests: XCTestCase {
     }
 
     func testBackupTakesAnyBusyTimeout() throws {
-        let directory = try TemporaryDirectory("fmdb-intervals")
         let source = FMDatabase(path: directory.path("source.db"))
         XCTAssertTrue(source.open())
         XCTAssertTrue(source.executeUpdate("create table t (a)"))
@@ -243,7 +240,6 @@ final class TimeIntervalInputTests: XCTestCase {
     }
 
     func testPoolTransactionQueueTimeoutTakesAnyDouble() throws {
-        let directory = try TemporaryDirectory("fmdb-intervals")
         let pool = FMDatabasePool(path: directory.path("pool.db"))
         XCTAssertTrue(try pool.inDatabase { db in db.executeUpdate("create table t (a)") })
         for seconds in Self.hostile {

@@ -121,9 +121,8 @@ final class ReadmeExamplesTests: XCTestCase {
 }
 
 /// The queue and pool examples of the README and of FMDB.docc/QueuesAndPools.md, compiled and run as written.
-final class ReadmeQueueAndPoolExamplesTests: XCTestCase {
+final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
     func testReadmeKeysQueuesAndPools() async throws {
-        let directory = try TemporaryDirectory()
         let path = directory.path("store.sqlite")
 
         // README: A keyed queue
