@@ -143,15 +143,8 @@ final class KeysToolTests: ToolTestCase {
         try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
         let planted = directory.path("planted.db")
         try FileManager.default.createSymbolicLink(atPath: planted, withDestinationPath: other + "/target.db")
-        var environment = ProcessInfo.processInfo.environment
-        environment["ADMIN"] = "alpha"
         func initUnderUmask022(_ path: String) throws -> (status: Int32, stdout: String, stderr: String) {
-            try runProcess(
-                "/bin/sh",
-                [
-                    "-c", "umask 022 && exec \"$0\" \"$@\"", tool, "keys", "init", path, "--key-env", "ADMIN",
-                    "--slot-kdf", "pbkdf2",
-                ], input: "", environment: environment)
+            try run(["keys", "init", path, "--key-env", "ADMIN", "--slot-kdf", "pbkdf2"], env: ["ADMIN": "alpha"])
         }
         let refused = try initUnderUmask022(planted)
         XCTAssertEqual(refused.status, 73, refused.stderr)
