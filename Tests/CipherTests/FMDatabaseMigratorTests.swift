@@ -103,14 +103,10 @@ final class FMDatabaseMigratorTests: FMDBCipherTestCase {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        var seen = Data()
-        let deadline = Date().addingTimeInterval(30)
-        while !String(decoding: seen, as: UTF8.self).contains("migrating") {
-            guard Date() < deadline, process.isRunning else {
-                process.terminate()
-                return XCTFail("the helper did not reach the migration: \(String(decoding: seen, as: UTF8.self))")
-            }
-            seen.append(output.fileHandleForReading.availableData)
+        let reached = waitForOutput(of: process, on: output, containing: "migrating", within: 30)
+        guard reached.found else {
+            process.terminate()
+            return XCTFail("the helper did not reach the migration: \(reached.seen)")
         }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()

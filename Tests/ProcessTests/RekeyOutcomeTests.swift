@@ -71,13 +71,8 @@ final class RekeyOutcomeTests: FMDBCipherTestCase {
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try process.run()
-            var seen = Data()
-            let deadline = Date().addingTimeInterval(20)
-            while !String(decoding: seen, as: UTF8.self).contains("holding") {
-                guard Date() < deadline, process.isRunning else {
-                    throw NSError(domain: "Holder", code: Int(process.isRunning ? 0 : process.terminationStatus))
-                }
-                seen.append(output.fileHandleForReading.availableData)
+            guard waitForOutput(of: process, on: output, containing: "holding", within: 20).found else {
+                throw NSError(domain: "Holder", code: Int(process.isRunning ? 0 : process.terminationStatus))
             }
         }
 
