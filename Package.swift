@@ -64,20 +64,37 @@ let package = Package(
             dependencies: ["FMDB"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The tests, one target per kind of test; Scripts/test selects the sanitizer runs by target:
+        // FMDB's API on plain databases: FMDB's own test suite (ported), Codable rows, prepared statements, fuzzing.
         .testTarget(
-            name: "FMDBTests",
+            name: "DatabaseTests",
             dependencies: ["FMDB", "TestSupport"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Test targets that run a built executable declare it, so SwiftPM builds it beside the test bundle
         // (TestSupport's builtProduct looks there and nowhere else).
+        // Encryption, keys, key providers and key slots in this process (no sanitizer exclusion).
         .testTarget(
-            name: "fmdb-cipherTests",
+            name: "CipherTests",
             dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // Queues, pools and connections on several threads at once: also run under ThreadSanitizer.
         .testTarget(
-            name: "FMDBCipherTests",
+            name: "ConcurrencyTests",
+            dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Child processes killed mid-write and other programs on our files (the sqlcipher shell, Python):
+        // left out of the AddressSanitizer run, for time (the plain runs cover them).
+        .testTarget(
+            name: "ProcessTests",
+            dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // The fmdb-cipher tool, end to end on the built binary: left out of the AddressSanitizer run.
+        .testTarget(
+            name: "ToolTests",
             dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -1,6 +1,6 @@
 // Scenarios the tests run in a child process: programming errors that must stop the process with a
 // clear message (instead of deadlocking), and, later, work to be killed at random moments.
-// Not part of the public product: built with the tests, run by FMDBCipherTests.
+// Not part of the public product: built with the tests, run by the test targets that declare it (Package.swift).
 import FMDB
 import Foundation
 

@@ -61,3 +61,17 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+/// Reads `output`, the standard output of the started `process`, until it holds `word`: `found` is true
+/// then, false when the process ends or `seconds` pass first. `seen` is everything read.
+public func waitForOutput(
+    of process: Process, on output: Pipe, containing word: String, within seconds: Double
+) -> (found: Bool, seen: String) {
+    var seen = Data()
+    let deadline = Date().addingTimeInterval(seconds)
+    while !String(decoding: seen, as: UTF8.self).contains(word) {
+        guard Date() < deadline, process.isRunning else { return (false, String(decoding: seen, as: UTF8.self)) }
+        seen.append(output.fileHandleForReading.availableData)
+    }
+    return (true, String(decoding: seen, as: UTF8.self))
+}

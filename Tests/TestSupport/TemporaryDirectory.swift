@@ -1,5 +1,6 @@
 import FMDB
 import Foundation
+import XCTest
 
 /// A unique temporary directory for one test, removed when the test is done.
 public final class TemporaryDirectory {
@@ -98,6 +99,18 @@ public enum StorageMode: String, CaseIterable, Sendable {
         case .encrypted:
             return PBKDF2KeyProvider(passphrase: "test passphrase", digest: .sha256, unsafeIterations: 1_000)
         }
+    }
+
+    /// A queue on `path`, keyed with ``keyProvider`` when encrypted.
+    public func makeQueue(at path: String) throws -> FMDatabaseQueue {
+        if let keyProvider { return try FMDatabaseQueue(path: path, keyProvider: keyProvider) }
+        return try XCTUnwrap(FMDatabaseQueue(path: path), "a queue on \(path)")
+    }
+
+    /// A pool on `path`, keyed with ``keyProvider`` when encrypted.
+    public func makePool(at path: String) throws -> FMDatabasePool {
+        if let keyProvider { return try FMDatabasePool(path: path, keyProvider: keyProvider) }
+        return FMDatabasePool(path: path)
     }
 }
 

@@ -6,34 +6,6 @@ import Synchronization
 /// value (`String`, or `NSNull` for NULL). Return 0 to go on, anything else to stop.
 public typealias FMDBExecuteStatementsCallbackBlock = ([AnyHashable: Any]) -> Int32
 
-/// The storage class of a value, as `sqlite3_column_type` and `sqlite3_value_type` report it.
-public enum SqliteValueType: Int32, Sendable {
-    /// `SQLITE_INTEGER`: a signed integer of up to 8 bytes.
-    case integer = 1
-    /// `SQLITE_FLOAT`: an 8-byte IEEE floating point number.
-    case float = 2
-    /// `SQLITE_TEXT`: a string, stored as UTF-8 here.
-    case text = 3
-    /// `SQLITE_BLOB`: bytes, stored exactly as given.
-    case blob = 4
-    /// `SQLITE_NULL`: no value.
-    case null = 5
-}
-
-/// The modes of `sqlite3_wal_checkpoint_v2`.
-///
-/// Related SQLite documentation: <https://www.sqlite.org/c3ref/wal_checkpoint_v2.html>
-public enum FMDBCheckpointMode: Int32, Sendable {
-    /// `SQLITE_CHECKPOINT_PASSIVE`: checkpoint as many frames as possible without waiting for readers or writers.
-    case passive = 0
-    /// `SQLITE_CHECKPOINT_FULL`: wait for writers, then checkpoint every frame.
-    case full = 1
-    /// `SQLITE_CHECKPOINT_RESTART`: as `full`, then wait until readers are done so the next writer restarts the WAL.
-    case restart = 2
-    /// `SQLITE_CHECKPOINT_TRUNCATE`: as `restart`, and truncate the WAL file to zero bytes.
-    case truncate = 3
-}
-
 /// One SQLite (SQLCipher) database connection: FMDB's `FMDatabase`, in Swift, on Linux.
 ///
 /// ```swift

@@ -1,0 +1,36 @@
+import Foundation
+
+/// What is at a database path, read without SQLite and without a key: `FMDatabase.inspectFile(atPath:)`.
+///
+/// ```swift
+/// switch FMDatabase.inspectFile(atPath: path) {
+/// case .plaintext: print("a plaintext SQLite database")
+/// case .encrypted: print("encrypted (or not a database at all): needs a key to tell")
+/// case .missing, .empty: print("no database yet")
+/// default: print("not a database file")
+/// }
+/// ```
+///
+/// New cases may be added (for example, which SQLCipher format a file uses): switch with a `default`.
+///
+/// Related SQLite documentation: <https://www.sqlite.org/fileformat.html#the_database_header>
+public enum FMDatabaseFileKind: Equatable, Sendable {
+    /// Nothing at the path.
+    case missing
+    /// A directory.
+    case directory
+    /// Something other than a regular file: a FIFO, a device, a socket. (Never opened for reading, so
+    /// a FIFO does not block the caller.)
+    case notRegularFile
+    /// A file this process may not read (permission denied).
+    case unreadable
+    /// A file of zero bytes: SQLite (and SQLCipher) treat it as a new, empty database.
+    case empty
+    /// A plaintext SQLite database: its first 16 bytes are "SQLite format 3\0".
+    case plaintext
+    /// At least 16 bytes without the plaintext header: a SQLCipher database, whose first 16 bytes are
+    /// its KDF salt — or a file that is not a database at all (only a key can tell).
+    case encrypted(salt: Data)
+    /// Between 1 and 15 bytes: too short to be a database.
+    case truncated
+}

@@ -1,0 +1,132 @@
+@testable import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+final class FMDatabaseMigratorTests: FMDBCipherTestCase {
+    static let hex = String(repeating: "2b", count: 32)
+
+    struct Failed: Error {}
+
+    /// The helper's key: the hex text as key material.
+    static func provider() throws -> RawKeyProvider {
+        var text = hex
+        return try text.withUTF8 { try RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) }
+    }
+
+    func baseMigrator(log: Locked<[String]>) -> FMDatabaseMigrator {
+        var migrator = FMDatabaseMigrator()
+        migrator.registerMigration("createParents") { db in
+            log.withLock { $0.append("createParents") }
+            try db.executeUpdate("CREATE TABLE parent (id INTEGER PRIMARY KEY)", values: nil)
+        }
+        migrator.registerMigration("createChildren") { db in
+            log.withLock { $0.append("createChildren") }
+            try db.executeUpdate(
+                "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id))", values: nil)
+        }
+        return migrator
+    }
+
+    func testMigrationsRunOnceInOrderAndAreRecorded() throws {
+        let log = Locked<[String]>([])
+        let path = directory.path("once.db")
+        let queue = try FMDatabaseQueue(path: path, keyProvider: try Self.provider())
+        var migrator = baseMigrator(log: log)
+        try migrator.migrate(queue)
+        try migrator.migrate(queue)
+        XCTAssertEqual(log.withLock { $0 }, ["createParents", "createChildren"])
+        XCTAssertEqual(try migrator.appliedMigrations(queue), ["createParents", "createChildren"])
+        // A later version adds one: only it runs, through a pool this time.
+        migrator.registerMigration("addName") { db in
+            log.withLock { $0.append("addName") }
+            try db.executeUpdate("ALTER TABLE parent ADD COLUMN name TEXT", values: nil)
+        }
+        queue.close()
+        let pool = try FMDatabasePool(path: path, keyProvider: try Self.provider())
+        try migrator.migrate(pool)
+        XCTAssertEqual(log.withLock { $0 }, ["createParents", "createChildren", "addName"])
+        XCTAssertEqual(try migrator.appliedMigrations(pool), ["createParents", "createChildren", "addName"])
+    }
+
+    func testAFailingMigrationIsRolledBackAndNotRecorded() throws {
+        let log = Locked<[String]>([])
+        let queue = try FMDatabaseQueue(path: directory.path("fail.db"), keyProvider: try Self.provider())
+        var migrator = baseMigrator(log: log)
+        migrator.registerMigration("breaks") { db in
+            try db.executeUpdate("CREATE TABLE half (x)", values: nil)
+            throw Failed()
+        }
+        XCTAssertThrowsError(try migrator.migrate(queue)) { XCTAssertTrue($0 is Failed, "\($0)") }
+        XCTAssertEqual(try migrator.appliedMigrations(queue), ["createParents", "createChildren"])
+        queue.inDatabase { db in XCTAssertFalse(db.tableExists("half"), "rolled back") }
+    }
+
+    func testAForeignKeyViolationRollsTheMigrationBack() throws {
+        let log = Locked<[String]>([])
+        let queue = try FMDatabaseQueue(path: directory.path("fk.db"), keyProvider: try Self.provider())
+        var migrator = baseMigrator(log: log)
+        migrator.registerMigration("orphan") { db in
+            try db.executeUpdate("INSERT INTO child (id, parent) VALUES (1, 42)", values: nil)
+        }
+        XCTAssertThrowsError(try migrator.migrate(queue)) { error in
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_CONSTRAINT))
+            XCTAssertTrue("\(error)".contains("orphan"), "\(error)")
+        }
+        XCTAssertEqual(try migrator.appliedMigrations(queue), ["createParents", "createChildren"])
+        queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM child"), 0) }
+    }
+
+    func testADatabaseMigratedByANewerVersionIsRefused() throws {
+        let log = Locked<[String]>([])
+        let queue = try FMDatabaseQueue(path: directory.path("newer.db"), keyProvider: try Self.provider())
+        var newer = baseMigrator(log: log)
+        newer.registerMigration("fromTheFuture") { db in try db.executeUpdate("CREATE TABLE future (x)", values: nil) }
+        try newer.migrate(queue)
+        var older = FMDatabaseMigrator()
+        older.registerMigration("createParents") { _ in XCTFail("must not run") }
+        XCTAssertThrowsError(try older.migrate(queue)) { error in
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_ERROR))
+            XCTAssertTrue("\(error)".contains("fromTheFuture"), "\(error)")
+        }
+    }
+
+    /// SIGKILL in the middle of a migration: the database holds what the migrations before it did, and
+    /// nothing of it; migrating again applies it.
+    func testAKillMidMigrationLeavesTheStateBeforeIt() throws {
+        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
+        let path = directory.path("killed.db")
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: helper)
+        process.arguments = ["migrate-and-hang", path, Self.hex]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let reached = waitForOutput(of: process, on: output, containing: "migrating", within: 30)
+        guard reached.found else {
+            process.terminate()
+            return XCTFail("the helper did not reach the migration: \(reached.seen)")
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+
+        let queue = try FMDatabaseQueue(path: path, keyProvider: try Self.provider())
+        var migrator = FMDatabaseMigrator()
+        migrator.registerMigration("first") { db in try db.executeUpdate("CREATE TABLE a (x)", values: nil) }
+        migrator.registerMigration("second") { db in
+            try db.executeUpdate("CREATE TABLE b (x)", values: nil)
+            try db.executeUpdate("INSERT INTO b VALUES (1)", values: nil)
+        }
+        XCTAssertEqual(try migrator.appliedMigrations(queue), ["first"])
+        queue.inDatabase { db in
+            XCTAssertTrue(db.tableExists("a"))
+            XCTAssertFalse(db.tableExists("b"), "nothing of the killed migration")
+            XCTAssertEqual(db.string(forQuery: "PRAGMA integrity_check"), "ok")
+        }
+        try migrator.migrate(queue)
+        XCTAssertEqual(try migrator.appliedMigrations(queue), ["first", "second"])
+        queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM b"), 1) }
+    }
+}

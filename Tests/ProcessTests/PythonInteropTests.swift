@@ -1,0 +1,96 @@
+@testable import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// Interop with Python's SQLCipher binding from PyPI (`sqlcipher3-binary`: `sqlcipher3` with SQLCipher 4
+/// built in, the way most Python programs get it). Scripts/test installs it into a venv and sets
+/// FMDB_SQLCIPHER_PYTHON; without it the tests try `pip install` into a temporary venv, and skip, saying
+/// why, when PyPI cannot be reached. Keys go to Python on standard input, never on its command line.
+final class PythonInteropTests: FMDBCipherTestCase {
+    var python: String!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        python = try Self.pythonWithSQLCipher(directory)
+    }
+
+    static func pythonWithSQLCipher(_ directory: TemporaryDirectory) throws -> String {
+        if let configured = ProcessInfo.processInfo.environment["FMDB_SQLCIPHER_PYTHON"],
+            FileManager.default.isExecutableFile(atPath: configured)
+        {
+            return configured
+        }
+        guard let python3 = which("python3") else { throw XCTSkip("python3 is not installed") }
+        let venv = directory.path("venv")
+        let made = try runProcess(python3, ["-m", "venv", venv])
+        guard made.status == 0 else {
+            throw XCTSkip("python3 -m venv failed (apt-get install python3-venv): \(made.stderr)")
+        }
+        let pip = try runProcess(
+            venv + "/bin/pip", ["install", "--quiet", "--disable-pip-version-check", "sqlcipher3-binary"])
+        guard pip.status == 0 else {
+            throw XCTSkip("pip install sqlcipher3-binary failed (PyPI unreachable?): \(pip.stderr)")
+        }
+        return venv + "/bin/python"
+    }
+
+    /// Runs `script` in Python with `path` as argv[1] and the key as the first line of standard input.
+    func python(_ script: String, path: String, key: String) throws -> (status: Int32, stdout: String, stderr: String) {
+        let program =
+            "import sys, sqlcipher3\nkey = sys.stdin.readline().rstrip('\\n').replace(\"'\", \"''\")\n"
+            + "db = sqlcipher3.connect(sys.argv[1])\ndb.execute(\"PRAGMA key = '\" + key + \"'\")\n" + script
+        let file = directory.path("script.py")
+        try program.write(toFile: file, atomically: true, encoding: .utf8)
+        return try runProcess(python, [file, path], input: key + "\n")
+    }
+
+    func testPythonFileOpensHereOrIsToldApartOnSQLCipher3() throws {
+        let path = directory.path("python.db")
+        let made = try python(
+            """
+            db.execute("CREATE TABLE t (a TEXT)")
+            db.execute("INSERT INTO t VALUES ('from python')")
+            db.commit()
+            print(db.execute("PRAGMA cipher_version").fetchone()[0])
+            """, path: path, key: "py passphrase")
+        XCTAssertEqual(made.status, 0, made.stderr)
+        XCTAssertTrue(made.stdout.hasPrefix("4."), made.stdout)
+        let db = FMDatabase(path: path)
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            try db.setKey(using: PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "py passphrase"))
+            XCTAssertEqual(db.cipherFormat, .v4)
+            XCTAssertEqual(db.string(forQuery: "select a from t"), "from python")
+        } else {
+            XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("py passphrase"))) { error in
+                XCTAssertEqual(nsError(error).code, Int(SQLITE_FORMAT))
+            }
+        }
+    }
+
+    func testFileMadeHereOpensInPython() throws {
+        let path = directory.path("here.db")
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("lib passphrase"))
+        XCTAssertTrue(db.executeUpdate("create table t (a text)"))
+        XCTAssertTrue(db.executeUpdate("insert into t values ('from FMDB')"))
+        db.close()
+        let select = "print(db.execute('SELECT a FROM t').fetchone()[0])\n"
+        if CipherFormat.linkedDefault == .v4 {
+            let read = try python(select, path: path, key: "lib passphrase")
+            XCTAssertEqual(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "from FMDB", read.stderr)
+        } else {
+            // A SQLCipher 3 file: Python's SQLCipher 4 needs the compatibility setting, and fails without it.
+            let plain = try python(select, path: path, key: "lib passphrase")
+            XCTAssertNotEqual(plain.status, 0)
+            XCTAssertTrue(plain.stderr.contains("not a database"), plain.stderr)
+            let compat = try python(
+                "db.execute('PRAGMA cipher_compatibility = 3')\n" + select, path: path, key: "lib passphrase")
+            XCTAssertEqual(compat.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "from FMDB", compat.stderr)
+        }
+    }
+}

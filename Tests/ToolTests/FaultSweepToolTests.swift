@@ -1,0 +1,216 @@
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// Every file-system call a command makes fails in turn (EIO once, ENOSPC once, a disk that stays full) or
+/// is the moment the process is killed (Tests/FaultInjection/fault_shim.c, through `LD_PRELOAD`). After each
+/// run the file must be in the old state or the new one, opening with the key the exit code names, with
+/// every row; and the message must name the real cause.
+final class FaultSweepToolTests: ToolTestCase {
+    /// What the rekey's exit status says about the file.
+    enum Claim {
+        case newKey, oldKey, eitherKey
+    }
+
+    func claim(ofRekeyStatus status: Int32, killed: Bool) -> Claim? {
+        if killed { return .eitherKey }
+        switch status {
+        case 0, 3: return .newKey
+        case 74, 75, 1: return .oldKey
+        case 4: return .eitherKey
+        default: return nil
+        }
+    }
+
+    /// A sweep of `fmdb-cipher rekey` (raw keys: no KDF, so a run is fast) in one journal mode.
+    func sweepRekey(journalMode: String) throws {
+        let shim = try FaultShim.shared()
+        let rows: Int32 = 3
+        let base = try makeEncrypted("base-\(journalMode).db", rows: Int(rows), payload: 200)
+        do {
+            let db = FMDatabase(path: base)
+            XCTAssertTrue(db.open())
+            var hex = Self.rawKey
+            try db.setKey(
+                using: hex.withUTF8 { try RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) })
+            XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = \(journalMode)"), journalMode)
+            db.close()
+        }
+        let work = path("work-\(journalMode)")
+        let file = work + "/db"
+        func reset() throws {
+            try? FileManager.default.removeItem(atPath: work)
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: base, toPath: file)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["OLD"] = Self.rawKey
+        environment["NEW"] = Self.otherRawKey
+        let arguments = [
+            "rekey", file, "--kdf", "raw", "--key-env", "OLD", "--new-kdf", "raw", "--new-key-env", "NEW",
+            "--busy-timeout", "0.2", "--quiet",
+        ]
+        try reset()
+        let plan = try shim.plan(tool, arguments, folder: work, environment: environment)
+        XCTAssertEqual(plan.status, 0, plan.stderr)
+        XCTAssertGreaterThan(plan.calls.count, 5, "the rekey writes the journal, the file and syncs: \(plan.calls)")
+
+        var failures: [String] = []
+        for mode in FaultShim.Mode.allCases {
+            for point in 1...plan.calls.count {
+                try reset()
+                let result = try shim.run(
+                    tool, arguments, folder: work, at: point, mode: mode, environment: environment)
+                let killed =
+                    mode == .kill && result.status == 128 + SIGKILL || result.status == -SIGKILL
+                    || result.status == SIGKILL
+                let place =
+                    "\(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) \(result.stderr.prefix(200))"
+                let old = rowCount(file, rawKey: Self.rawKey)
+                let new = rowCount(file, rawKey: Self.otherRawKey)
+                // One key, and only one, opens a complete file, whatever happened.
+                guard (old == rows) != (new == rows), old == nil || old == rows, new == nil || new == rows else {
+                    failures.append(
+                        "\(place): old key \(String(describing: old)) rows, new key \(String(describing: new)) rows")
+                    continue
+                }
+                guard let claim = claim(ofRekeyStatus: result.status, killed: killed) else {
+                    failures.append("\(place): an exit status no fault should give")
+                    continue
+                }
+                switch claim {
+                case .newKey where new != rows, .oldKey where old != rows:
+                    failures.append("\(place): the exit status names the other key")
+                default: break
+                }
+                // The message names the cause: a one-off I/O error or a full disk, never another process's lock.
+                if !killed, result.status != 0, result.status != 3 {
+                    let text = result.stderr.lowercased()
+                    if text.contains("locked") || text.contains("another connection")
+                        || text.contains("another process")
+                    {
+                        failures.append("\(place): blames a lock; no other process existed")
+                    }
+                    if text.contains("neither the old nor the new") || text.contains("restore it from a backup") {
+                        failures.append("\(place): says neither key opens")
+                    }
+                }
+            }
+        }
+        XCTAssertTrue(
+            failures.isEmpty,
+            "\(failures.count) of \(FaultShim.Mode.allCases.count * plan.calls.count) runs:\n"
+                + failures.prefix(30).joined(separator: "\n"))
+    }
+
+    /// A sweep of a command that writes a new file DEST in `work` from a source outside it: after every fault
+    /// DEST is absent or complete, never partial; exit 0 only when it is complete and durable (its
+    /// directory synced), 74 for every injected I/O error or full disk; after a kill, the next run (no fault)
+    /// succeeds and leaves nothing of the killed run behind (a decrypt's partial copy is plaintext).
+    func sweepCopy(_ name: String, arguments: (String) -> [String], opens: (String) -> Int32?, rows: Int32) throws {
+        let shim = try FaultShim.shared()
+        let work = path("copy-\(name)")
+        let dest = work + "/dest.db"
+        func reset() throws {
+            try? FileManager.default.removeItem(atPath: work)
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["OLD"] = Self.rawKey
+        environment["NEW"] = Self.otherRawKey
+        try reset()
+        let plan = try shim.plan(tool, arguments(dest), folder: work, environment: environment)
+        XCTAssertEqual(plan.status, 0, plan.stderr)
+        XCTAssertEqual(opens(dest), rows, "\(name) makes a complete copy without faults")
+        XCTAssertTrue(
+            plan.calls.contains { $0.operation.hasPrefix("fsync") || $0.operation.hasPrefix("fdatasync") },
+            "\(name) syncs: \(plan.calls)")
+        // DEST's directory is synced after DEST appears in it: a copy reported done survives a power loss.
+        let folder = URL(fileURLWithPath: work).resolvingSymlinksInPath().path
+        let published = plan.calls.lastIndex {
+            ["rename", "renameat", "renameat2", "link", "linkat"].contains($0.operation)
+                && URL(fileURLWithPath: $0.path).resolvingSymlinksInPath().path == folder + "/dest.db"
+        }
+        XCTAssertNotNil(published, "\(name) publishes DEST by a rename or link: \(plan.calls)")
+        if let published {
+            XCTAssertTrue(
+                plan.calls[(published + 1)...].contains { $0.operation.hasSuffix("sync") && $0.path == folder },
+                "\(name) syncs DEST's directory after DEST appears: \(plan.calls[published...])")
+        }
+        var failures: [String] = []
+        for mode in [FaultShim.Mode.eio, .full, .kill] {
+            for point in 1...plan.calls.count {
+                try reset()
+                let result = try shim.run(
+                    tool, arguments(dest), folder: work, at: point, mode: mode, environment: environment)
+                let killed =
+                    mode == .kill
+                    && (result.status == 128 + SIGKILL || result.status == SIGKILL || result.status == -SIGKILL)
+                let place =
+                    "\(name): \(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) \(result.stderr.prefix(160))"
+                let exists = FileManager.default.fileExists(atPath: dest)
+                let copied = exists ? opens(dest) : nil
+                if exists, copied != rows {
+                    failures.append("\(place): a partial DEST (\(String(describing: copied)) rows)")
+                }
+                if !killed {
+                    if result.status == 0, copied != rows {
+                        failures.append("\(place): exit 0 without a complete DEST")
+                    }
+                    if result.status != 0, exists { failures.append("\(place): failed, but DEST is there") }
+                    if result.status != 0, result.status != 74 {
+                        failures.append("\(place): an injected I/O fault is not exit 74")
+                    }
+                    let left = ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter {
+                        $0 != "dest.db"
+                    }
+                    if !left.isEmpty { failures.append("\(place): left \(left)") }
+                } else {
+                    // The next run cleans up what the killed one left, and makes the copy.
+                    try? FileManager.default.removeItem(atPath: dest)
+                    let again = try runProcess(tool, arguments(dest), input: "", environment: environment)
+                    let left = ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter {
+                        $0 != "dest.db"
+                    }
+                    if again.status != 0 || opens(dest) != rows || !left.isEmpty {
+                        failures.append(
+                            "\(place): the next run: exit \(again.status), left \(left) \(again.stderr.prefix(160))")
+                    }
+                }
+            }
+        }
+        XCTAssertTrue(
+            failures.isEmpty,
+            "\(failures.count) of \(3 * plan.calls.count) runs:\n" + failures.prefix(30).joined(separator: "\n"))
+    }
+
+    func testCopiesUnderEveryFaultAreAbsentOrCompleteAndSaySo() throws {
+        let rows: Int32 = 3
+        let encrypted = try makeEncrypted("copy-src.db", rows: Int(rows), payload: 200)
+        let plain = try makePlaintext("copy-plain.db", rows: Int(rows), payload: 200)
+        try sweepCopy(
+            "export",
+            arguments: {
+                [
+                    "export", encrypted, $0, "--kdf", "raw", "--key-env", "OLD", "--new-kdf", "raw",
+                    "--new-key-env", "NEW", "--quiet",
+                ]
+            },
+            opens: { rowCount($0, rawKey: Self.otherRawKey) }, rows: rows)
+        try sweepCopy(
+            "decrypt", arguments: { ["decrypt", encrypted, $0, "--kdf", "raw", "--key-env", "OLD", "--quiet"] },
+            opens: { rowCount($0, rawKey: nil) }, rows: rows)
+        try sweepCopy(
+            "encrypt", arguments: { ["encrypt", plain, $0, "--kdf", "raw", "--key-env", "NEW", "--quiet"] },
+            opens: { rowCount($0, rawKey: Self.otherRawKey) }, rows: rows)
+    }
+
+    func testRekeyUnderEveryFaultLeavesOneKeyAndSaysWhich() throws {
+        try sweepRekey(journalMode: "delete")
+    }
+
+    func testRekeyInWALModeUnderEveryFaultLeavesOneKeyAndSaysWhich() throws {
+        try sweepRekey(journalMode: "wal")
+    }
+}

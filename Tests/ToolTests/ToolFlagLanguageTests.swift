@@ -1,0 +1,169 @@
+import FMDB
+import Foundation
+import XCTest
+
+/// One flag language: the encrypted file's key and settings are `--kdf`, `--cipher-page-size`, `--kdf-iter`
+/// in every command (for `encrypt`, of the file it makes), a second file's the same with `new-` in front; a
+/// slot key is `slot`, `slot-raw` or `slot-recovery` everywhere. Old spellings work, with a warning.
+final class ToolFlagLanguageTests: ToolTestCase {
+    private func deprecationWarning(_ old: String, _ new: String) -> String {
+        "fmdb-cipher: warning: \(old) is deprecated and will be removed in the next release; use \(new)"
+    }
+
+    func testTheFlagsThatEncryptAFileOpenIt() throws {
+        let plain = try makePlaintext()
+        let dest = path("paged.db")
+        let written = try run(
+            ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--cipher-page-size", "4096", "--quiet"],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(written.status, 0, written.stderr)
+        XCTAssertFalse(written.stderr.contains("deprecated"), written.stderr)
+        // The one thing said: the flags that open the file, which are the ones that made it.
+        XCTAssertTrue(written.stderr.contains("--kdf raw --cipher-page-size 4096"), written.stderr)
+        let read = try run(
+            [
+                "sql", dest, "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "K", "--cipher-page-size",
+                "4096",
+            ],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(read.status, 0, read.stderr)
+        XCTAssertEqual(read.stdout, "count(*)\n50\n")
+    }
+
+    func testEncryptPageSizeStillWorksWithADeprecationWarning() throws {
+        let plain = try makePlaintext()
+        let dest = path("old.db")
+        let result = try run(
+            ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--page-size", "4096", "--quiet"],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains(deprecationWarning("--page-size", "--cipher-page-size")), result.stderr)
+        let read = try run(
+            [
+                "sql", dest, "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "K", "--cipher-page-size",
+                "4096",
+            ],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(read.stdout, "count(*)\n50\n", read.stderr)
+        let both = try run(
+            [
+                "encrypt", plain, path("both.db"), "--kdf", "raw", "--key-env", "K", "--page-size", "4096",
+                "--cipher-page-size", "4096",
+            ], env: ["K": Self.rawKey])
+        XCTAssertEqual(both.status, 64, both.stderr)
+        XCTAssertTrue(both.stderr.contains("give --cipher-page-size only"), both.stderr)
+    }
+
+    func testExportNewPageSizeIsTheSourcesNameWithNewInFront() throws {
+        let enc = try makeEncrypted()
+        let env = ["K": Self.rawKey, "N": Self.otherRawKey]
+        let current = try run(
+            [
+                "export", enc, path("a.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N",
+                "--new-cipher-page-size", "8192", "--quiet",
+            ], env: env)
+        XCTAssertEqual(current.status, 0, current.stderr)
+        XCTAssertFalse(current.stderr.contains("deprecated"), current.stderr)
+        XCTAssertTrue(current.stderr.contains("--kdf raw --cipher-page-size 8192"), current.stderr)
+        let old = try run(
+            [
+                "export", enc, path("b.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N",
+                "--new-page-size", "8192", "--quiet",
+            ], env: env)
+        XCTAssertEqual(old.status, 0, old.stderr)
+        XCTAssertTrue(old.stderr.contains(deprecationWarning("--new-page-size", "--new-cipher-page-size")), old.stderr)
+        for copy in ["a.db", "b.db"] {
+            let read = try run(
+                [
+                    "sql", path(copy), "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "N",
+                    "--cipher-page-size", "8192",
+                ], env: env)
+            XCTAssertEqual(read.stdout, "count(*)\n50\n", "\(copy): \(read.stderr)")
+        }
+    }
+
+    func testARawKeySlotIsSlotRawInEveryCommand() throws {
+        let db = path("slotted.db")
+        let env = ["A": Self.rawKey, "B": Self.otherRawKey, "P": "a passphrase for slot three"]
+        let created = try run(["keys", "init", db, "--kdf", "slot-raw", "--key-env", "A"], env: env)
+        XCTAssertEqual(created.status, 0, created.stderr)
+        XCTAssertFalse(created.stderr.contains("deprecated"), created.stderr)
+        let added = try run(
+            ["keys", "add", db, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "slot-raw", "--new-key-env", "B"],
+            env: env)
+        XCTAssertEqual(added.status, 0, added.stderr)
+        XCTAssertTrue(added.stderr.contains("raw"), "a raw-key slot: \(added.stderr)")
+        XCTAssertFalse(added.stderr.contains("deprecated"), added.stderr)
+        let opened = try run(
+            ["sql", db, "select 1", "--csv", "--kdf", "slot-raw", "--key-env", "B"], env: env)
+        XCTAssertEqual(opened.status, 0, opened.stderr)
+
+        // The spellings of the last release: keys init --kdf raw, keys add --new-kdf raw (and --kdf raw).
+        let old = path("old.db")
+        let oldInit = try run(["keys", "init", old, "--kdf", "raw", "--key-env", "A"], env: env)
+        XCTAssertEqual(oldInit.status, 0, oldInit.stderr)
+        XCTAssertTrue(oldInit.stderr.contains(deprecationWarning("--kdf raw", "--kdf slot-raw")), oldInit.stderr)
+        let oldAdd = try run(
+            ["keys", "add", old, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B"], env: env)
+        XCTAssertEqual(oldAdd.status, 0, oldAdd.stderr)
+        XCTAssertTrue(oldAdd.stderr.contains(deprecationWarning("--new-kdf raw", "--new-kdf slot-raw")), oldAdd.stderr)
+        XCTAssertEqual(
+            try run(["sql", old, "select 1", "--kdf", "slot-raw", "--key-env", "B"], env: env).status, 0)
+        let rotated = try run(
+            ["rekey", "--data-key", old, "--kdf", "raw", "--key-env", "A", "--drop-other-slots", "--quiet"], env: env)
+        XCTAssertEqual(rotated.status, 0, rotated.stderr)
+        XCTAssertTrue(
+            rotated.stderr.contains(deprecationWarning("rekey --data-key --kdf raw", "--kdf slot-raw")), rotated.stderr)
+        let passphrase = try run(
+            [
+                "keys", "add", old, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "passphrase", "--new-key-env",
+                "P",
+            ],
+            env: env)
+        XCTAssertEqual(passphrase.status, 0, passphrase.stderr)
+        XCTAssertTrue(
+            passphrase.stderr.contains(deprecationWarning("--new-kdf passphrase", "--new-kdf slot")), passphrase.stderr)
+    }
+
+    func testEachSubcommandListsOnlyTheKDFValuesItAccepts() throws {
+        // Help wraps lines: compare with runs of white space made one space.
+        func help(_ arguments: [String]) throws -> String {
+            try run(arguments + ["--help"]).stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        }
+        let initHelp = try help(["keys", "init"])
+        XCTAssertTrue(initHelp.contains("(values: slot, slot-raw; default: slot)"), initHelp)
+        XCTAssertFalse(initHelp.contains("pbkdf2-sqlcipher"), initHelp)
+        XCTAssertFalse(
+            initHelp.contains("--cipher-page-size"), "a slotted database's settings are its own: \(initHelp)")
+        let addHelp = try help(["keys", "add"])
+        XCTAssertTrue(addHelp.contains("(values: slot, slot-raw, slot-recovery)"), addHelp)
+        XCTAssertTrue(addHelp.contains("found from the slot kinds the slot file holds"), addHelp)
+        XCTAssertTrue(addHelp.contains("(values: slot, slot-raw; default: slot)"), "--new-kdf: \(addHelp)")
+        let encryptHelp = try help(["encrypt"])
+        XCTAssertTrue(
+            encryptHelp.contains(
+                "(values: passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw, slot, slot-raw; default: passphrase)"),
+            "recovery keys are generated, never given to encrypt: \(encryptHelp)")
+        let recovery = try run(
+            ["encrypt", try makePlaintext(), path("r.db"), "--kdf", "slot-recovery", "--key-env", "A"], env: ["A": "a"])
+        XCTAssertEqual(recovery.status, 64, recovery.stderr)
+        let refused = try run(["keys", "init", path("x.db"), "--kdf", "pbkdf2", "--key-env", "A"], env: ["A": "a"])
+        XCTAssertEqual(refused.status, 64, refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("x.db")))
+
+        let completion = try run(["--generate-completion-script", "bash"]).stdout
+        XCTAssertTrue(
+            completion.contains("-W 'slot'$'\\n''slot-raw'$'\\n''slot-recovery'"), "completions follow the same lists")
+    }
+
+    func testHelpShowsTheCurrentSpellingsOnly() throws {
+        let top = try run(["--help"]).stdout
+        XCTAssertTrue(top.contains("--key-credential"), top)
+        let encrypt = try run(["encrypt", "--help"]).stdout
+        XCTAssertTrue(encrypt.contains("--cipher-page-size"), encrypt)
+        XCTAssertFalse(encrypt.contains("  --page-size"), encrypt)
+        let export = try run(["export", "--help"]).stdout
+        XCTAssertTrue(export.contains("--new-cipher-page-size"), export)
+        XCTAssertFalse(export.contains("  --new-page-size"), export)
+    }
+}

@@ -1,0 +1,81 @@
+import FMDB
+import Foundation
+import XCTest
+
+/// Messages an operator can act on: a mistyped command gets a suggestion, an unset variable is named, a
+/// malformed raw key is a usage error, and every error starts "fmdb-cipher: ".
+final class ToolMessageTests: ToolTestCase {
+    func testAMistypedSubcommandGetsADidYouMean() throws {
+        let result = try run(["rekye", "app.db"])
+        XCTAssertEqual(result.status, 64, result.stderr)
+        XCTAssertTrue(
+            result.stderr.hasPrefix("fmdb-cipher: unknown command 'rekye'; did you mean 'rekey'?"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("unexpected argument"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("app.db"), "the other arguments are not repeated: \(result.stderr)")
+
+        let nested = try run(["keys", "ad", "app.db"])
+        XCTAssertEqual(nested.status, 64, nested.stderr)
+        XCTAssertTrue(
+            nested.stderr.hasPrefix("fmdb-cipher: keys: unknown command 'ad'; did you mean 'add'?"), nested.stderr)
+    }
+
+    func testAWordFarFromEveryCommandIsNotRepeated() throws {
+        let result = try run(["Tr0ub4dor&3-secret", "app.db"])
+        XCTAssertEqual(result.status, 64, result.stderr)
+        XCTAssertTrue(result.stderr.contains("unknown command (not shown"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("rekey, encrypt"), "the commands are listed: \(result.stderr)")
+        XCTAssertFalse(result.stderr.contains("Tr0ub4dor"), result.stderr)
+    }
+
+    func testAnUnsetKeyVariableIsNamedButALowerCaseWordIsNot() throws {
+        let enc = try makeEncrypted()
+        var environment = ProcessInfo.processInfo.environment
+        environment["FMDB_TEST_UNSET_KEY"] = nil
+        let named = try run(["info", enc, "--kdf", "raw", "--key-env", "FMDB_TEST_UNSET_KEY"])
+        XCTAssertEqual(named.status, 64, named.stderr)
+        XCTAssertTrue(
+            named.stderr.hasPrefix("fmdb-cipher: the environment variable FMDB_TEST_UNSET_KEY (the key for "),
+            named.stderr)
+        let hidden = try run(["info", enc, "--kdf", "raw", "--key-env", "correct horse"])
+        XCTAssertEqual(hidden.status, 64, hidden.stderr)
+        XCTAssertFalse(hidden.stderr.contains("horse"), "a name that may be a key is not repeated: \(hidden.stderr)")
+        let rawShaped = String(repeating: "AB", count: 32)
+        let raw = try run(["info", enc, "--kdf", "raw", "--key-env", rawShaped])
+        XCTAssertFalse(raw.stderr.contains(rawShaped), raw.stderr)
+        let newKey = try run(
+            ["rekey", enc, "--kdf", "raw", "--key-env", "K", "--new-key-env", "FMDB_TEST_UNSET_NEW"],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(newKey.status, 64, newKey.stderr)
+        XCTAssertTrue(newKey.stderr.contains("FMDB_TEST_UNSET_NEW (the new key for "), newKey.stderr)
+    }
+
+    func testAMalformedRawKeyIsAUsageErrorInTheToolsStyle() throws {
+        let enc = try makeEncrypted()
+        for (arguments, secret) in [
+            (["sql", enc, "select 1", "--kdf", "raw", "--key-env", "K"], "tooshort-zq"),
+            (["keys", "init", path("new.db"), "--kdf", "slot-raw", "--key-env", "K"], "tooshort-zq"),
+        ] {
+            let result = try run(arguments, env: ["K": secret])
+            XCTAssertEqual(result.status, 64, "\(arguments): \(result.stderr)")
+            XCTAssertTrue(
+                result.stderr.hasPrefix("fmdb-cipher: the key is not a raw key: a raw key must be 32 bytes"),
+                result.stderr)
+            XCTAssertFalse(result.stderr.contains(secret), result.stderr)
+        }
+    }
+
+    func testKeysListOfAMissingDatabaseNamesTheDatabase() throws {
+        let result = try run(["keys", "list", path("nope.db")])
+        XCTAssertEqual(result.status, 66, result.stderr)
+        XCTAssertTrue(result.stderr.hasPrefix("fmdb-cipher: \(path("nope.db")): "), result.stderr)
+        XCTAssertFalse(result.stderr.contains("keyslots"), "the database is what is missing: \(result.stderr)")
+    }
+
+    func testUsageErrorsStartLikeEveryOtherError() throws {
+        let result = try run(["sql", path("x.db"), "select 1", "--create", "--read-only"])
+        XCTAssertEqual(result.status, 64, result.stderr)
+        XCTAssertTrue(
+            result.stderr.hasPrefix("fmdb-cipher: --create and --read-only exclude each other"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("Error:"), result.stderr)
+    }
+}

@@ -1,0 +1,178 @@
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// The tool's process leaks nothing: no core dumps, no secret echoed by an error or a terminal, the terminal
+/// restored after Ctrl-C, a warning for key files others can read.
+final class ToolProcessHygieneTests: ToolTestCase {
+    /// Core dumps off and the process not dumpable, from the start: checked from outside while the tool
+    /// waits to read a key from a FIFO the test holds open. A non-dumpable process's /proc files belong to root, so the tool
+    /// runs as `nobody` when the test runs as root.
+    func testCoreDumpsAreOffAndTheProcessIsNotDumpable() throws {
+        let plain = try makePlaintext()
+        XCTAssertEqual(chmod(directory.url.path, 0o755), 0)
+        XCTAssertEqual(chmod(plain, 0o644), 0)
+        let fifo = path("key.fifo")
+        XCTAssertEqual(mkfifo(fifo, 0o666), 0)
+        XCTAssertEqual(chmod(fifo, 0o666), 0)
+        // Held open for writing (and never written to): the tool's read of its key waits, instead of
+        // reading an empty pipe nobody writes to, which it refuses.
+        let writer = open(fifo, O_RDWR | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(writer, 0)
+        defer { close(writer) }
+        let process = Process()
+        if getuid() == 0 {
+            let tool = try copyOfTheToolThatNobodyCanRun()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = [
+                "--reuid=65534", "--regid=65534", "--clear-groups", "--", tool, "info", plain, "--key-file", fifo,
+            ]
+        } else {
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = ["info", plain, "--key-file", fifo]
+        }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+        let pid = process.processIdentifier
+        // Wait until the tool itself (not setpriv) blocks in open() on the FIFO.
+        var waiting = false
+        for _ in 0..<400 where !waiting {
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            let command = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? ""
+            waiting = command.hasPrefix("fmdb-cipher") && stat.contains(") S ")
+            if !waiting { usleep(25_000) }
+        }
+        XCTAssertTrue(waiting, "the tool waits for its key")
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let core = try XCTUnwrap(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
+        XCTAssertEqual(
+            core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2), ["0", "0"], String(core)
+        )
+        var status = stat()
+        XCTAssertEqual(stat("/proc/\(pid)/environ", &status), 0)
+        XCTAssertEqual(
+            status.st_uid, 0,
+            "a process that is not dumpable has /proc files owned by root (the tool runs as uid \(getuid() == 0 ? 65534 : getuid()))"
+        )
+        XCTAssertNotEqual(getuid() == 0 ? 65534 : getuid(), 0)
+    }
+
+    /// `nobody` may not reach the build folder (a checkout inside a 0700 temporary directory, as a CI
+    /// clone can be), nor a private SQLCipher the tool was linked against there (the 4.x stage). So it runs
+    /// a copy in the test's own directory, with such a library copied beside it (`$ORIGIN` is in the tool's
+    /// runpath).
+    func copyOfTheToolThatNobodyCanRun() throws -> String {
+        let copy = path("fmdb-cipher")
+        try FileManager.default.copyItem(atPath: tool, toPath: copy)
+        XCTAssertEqual(chmod(copy, 0o755), 0)
+        let ldd = try runProcess("/usr/bin/ldd", [tool])
+        for line in ldd.stdout.split(separator: "\n") where line.contains("libsqlcipher") {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard parts.count >= 3, parts[1] == "=>" else { continue }
+            let library = String(parts[2])
+            if library.hasPrefix("/usr/lib/") || library.hasPrefix("/lib/") { continue }
+            let name = String(parts[0].trimmingCharacters(in: .whitespaces))
+            let beside = path(name)
+            try FileManager.default.copyItem(
+                atPath: URL(fileURLWithPath: library).resolvingSymlinksInPath().path, toPath: beside)
+            XCTAssertEqual(chmod(beside, 0o644), 0)
+        }
+        return copy
+    }
+
+    func testMisplacedKeysAreNeverEchoed() throws {
+        let enc = try makeEncrypted()
+        let secret = "hunter2-\(UUID().uuidString)"
+        let cases: [([String], Int32)] = [
+            (["check", enc, "--key-env", secret], 64),  // the value where the name should be
+            (["check", enc, "--new-key-env", secret], 64),  // an option the subcommand does not have
+            (["rekey", enc, "--key-env", "K", "--new-key-env", secret], 64),
+            (["check", enc, "--key-file", secret], 66),
+            (["check", enc, secret, "--key-env", "K"], 64),  // a stray positional argument
+            (["check", enc, "--kdf", secret, "--key-env", "K"], 64),
+            (["check", enc, "--kdf=\(secret)", "--key-env", "K"], 64),
+            (["check", enc, "--key", secret], 64),
+        ]
+        for (arguments, expected) in cases {
+            let result = try run(arguments, env: ["K": Self.rawKey])
+            XCTAssertEqual(result.status, expected, "\(arguments.dropFirst(2)): \(result.stderr)")
+            XCTAssertFalse(result.stderr.isEmpty, "a reason is given")
+            XCTAssertFalse(
+                (result.stdout + result.stderr).contains(secret),
+                "\(arguments.dropFirst(2)) echoes the secret: \(result.stderr)")
+        }
+    }
+
+    func testKeyStdinOnATerminalDoesNotEcho() throws {
+        let enc = try makeEncrypted()
+        let script = try XCTUnwrap(which("script"))
+        // The key arrives after the tool turned echo off (type-ahead is flushed, as getpass does).
+        let command = "\(tool!) check \(enc) --kdf raw --key-stdin"
+        let result = try runProcess(
+            "/bin/sh", ["-c", "(sleep 0.8; printf '%s\\n' '\(Self.rawKey)') | \(script) -qec '\(command)' /dev/null"])
+        XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
+        XCTAssertTrue(result.stdout.contains("ok"), result.stdout)
+        XCTAssertFalse(
+            result.stdout.contains(Self.rawKey), "the key typed on the terminal is not echoed: \(result.stdout)")
+    }
+
+    /// Ctrl-C at the prompt ends the tool by SIGINT and leaves the terminal echoing, as before.
+    func testControlCAtThePromptRestoresTheTerminal() throws {
+        let enc = try makeEncrypted()
+        let python = try XCTUnwrap(which("python3"))
+        let driver = """
+            import os, pty, select, subprocess, sys, termios, time, fcntl
+            master, slave = pty.openpty()
+            def controlling():
+                os.setsid()
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            child = subprocess.Popen(sys.argv[1:], stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling)
+            seen = b""
+            deadline = time.time() + 30
+            while b"Enter" not in seen and time.time() < deadline:
+                ready, _, _ = select.select([master], [], [], 0.1)
+                if ready:
+                    seen += os.read(master, 4096)
+            time.sleep(0.3)
+            echo_during = bool(termios.tcgetattr(slave)[3] & termios.ECHO)
+            os.write(master, b"\\x03")
+            status = child.wait(timeout=30)
+            echo_after = bool(termios.tcgetattr(slave)[3] & termios.ECHO)
+            print("prompted=%s status=%d echo_during=%s echo_after=%s" % (b"Enter" in seen, status, echo_during, echo_after))
+            """
+        let result = try runProcess(python, ["-c", driver, tool, "check", enc, "--kdf", "raw"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stdout.contains("prompted=True"), result.stdout)
+        XCTAssertTrue(
+            result.stdout.contains("echo_during=False"), "echo is off while the key is typed: \(result.stdout)")
+        XCTAssertTrue(result.stdout.contains("status=-2"), "the tool ends by SIGINT: \(result.stdout)")
+        XCTAssertTrue(result.stdout.contains("echo_after=True"), "the terminal echoes again: \(result.stdout)")
+    }
+
+    func testAKeyFileOthersCanReadGetsAWarningNamingItsMode() throws {
+        let enc = try makeEncrypted()
+        let keyFile = path("key.hex")
+        try Data((Self.rawKey + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
+        XCTAssertEqual(chmod(keyFile, 0o644), 0)
+        var result = try run(["check", enc, "--kdf", "raw", "--key-file", keyFile])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stderr.contains("warning") && result.stderr.contains("0644"), result.stderr)
+        XCTAssertEqual(chmod(keyFile, 0o640), 0)
+        result = try run(["check", enc, "--kdf", "raw", "--key-file", keyFile])
+        XCTAssertTrue(result.stderr.contains("0640"), result.stderr)
+        XCTAssertEqual(chmod(keyFile, 0o600), 0)
+        result = try run(["check", enc, "--kdf", "raw", "--key-file", keyFile])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertFalse(result.stderr.contains("warning"), "0600 is fine: \(result.stderr)")
+        // A pipe (`--key-file <(...)`) is not a file with a mode to warn about.
+        result = try run(["check", enc, "--kdf", "raw", "--key-file", "/dev/stdin"], input: Self.rawKey + "\n")
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertFalse(result.stderr.contains("warning"), result.stderr)
+    }
+}
