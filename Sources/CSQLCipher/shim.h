@@ -35,4 +35,22 @@ static inline int fmdb_config_memstatus(int enabled) {
     return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, enabled);
 }
 
+// rename(2) that fails with EEXIST instead of replacing `to` (renameat2 with RENAME_NOREPLACE), for the
+// library's file publication (Core/FileSystem.swift). renameat2 is declared only under _GNU_SOURCE, so it
+// is reached through syscall(2); EINVAL or ENOSYS where the file system or kernel cannot do it.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static inline int fmdb_rename_noreplace(const char *from, const char *to) {
+#ifdef SYS_renameat2
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
+#else
+    (void)from;
+    (void)to;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 #endif
