@@ -76,7 +76,7 @@ struct SQL: ParsableCommand {
             }
             let db: FMDatabase
             if kind == .missing {
-                try PrivateOutput.createEmptyDatabase(at: database)
+                try DatabaseFiles.createEmptyDatabase(at: database)
                 db = FMDatabase(path: database)
                 DatabaseFiles.quiet(db)
                 guard db.open() else { throw CLIError.from(db.lastError(), context: database) }
