@@ -47,8 +47,8 @@ extension FMDatabaseCopy {
     /// - The copy is written and verified in a private directory, published as `.NAME.fmdb-cipher-migrate-PID-X`
     ///   beside SRC (0600, or SRC's stricter mode), then renamed over SRC, and the directory is synced.
     ///   A process killed before that rename leaves SRC as it was (openable with its key; in rollback-journal
-    ///   mode if it was switched) and at most that staged file: the next migration in place of SRC removes it
-    ///   once its process is gone.
+    ///   mode if it was switched) and at most that staged file or the private directory its copy was being
+    ///   written in: the next migration in place of SRC removes them once their process is gone.
     /// - A slotted SRC (opened through a ``KeySlotKeyProvider``) keeps its data key and salt: its slot file,
     ///   locked as every slot change locks it from before the copy until SRC is replaced, opens the copy
     ///   (verified before the rename) and stays as it is.
@@ -99,7 +99,7 @@ extension FMDatabaseCopy {
         let url = URL(fileURLWithPath: path)
         let folder = url.deletingLastPathComponent().path
         let stagedPrefix = ".\(url.lastPathComponent).fmdb-cipher-migrate-"
-        removeInterruptedMigrations(prefix: stagedPrefix, in: folder)
+        removeInterruptedMigrations(prefix: stagedPrefix, in: folder, report: onStage ?? { _ in })
         // The copy goes to a staged file first (a copy never writes over its SRC); the process id in its name
         // tells a later migration whether the run that made it is gone.
         let staged = folder + "/" + stagedPrefix + "\(getpid())-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
@@ -207,11 +207,20 @@ extension FMDatabaseCopy {
         }
     }
 
-    /// Removes the staged copies (`.NAME.fmdb-cipher-migrate-PID-X`) that killed migrations of the same file left:
-    /// only this user's, and only when their process is gone.
-    private static func removeInterruptedMigrations(prefix: String, in folder: String) {
+    /// Removes what killed migrations of the same file left: their staged copies
+    /// (`.NAME.fmdb-cipher-migrate-PID-X`) and the private directories their copies were written in
+    /// (`..NAME.fmdb-cipher-migrate-PID-X.fmdb-cipher-PID-XXXXXX`, as every copy's, by
+    /// `PrivateOutput.removeInterruptedCopies`). Only this user's, and only when their process is gone.
+    private static func removeInterruptedMigrations(
+        prefix: String, in folder: String, report: (Stage) -> Void
+    ) {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
-        for entry in entries where entry.hasPrefix(prefix) {
+        var stagedNames: Set<String> = []
+        for entry in entries {
+            if entry.hasPrefix("." + prefix), let end = entry.range(of: ".fmdb-cipher-", options: .backwards) {
+                stagedNames.insert(String(entry[entry.index(after: entry.startIndex)..<end.lowerBound]))
+            }
+            guard entry.hasPrefix(prefix) else { continue }
             let rest = entry.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0,
                 kill(pid, 0) == -1, errno == ESRCH
@@ -222,6 +231,9 @@ extension FMDatabaseCopy {
                 continue
             }
             unlink(staged)
+        }
+        for name in stagedNames {
+            PrivateOutput.removeInterruptedCopies(of: name, in: folder, report: report)
         }
     }
 }
