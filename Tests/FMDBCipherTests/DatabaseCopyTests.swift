@@ -235,4 +235,36 @@ final class DatabaseCopyTests: XCTestCase {
         }
         XCTAssertEqual(try rows(path("enc.db"), key), 20)
     }
+
+    // FMDB.docc/SafeCopies.md: the article's example, as written.
+    func testSafeCopiesArticleExample() throws {
+        let plainPath = try makePlaintext()
+        let appPath = path("app.db")
+        let backupPath = path("app.db.bak")
+        var refused: String?
+
+        let key = PassphraseKeyProvider("correct horse battery staple")
+
+        // A plaintext database into a new encrypted file.
+        try FMDatabaseCopy.encrypt(plainPath, to: appPath, keyProvider: key)
+
+        // A verified backup before a key change, then the safe rekey.
+        try FMDatabaseCopy.backup(appPath, keyProvider: key, to: backupPath)
+        let db = FMDatabase(path: appPath)
+        guard db.open() else { throw db.lastError() }
+        try db.setKey(using: key)
+        _ = try db.rekeySafely(using: PassphraseKeyProvider("a new passphrase"))
+        db.close()
+
+        // What the copy itself refused is typed; everything else carries SQLite's code.
+        do {
+            try FMDatabaseCopy.encrypt(plainPath, to: appPath, keyProvider: key)
+        } catch let error as FMDatabaseError where error.copyFailure == .destinationExists {
+            refused = error.message
+        }
+
+        XCTAssertNotNil(refused, "DEST exists: refused")
+        XCTAssertEqual(try rows(backupPath, key), 20, "the backup opens with the old key")
+        XCTAssertEqual(try rows(appPath, PassphraseKeyProvider("a new passphrase")), 20)
+    }
 }

@@ -140,7 +140,10 @@ extension FMDatabaseCopy {
             }
             // SRC's own shared-memory file (it is this process's alone now) goes with it.
             unlink(path + "-shm")
-            guard rename(staged, path) == 0 else {
+            var copyIdentity = stat()
+            let identified = lstat(staged, &copyIdentity) == 0
+            // An error from rename(2) does not prove the rename did not happen: SRC's path is asked.
+            if rename(staged, path) != 0, !(identified && Self.holdsFile(path, copyIdentity)) {
                 let number = errno
                 throw FMDatabaseError(
                     code: FileSystem.resultCode(forSystemError: number) ?? SQLITE_IOERR,
@@ -165,6 +168,12 @@ extension FMDatabaseCopy {
             : try replace()
         // The lock is released on the replaced file's inode; the connection closes with it.
         return report
+    }
+
+    /// Whether `path` (not followed if a link) is the file `identity` describes (same device and inode).
+    private static func holdsFile(_ path: String, _ identity: stat) -> Bool {
+        var now = stat()
+        return lstat(path, &now) == 0 && now.st_dev == identity.st_dev && now.st_ino == identity.st_ino
     }
 
     /// Checks that SQLCipher 4 files can be written here and that a slotted `path` is opened through a slot.
