@@ -81,7 +81,7 @@ public struct FMDatabaseCopy {
     }
 
     /// The key slot file that goes with the copy.
-    public enum SlotFile {
+    public enum SlotFile: Sendable {
         /// No slot file: DEST is keyed by ``FMDatabaseCopy/destinationKeyProvider`` alone (or is plaintext).
         case none
         /// SRC's slot file, byte for byte, as `DEST-keyslots`: the copy keeps SRC's data key and salt, so every
@@ -409,3 +409,7 @@ public struct FMDatabaseCopy {
     /// How a refusal says that replacing was not asked for (a program may reword it in its own terms).
     static let replaceHint = "set replacesExisting"
 }
+
+// Not Sendable: `onStage` is a plain closure, called on the thread that runs the copy.
+@available(*, unavailable)
+extension FMDatabaseCopy: Sendable {}
