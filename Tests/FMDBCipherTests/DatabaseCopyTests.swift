@@ -267,4 +267,24 @@ final class DatabaseCopyTests: XCTestCase {
         XCTAssertEqual(try rows(backupPath, key), 20, "the backup opens with the old key")
         XCTAssertEqual(try rows(appPath, PassphraseKeyProvider("a new passphrase")), 20)
     }
+
+    func testRekeyWithBackupLeavesTheOldKeyOnTheBackupAndTheNewOneOnTheDatabase() throws {
+        let key = try XCTUnwrap(key)
+        let newKey = try XCTUnwrap(otherKey)
+        let plain = try makePlaintext()
+        try FMDatabaseCopy.encrypt(plain, to: path("app.db"), keyProvider: key)
+        let outcome = try FMDatabaseCopy.rekeyWithBackup(
+            path("app.db"), keyProvider: key, to: newKey, backup: path("app.db.bak"))
+        XCTAssertEqual(outcome, .done)
+        XCTAssertEqual(try rows(path("app.db"), newKey), 20)
+        XCTAssertEqual(try rows(path("app.db.bak"), key), 20)
+        XCTAssertEqual(mode(path("app.db.bak")), 0o600)
+        // A backup that cannot be written (something is there) stops before the rekey.
+        XCTAssertThrowsError(
+            try FMDatabaseCopy.rekeyWithBackup(path("app.db"), keyProvider: newKey, to: key, backup: path("app.db.bak"))
+        ) { error in
+            XCTAssertEqual((error as? FMDatabaseError)?.copyFailure, .destinationExists, "\(error)")
+        }
+        XCTAssertEqual(try rows(path("app.db"), newKey), 20, "not rekeyed")
+    }
 }

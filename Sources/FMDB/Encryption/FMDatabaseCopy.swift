@@ -272,6 +272,33 @@ public struct FMDatabaseCopy {
         return try copy.run()
     }
 
+    /// Rekeys the encrypted database at `path` from `keyProvider` to `newKeyProvider`, after writing a verified
+    /// backup of it under the old key to `backup` (``backup(_:keyProvider:settings:to:replacingExisting:)``).
+    /// The rekey is ``FMDatabase/rekeySafely(using:busyTimeout:)``: which key opens the file afterwards is
+    /// checked on a fresh connection, never taken from SQLCipher's answer.
+    ///
+    /// ```swift
+    /// let outcome = try FMDatabaseCopy.rekeyWithBackup(
+    ///     "app.db", keyProvider: PassphraseKeyProvider("old"), to: PassphraseKeyProvider("new"),
+    ///     backup: "app.db.bak")
+    /// ```
+    /// - Returns: `.done`, or `.checkpointPending` (the key changed; the WAL checkpoint is still to come).
+    /// - Throws: ``FMDatabaseError``: a failed backup (nothing at `backup`, the database untouched); a rekey that
+    ///   did not take (the old key still opens the database, and the backup is in place); an error whose
+    ///   ``FMDatabaseError/rekeyOutcomeUnchecked`` is true when which key opens it could not be checked.
+    @discardableResult
+    public static func rekeyWithBackup(
+        _ path: String, keyProvider: any KeyProvider, settings: CipherSettings = CipherSettings(),
+        to newKeyProvider: any KeyProvider, backup: String, replacingExisting: Bool = false,
+        busyTimeout: TimeInterval = 5
+    ) throws -> FMRekeyOutcome {
+        try Self.backup(
+            path, keyProvider: keyProvider, settings: settings, to: backup, replacingExisting: replacingExisting)
+        let db = try open(path, keyProvider: keyProvider, settings: settings, readOnly: false, creatingAttached: false)
+        defer { db.close() }
+        return try db.rekeySafely(using: newKeyProvider, busyTimeout: busyTimeout)
+    }
+
     // MARK: - Running
 
     /// Runs the copy: checks DEST, makes the private directory, writes the slot file, checks SRC, copies with
