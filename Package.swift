@@ -46,7 +46,7 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
-        // Linux calls the tool needs that Swift cannot import (renameat2, prctl): C, for fmdb-cipher only.
+        // Linux calls the tool needs that Swift cannot import (prctl, the signal handler): C, for fmdb-cipher only.
         .target(name: "CToolSupport"),
         .target(
             name: "TestSupport",

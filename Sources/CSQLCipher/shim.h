@@ -35,4 +35,14 @@ static inline int fmdb_config_memstatus(int enabled) {
     return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, enabled);
 }
 
+// rename(2) that fails with EEXIST instead of replacing `to` (renameat2 with RENAME_NOREPLACE), for the
+// library's file publication (Core/FileSystem.swift): EINVAL or ENOSYS where the file system or kernel cannot
+// do it. glibc (2.28+) declares renameat2 only under _GNU_SOURCE, so it is declared here; calling the libc
+// function (not syscall(2)) keeps it visible to LD_PRELOAD fault injection (Tests/FaultInjection).
+#include <fcntl.h>
+extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+static inline int fmdb_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
+}
+
 #endif

@@ -13,17 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int fmdb_tool_rename_noreplace(const char *from, const char *to) {
-#ifdef RENAME_NOREPLACE
-    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
-#else
-    (void)from;
-    (void)to;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
 int fmdb_tool_disable_core_dumps(void) {
     struct rlimit none = {0, 0};
     int limit = setrlimit(RLIMIT_CORE, &none);
@@ -104,24 +93,6 @@ int fmdb_tool_cleanup_register(const char *directory) {
         return slot;
     }
     return -1;
-}
-
-int fmdb_tool_make_private_directory(char *template) {
-    sigset_t blocked, previous;
-    sigemptyset(&blocked);
-    sigaddset(&blocked, SIGINT);
-    sigaddset(&blocked, SIGTERM);
-    sigaddset(&blocked, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &blocked, &previous);
-    int result = -1;
-    if (mkdtemp(template) != NULL) {
-        result = fmdb_tool_cleanup_register(template);
-        if (result < 0) result = -2;
-    }
-    int saved = errno;
-    pthread_sigmask(SIG_SETMASK, &previous, NULL);
-    errno = saved;
-    return result;
 }
 
 void fmdb_tool_cleanup_unregister(int slot) {

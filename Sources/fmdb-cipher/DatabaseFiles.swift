@@ -1,3 +1,4 @@
+import CToolSupport
 import FMDB
 import Foundation
 
@@ -88,56 +89,40 @@ enum DatabaseFiles {
         return db
     }
 
-    /// Every user table and its row count (quoted identifiers, so any table name works).
+    /// Every user table and its row count (the library's `tableRowCounts`).
     static func tableCounts(_ db: FMDatabase) throws -> [(String, Int64)] {
-        var names: [String] = []
-        let rs = try db.executeQuery(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
-            values: nil)
-        while try rs.nextWithError() { if let name = rs.string(forColumnIndex: 0) { names.append(name) } }
-        return try names.map { name in
-            let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-            let count = try db.executeQuery("SELECT count(*) FROM \(quoted)", values: nil)
-            // nextWithError, not next(): a damaged page must fail the count, not read as 0 rows.
-            return (name, try count.nextWithError() ? count.longLongInt(forColumnIndex: 0) : 0)
-        }
+        try db.tableRowCounts().map { ($0.name, $0.rows) }
     }
 
+    /// PRAGMA integrity_check (quick_check with `quick`): the library's `integrityProblems`.
     static func integrityCheck(_ db: FMDatabase, quick: Bool = false) throws -> [String] {
-        var problems: [String] = []
-        let rs = try db.executeQuery(quick ? "PRAGMA quick_check" : "PRAGMA integrity_check", values: nil)
-        while try rs.nextWithError() {
-            // SQLite may put several problems in one row, a line each.
-            let row = rs.string(forColumnIndex: 0) ?? ""
-            if row != "ok" { problems += row.split(separator: "\n").map(String.init) }
-        }
-        return problems
+        try db.integrityProblems(quick: quick)
     }
 
-    /// SQLCipher 4's PRAGMA cipher_integrity_check on a keyed connection: one line per page whose HMAC fails
-    /// ("HMAC verification failed for page N"), none when every page passes. Only where the linked SQLCipher
-    /// has the pragma (`CipherFormat.v4.isSupportedByLinkedSQLCipher`); SQLCipher 3.4.1 answers no rows.
+    /// SQLCipher 4's PRAGMA cipher_integrity_check on a keyed connection: the library's `cipherIntegrityProblems`.
     static func cipherIntegrityCheck(_ db: FMDatabase) throws -> [String] {
-        var problems: [String] = []
-        let rs = try db.executeQuery("PRAGMA cipher_integrity_check", values: nil)
-        while try rs.nextWithError() {
-            let row = rs.string(forColumnIndex: 0) ?? ""
-            if row != "ok" { problems += row.split(separator: "\n").map(String.init) }
+        try db.cipherIntegrityProblems()
+    }
+
+    /// Creates an empty file at `path` for a new database (`sql` on a missing file): mode 0600 whatever the
+    /// umask, O_EXCL|O_NOFOLLOW so a file or link that is already there (a dangling symlink included) is
+    /// refused with exit 73, never followed or replaced. SQLite gives the journal the same mode.
+    static func createEmptyDatabase(at path: String) throws {
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let reason =
+                errno == EEXIST
+                ? "something is already there (a symbolic link?)"
+                : String(cString: strerror(errno))
+            throw CLIError("cannot create the database \(path): \(reason)", code: Exit.cannotCreate)
         }
-        return problems
+        fchmod(fd, 0o600)
+        close(fd)
     }
 }
 
-/// Where the key slot file of a copy comes from (see `DatabaseCopy.slots`).
-enum SlotFileOrigin {
-    /// SRC's slot file, byte for byte: the copy keeps SRC's data key and salt (export, migrate, a backup).
-    case source
-    /// A new slot file: a random data key, a slot for the secret, and a recovery-key slot if asked (encrypt).
-    case new(KeySlotSecret, KeySlotKDF, recoveryKey: Bool)
-}
-
-/// encrypt, decrypt and export: SRC → a new file in a private directory beside DEST (PrivateOutput) → verified →
-/// renamed into place.
+/// encrypt, decrypt, export, migrate and the backups of rekey: the library's `FMDatabaseCopy` (verified, private,
+/// atomic, carrying the slot file), with the tool's progress line, signal clean-up, messages and exit codes.
 struct DatabaseCopy {
     let source: String
     let sourceProvider: (any KeyProvider)?
@@ -148,114 +133,161 @@ struct DatabaseCopy {
     let force: Bool
     let quiet: Bool
     let verb: String
-    /// A slotted copy: its slot file is written beside the new file first, so that `destinationProvider` (a
-    /// `KeySlotKeyProvider`) creates it under that slot file's identity and the verification unlocks the
-    /// slot file against the new file's bytes.
-    var slots: SlotFileOrigin?
-    /// Whether the slot file goes to DEST-keyslots (not for an in-place migrate, where SRC's stays).
-    var placesSlotFile = true
+    /// The key slot file that goes with the copy (see `FMDatabaseCopy.SlotFile`).
+    var slots: FMDatabaseCopy.SlotFile = .none
 
     /// Runs the copy; returns the recovery key (and its slot) of a new slot file made with one, to be shown once.
     @discardableResult
     func run() throws -> (key: RecoveryKey, slot: KeySlotInfo)? {
-        let output = try PrivateOutput(
-            destination: destination, force: force, source: source,
-            carriesSlotFile: slots != nil && placesSlotFile)
-        let temporary = output.file
-        let progress = ProgressReporter(quiet: quiet)
-        var recoveryKey: (key: RecoveryKey, slot: KeySlotInfo)?
-        do {
-            switch slots {
-            case .source?: try KeySlots.copySlotFile(from: source, to: temporary)
-            case .new(let secret, let kdf, let recovery)?:
-                let made = try KeySlots.createSlotFile(
-                    forNewDatabaseAt: temporary, secret: secret, kdf: kdf, addingRecoveryKey: recovery)
-                if let key = made.recoveryKey, let slot = made.slots.first(where: { $0.kind == .recoveryKey }) {
-                    recoveryKey = (key, slot)
-                }
-            case nil: break
-            }
-        } catch {
-            throw CLIError.from(error, context: "\(verb) \(source) → \(destination): the key slot file")
+        var copy = FMDatabaseCopy(
+            from: source, keyProvider: sourceProvider, settings: sourceSettings, to: destination,
+            destinationKeyProvider: destinationProvider, destinationSettings: settings)
+        copy.slotFile = slots
+        copy.replacesExisting = force
+        let report = try perform { onStage in
+            copy.onStage = onStage
+            return try copy.run()
         }
-        // Only the new file this run made, beside the slot file it just wrote, is created under that slot file's
-        // identity: a KeySlotKeyProvider adopts no other slot file for a missing or empty database.
-        let newFileProvider =
-            slots == nil
-            ? destinationProvider
-            : (destinationProvider as? KeySlotKeyProvider).map { $0.creatingDatabase(at: temporary) }
-                ?? destinationProvider
+        guard let key = report?.recoveryKey, let slot = report?.recoveryKeySlot else { return nil }
+        return (key, slot)
+    }
 
-        let db = try DatabaseFiles.open(
-            source, provider: sourceProvider, settings: sourceSettings, canAttachNewFiles: true)
-        defer { db.close() }
-        let clock = ContinuousClock()
-        let sourceCheckStarted = clock.now
-        // A damaged SRC is refused rather than copied: sqlcipher_export would silently lose what it cannot read.
-        let expected: [(String, Int64)]
+    /// Runs `body` (a library copy given the tool's stage handler) with the tool's progress line, signal clean-up,
+    /// messages and exit codes; nil when `body` returned nil (nothing to do).
+    func perform(_ body: (@escaping (FMDatabaseCopy.Stage) -> Void) throws -> FMDatabaseCopy.Report?) throws
+        -> FMDatabaseCopy.Report?
+    {
+        let stages = CopyStages(progress: ProgressReporter(quiet: quiet), verb: verb, source: source)
+        let found: FMDatabaseCopy.Report?
         do {
-            let problems = try DatabaseFiles.integrityCheck(db, quick: true)
-            guard problems.isEmpty else {
-                throw CLIError(
-                    "\(source) fails its integrity check, so it is not copied: \(problems.prefix(3).joined(separator: "; "))",
-                    code: Exit.integrity)
-            }
-            expected = try DatabaseFiles.tableCounts(db)
+            found = try body { stages.reached($0) }
         } catch {
-            throw CLIError.fromOpened(error, context: source, keyed: sourceProvider != nil)
+            stages.failed()
+            throw cliError(error, at: stages.stage)
         }
-        let total = max(Double(fileSize(source)), 1)
-        let copyStarted = clock.now
-        progress.start(verb) { Double(fileSize(temporary)) / total }
-        do {
-            try db.attachDatabase(
-                atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: newFileProvider, settings: settings)
-            try db.exportContents(to: "fmdb_cipher_dest")
-            try db.detachDatabase(schema: "fmdb_cipher_dest")
-        } catch {
-            progress.finish("\(verb): failed")
-            throw CLIError.fromOpened(
-                error, context: "\(verb) \(source) → \(destination)", keyed: sourceProvider != nil)
+        guard let report = found else { return nil }
+        if report.removedDestinationSlotFile {
+            Output.message(
+                "fmdb-cipher: note: removed \(KeySlots.slotFilePath(forDatabaseAt: destination)), the key slot file of "
+                    + "the DEST that was replaced: it does not open the new \(destination), which has no key slots")
         }
-        progress.finish("\(verb): verifying")
-        let verifyStarted = clock.now
-        try verify(temporary, provider: newFileProvider, expected: expected)
-        try output.commit()
         if !quiet {
             // Throughput on standard error, so scripts that read standard output see nothing new.
-            let copy = seconds(copyStarted.duration(to: verifyStarted))
-            let sourceCheck = seconds(sourceCheckStarted.duration(to: copyStarted))
-            let check = seconds(verifyStarted.duration(to: clock.now))
+            let total = max(Double(report.sourceBytes), 1)
+            let copySeconds = seconds(report.copyDuration)
             Output.message(
                 String(
                     format: "%@: %.1f MB in %.2f s (%.1f MB/s); source check %.2f s; verification %.2f s",
-                    verb, total / 1e6, copy, total / 1e6 / max(copy, 1e-9), sourceCheck, check))
+                    verb, total / 1e6, copySeconds, total / 1e6 / max(copySeconds, 1e-9),
+                    seconds(report.sourceCheckDuration), seconds(report.verificationDuration)))
         }
-        return recoveryKey
+        return report
     }
 
     private func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    /// Opens the new file with its own key and checks integrity and every table's row count.
-    private func verify(_ path: String, provider: (any KeyProvider)?, expected: [(String, Int64)]) throws {
-        let copy = try DatabaseFiles.open(path, provider: provider, settings: settings, readOnly: true)
-        defer { copy.close() }
-        do {
-            let problems = try DatabaseFiles.integrityCheck(copy)
-            guard problems.isEmpty else {
-                throw CLIError(
-                    "the new database failed its integrity check: \(problems.prefix(3).joined(separator: "; "))",
-                    code: Exit.integrity)
-            }
-            let actual = try DatabaseFiles.tableCounts(copy)
-            guard actual.map(\.0) == expected.map(\.0), actual.map(\.1) == expected.map(\.1) else {
-                throw CLIError(
-                    "the new database does not hold the same tables and rows as \(source)", code: Exit.integrity)
-            }
-        } catch {
-            throw CLIError.fromOpened(error, context: "verifying the new database", keyed: provider != nil)
+    /// The tool's message and exit code for a failed copy, by the stage it failed in.
+    private func cliError(_ error: Error, at stage: FMDatabaseCopy.Stage?) -> CLIError {
+        let failure = (error as? FMDatabaseError)?.copyFailure
+        switch failure {
+        case .sourceDamaged?, .verificationFailed?:
+            return CLIError((error as NSError).localizedDescription, code: Exit.integrity)
+        case .sourceInUse?:
+            return CLIError((error as NSError).localizedDescription, code: Exit.busy)
+        default: break
         }
+        switch stage {
+        case .writingSlotFile?:
+            return CLIError.from(error, context: "\(verb) \(source) → \(destination): the key slot file")
+        case .openingSource?:
+            return CLIError.from(error, context: source)
+        case .checkingSource?:
+            return CLIError.fromOpened(error, context: source, keyed: sourceProvider != nil)
+        case .copying?:
+            return CLIError.fromOpened(
+                error, context: "\(verb) \(source) → \(destination)", keyed: sourceProvider != nil)
+        case .verifying?:
+            return CLIError.fromOpened(error, context: "verifying the new database", keyed: destinationProvider != nil)
+        default:
+            // Checking DEST, making the private directory, publishing: the library's own words, in the tool's terms.
+            let message = (error as NSError).localizedDescription
+                .replacingOccurrences(of: "set replacesExisting to", with: "use --force to")
+            let code: Int32
+            switch failure {
+            case .sameFile?: code = Exit.usage
+            case .destinationExists?, .cannotCreate?: code = Exit.cannotCreate
+            case .destinationInUse?: code = Exit.busy
+            default: code = CLIError.from(error, context: destination).code
+            }
+            return CLIError(message, code: code)
+        }
+    }
+}
+
+/// The signal side of a library copy or private file: its private directory is registered for removal on
+/// SIGINT, SIGTERM and SIGHUP from when it is made (signals blocked in between) until the library releases it.
+final class StagingCleanup {
+    private var cleanupSlot: Int32 = -1
+    private var savedMask = sigset_t()
+    private var blocked = false
+
+    func reached(_ stage: FMDatabaseCopy.Stage) {
+        switch stage {
+        case .removedInterruptedCopy(let directory):
+            Output.message("fmdb-cipher: note: removed \(directory), the unfinished copy of a run that was killed")
+        case .creatingStagingDirectory:
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+            blocked = pthread_sigmask(SIG_BLOCK, &signals, &savedMask) == 0
+        case .stagingDirectory(let directory):
+            if let directory { cleanupSlot = fmdb_tool_cleanup_register(directory) }
+            if blocked { pthread_sigmask(SIG_SETMASK, &savedMask, nil) }
+            blocked = false
+        case .stagingDirectoryReleased:
+            fmdb_tool_cleanup_unregister(cleanupSlot)
+            cleanupSlot = -1
+        default: break
+        }
+    }
+}
+
+/// What a running copy has reached, for its progress line, its error messages and the signal handler
+/// (`StagingCleanup`).
+private final class CopyStages {
+    private let progress: ProgressReporter
+    private let verb: String
+    private let total: Double
+    private let cleanup = StagingCleanup()
+    private(set) var stage: FMDatabaseCopy.Stage?
+    private var copying = false
+
+    init(progress: ProgressReporter, verb: String, source: String) {
+        self.progress = progress
+        self.verb = verb
+        total = max(Double(fileSize(source)), 1)
+    }
+
+    func reached(_ stage: FMDatabaseCopy.Stage) {
+        cleanup.reached(stage)
+        switch stage {
+        case .removedInterruptedCopy, .stagingDirectoryReleased: return
+        case .copying(let file):
+            copying = true
+            let total = total
+            progress.start(verb) { Double(fileSize(file)) / total }
+        case .verifying:
+            copying = false
+            progress.finish("\(verb): verifying")
+        default: break
+        }
+        self.stage = stage
+    }
+
+    func failed() {
+        if copying { progress.finish("\(verb): failed") }
+        copying = false
     }
 }

@@ -78,9 +78,10 @@ struct Encrypt: ParsableCommand {
             let material = try KeyReader().read(key.source, what: "key for \(destination)", confirm: true)
             let provider = try key.kdf.provider(material)
             // Slotted: a new slot file beside the new file, whose identity the KeySlotKeyProvider gives it.
-            let slots: SlotFileOrigin? =
+            let slots: FMDatabaseCopy.SlotFile =
                 key.kdf.opensSlot
-                ? .new(try key.kdf.slotSecret(material), (slotKDF ?? .scrypt).kdf, recoveryKey: recovery) : nil
+                ? .new(try key.kdf.slotSecret(material), kdf: (slotKDF ?? .scrypt).kdf, addingRecoveryKey: recovery)
+                : .none
             let recoveryKey = try DatabaseCopy(
                 source: source, sourceProvider: nil, sourceSettings: CipherSettings(),
                 destination: destination, destinationProvider: provider,
@@ -89,7 +90,8 @@ struct Encrypt: ParsableCommand {
             ).run()
             if !quiet {
                 let slotted =
-                    slots == nil ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
+                    !key.kdf.opensSlot
+                    ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
                 Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
             OpeningFlags.note(destination, kdf: key.kdf, settings: settings)

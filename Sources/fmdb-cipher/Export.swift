@@ -121,7 +121,7 @@ struct Export: ParsableCommand {
                 destination: destination, destinationProvider: newProvider,
                 settings: settings,
                 force: force, quiet: quiet, verb: "export",
-                slots: carriesSlots ? .source : nil
+                slots: carriesSlots ? .source : .none
             ).run()
             if !quiet {
                 let slots =

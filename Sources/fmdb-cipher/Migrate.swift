@@ -34,36 +34,6 @@ struct Migrate: ParsableCommand {
     var force = false
     @Flag(help: "No progress output.") var quiet = false
 
-    /// Refuses (exit 75) when another process has SRC open: after the rename it would go on writing to the
-    /// replaced file, and every write it acknowledged from then on would be lost. Other users' processes,
-    /// whose descriptors cannot be read without privilege, matter only when SRC is writable by others:
-    /// then "could not check" refuses too.
-    /// fsync of the directory holding `path`; false when it failed.
-    static func syncDirectory(of path: String) -> Bool {
-        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
-        let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return fsync(fd) == 0
-    }
-
-    func refuseIfOpenElsewhere() throws {
-        var status = stat()
-        guard let open = OpenElsewhere.check(source), stat(source, &status) == 0,
-            open.unreadable == 0 || (status.st_mode & 0o022) == 0
-        else {
-            throw CLIError(
-                "cannot check whether another process has \(source) open: not replaced; migrate into a new "
-                    + "file (fmdb-cipher migrate SRC DEST) instead", code: Exit.busy)
-        }
-        if !open.holders.isEmpty {
-            let pids = open.holders.prefix(5).map(String.init).joined(separator: ", ")
-            throw CLIError(
-                "\(source) is open in another process (pid \(pids)): not replaced; stop it and try again, "
-                    + "or migrate into a new file (fmdb-cipher migrate SRC DEST)", code: Exit.busy)
-        }
-    }
-
     func run() throws {
         try runReportingErrors {
             guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
@@ -92,120 +62,48 @@ struct Migrate: ParsableCommand {
                 )
             }
             let provider = try kdf.provider(material)
-            // In place, a process that has SRC open is said at once (no key is read, no lock waited for).
-            if destination == nil { try refuseIfOpenElsewhere() }
-            // In place, this connection holds SRC's write lock from before the copy until after the rename, so
-            // no other connection commits a write the copy would not hold.
-            let holder = try DatabaseFiles.open(
-                source, provider: provider, settings: key.settings, readOnly: destination != nil)
-            defer { holder.close() }
-            let current = holder.cipherFormat
-            if current == .v4, destination == nil {
+            let copy = DatabaseCopy(
+                source: source, sourceProvider: provider, sourceSettings: key.settings,
+                destination: destination ?? source, destinationProvider: provider,
+                settings: CipherSettings(format: .v4), force: force, quiet: quiet, verb: "migrate")
+            // The library's migration (verified, atomic, SRC intact on any failure; a slotted SRC keeps its slots).
+            let found: FMDatabaseCopy.Report?
+            do {
+                found = try copy.perform { onStage in
+                    if let destination {
+                        return try FMDatabaseCopy.migrate(
+                            source, keyProvider: provider, settings: key.settings, to: destination,
+                            replacingExisting: force, onStage: onStage)
+                    }
+                    return try FMDatabaseCopy.migrateInPlace(
+                        source, keyProvider: provider, settings: key.settings, onStage: onStage)
+                }
+            } catch let error as CLIError {
+                // The library's advice, in the tool's commands.
+                throw CLIError(
+                    error.message
+                        .replacingOccurrences(
+                            of: "migrate into a new file",
+                            with: "migrate into a new file (fmdb-cipher migrate SRC DEST)"
+                        )
+                        .replacingOccurrences(
+                            of: "open it once with its key to checkpoint it, then migrate again",
+                            with: "open it once (fmdb-cipher check \(source)) to checkpoint it, then run migrate again"),
+                    code: error.code)
+            }
+            let report = found
+            guard let report else {
                 if !quiet { Output.message("\(source) is already in SQLCipher 4's format: nothing to do") }
                 return
             }
-            // A WAL source is switched to a rollback journal first (the upgraded copy has one too): the holding
-            // connection, closing on the replaced inode after the rename, must not checkpoint and delete a
-            // `-wal` that by then belongs to the new file. Put back when the source stays.
-            var switchedFromWAL = false
-            if destination == nil {
-                try refuseIfOpenElsewhere()
-                do {
-                    if holder.string(forQuery: "PRAGMA journal_mode")?.lowercased() == "wal" {
-                        guard holder.string(forQuery: "PRAGMA journal_mode = DELETE")?.lowercased() == "delete" else {
-                            throw CLIError(
-                                "\(source) is in WAL mode and could not leave it (another connection is reading?): "
-                                    + "not replaced; try again", code: Exit.busy)
-                        }
-                        switchedFromWAL = true
-                    }
-                    try holder.executeUpdate("BEGIN IMMEDIATE", values: nil)
-                } catch {
-                    throw CLIError.from(error, context: source)
-                }
+            if let notSynced = report.replacementNotSynced {
+                Output.message("fmdb-cipher: warning: \(notSynced.message)")
             }
-            var committed = false
-            defer {
-                if destination == nil, holder.isInTransaction { holder.rollback() }
-                if switchedFromWAL, !committed { _ = holder.string(forQuery: "PRAGMA journal_mode = WAL") }
-            }
-            let target = destination ?? source
-            // In place, the copy goes to a staging file first: DatabaseCopy never writes over its SRC.
-            let staged =
-                destination == nil
-                ? URL(fileURLWithPath: source).deletingLastPathComponent()
-                    .appendingPathComponent(
-                        ".\(URL(fileURLWithPath: source).lastPathComponent).fmdb-cipher-migrate-\(UUID().uuidString.prefix(8))"
-                    ).path
-                : target
-            defer { if !committed, destination == nil { unlink(staged) } }
-            // In place, a slotted SRC's slot file is locked (as every slot change and rekey --data-key lock it) from
-            // before the copy until SRC is replaced: no data key rotation starts or ends in between.
-            let whileSlotsAreLocked: (() throws -> Void) throws -> Void = { body in
-                if slotted, destination == nil {
-                    try KeySlots.withSlotFileLock(forDatabaseAt: source, body)
-                } else {
-                    try body()
-                }
-            }
-            try whileSlotsAreLocked {
-                let slotsBefore = slotted ? FileManager.default.contents(atPath: slotPath) : nil
-                try DatabaseCopy(
-                    source: source, sourceProvider: provider, sourceSettings: key.settings,
-                    destination: staged, destinationProvider: provider,
-                    settings: CipherSettings(format: .v4),
-                    force: force, quiet: quiet, verb: "migrate",
-                    // In place SRC's slot file stays (same identity); it only has to open the copy.
-                    slots: slotted ? .source : nil, placesSlotFile: destination != nil
-                ).run()
-                if destination == nil {
-                    // A slot change meanwhile (a data key rotation, say) would not match the copy: not replaced.
-                    if slotted, FileManager.default.contents(atPath: slotPath) != slotsBefore {
-                        throw CLIError(
-                            "the key slots of \(source) changed during the migration: not replaced; try again",
-                            code: Exit.busy)
-                    }
-                    // The copy's own connection to SRC is closed and this one holds the write lock: a side file
-                    // with content belongs to another process, whose writes the upgraded copy would not hold. A
-                    // process that has SRC open would go on writing to the replaced file: refused too.
-                    try refuseIfOpenElsewhere()
-                    // No other process has SRC open (checked just above), and this connection read SRC and holds
-                    // its write lock: a hot journal would have been rolled back by that read. A -journal still there
-                    // is one SQLite does not count as hot (a process stopped while writing its header): nothing in
-                    // it belongs to the database, and it would sit beside the new file. It goes.
-                    if fileSize(source + "-journal") > 0 { unlink(source + "-journal") }
-                    if fileSize(source + "-wal") > 0 {
-                        throw CLIError(
-                            "\(source) has a -wal that a stopped process left (no process has it open): not replaced; "
-                                + "open it once (fmdb-cipher check \(source)) to checkpoint it, then run migrate again",
-                            code: Exit.busy)
-                    }
-                    // SRC's own shared-memory file (it is this process's alone now) goes with it.
-                    unlink(source + "-shm")
-                    // The migrated copy (0600, or SRC's stricter mode) replaces SRC: in place was asked for.
-                    guard rename(staged, source) == 0 else {
-                        throw CLIError(
-                            "cannot replace \(source) with its migrated copy: \(String(cString: strerror(errno)))",
-                            code: Exit.ioError)
-                    }
-                    committed = true
-                    // The replacement is done; a power loss before the directory reaches the disk could undo it.
-                    if !Self.syncDirectory(of: source) {
-                        Output.message(
-                            "fmdb-cipher: warning: \(source) was replaced by its migrated copy, but its directory could "
-                                + "not be synced (\(String(cString: strerror(errno)))): a power loss now may bring the old file back"
-                        )
-                    }
-                }
-            }
-            committed = true
-            // The lock is released on the replaced file's inode; the connection closes with it.
-            if holder.isInTransaction { holder.rollback() }
             if !quiet {
-                let from = current?.description ?? "SQLCipher"
-                Output.message("migrated \(source) (\(from)) → \(target) (SQLCipher 4)")
+                let from = report.sourceFormat?.description ?? "SQLCipher"
+                Output.message("migrated \(source) (\(from)) → \(destination ?? source) (SQLCipher 4)")
             }
-            OpeningFlags.note(target, kdf: kdf, settings: CipherSettings(format: .v4))
+            OpeningFlags.note(destination ?? source, kdf: kdf, settings: CipherSettings(format: .v4))
         }
     }
 }

@@ -100,7 +100,7 @@ struct SQL: ParsableCommand {
             }
             let db: FMDatabase
             if kind == .missing {
-                try PrivateOutput.createEmptyDatabase(at: database)
+                try DatabaseFiles.createEmptyDatabase(at: database)
                 db = FMDatabase(path: database)
                 DatabaseFiles.quiet(db)
                 guard db.open() else { throw CLIError.from(db.lastError(), context: database) }
@@ -121,11 +121,26 @@ struct SQL: ParsableCommand {
             // --output: the rows go to a new file in a private directory beside FILE (the tool's one way to
             // create a file: 0600 whatever the umask, no link followed, FILE refused unless --force), renamed
             // into place only when every statement ran; a failure leaves no FILE.
-            var target: PrivateOutput?
+            var target: FMPrivateFile?
             var fd = STDOUT_FILENO
             if let output {
-                let made = try PrivateOutput(destination: output, force: force, source: database)
-                fd = open(made.file, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+                let cleanup = StagingCleanup()
+                let made: FMPrivateFile
+                do {
+                    made = try FMPrivateFile(
+                        destination: output, replacingExisting: force, source: database, onStage: cleanup.reached)
+                } catch let error as FMDatabaseError where error.copyFailure != nil {
+                    let message = error.localizedDescription
+                        .replacingOccurrences(of: "set replacesExisting to", with: "use --force to")
+                    switch error.copyFailure {
+                    case .sameFile?: throw CLIError(message, code: Exit.usage)
+                    case .destinationInUse?: throw CLIError(message, code: Exit.busy)
+                    default: throw CLIError(message, code: Exit.cannotCreate)
+                    }
+                } catch {
+                    throw CLIError.from(error, context: output)
+                }
+                fd = open(made.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
                 guard fd >= 0 else {
                     let reason = String(cString: strerror(errno))
                     made.discard()

@@ -206,6 +206,105 @@ final class FaultSweepToolTests: ToolTestCase {
             opens: { rowCount($0, rawKey: Self.otherRawKey) }, rows: rows)
     }
 
+    /// `migrate` in place of a SQLCipher 3 file in WAL mode, under every fault: SRC keeps opening with its key
+    /// and every row whatever happens (a kill between the switch out of WAL and the rename included); exit 0
+    /// only when SRC is the SQLCipher 4 copy; a failure leaves SRC in SQLCipher 3's format and nothing beside
+    /// it; after a kill the next run finishes the migration and removes the staged copy the killed run left.
+    func testMigrateInPlaceUnderEveryFaultKeepsSRCOpenableWithItsKey() throws {
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
+        let shim = try FaultShim.shared()
+        let rows: Int32 = 3
+        let current = try makeEncrypted("migrate-src.db", rows: Int(rows), payload: 200)
+        let base = path("migrate-v3.db")
+        let exported = try run(
+            [
+                "export", current, base, "--kdf", "raw", "--key-env", "K", "--new-key-env", "K", "--format", "3",
+                "--quiet",
+            ],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(exported.status, 0, exported.stderr)
+        do {
+            let db = FMDatabase(path: base)
+            XCTAssertTrue(db.open())
+            var hex = Self.rawKey
+            try db.setKey(
+                using: hex.withUTF8 { try RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) })
+            XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = WAL"), "wal")
+            db.close()
+        }
+        let work = path("migrate-work")
+        let file = work + "/db"
+        func reset() throws {
+            try? FileManager.default.removeItem(atPath: work)
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: base, toPath: file)
+        }
+        func format() -> CipherFormat? {
+            let db = FMDatabase(path: file)
+            db.logsErrors = false
+            guard db.open() else { return nil }
+            defer { db.close() }
+            var hex = Self.rawKey
+            let provider = hex.withUTF8 {
+                try? RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0)))
+            }
+            guard let provider, (try? db.setKey(using: provider)) != nil else { return nil }
+            return db.cipherFormat
+        }
+        func staged() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter { $0.contains("fmdb-cipher") }
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["OLD"] = Self.rawKey
+        let arguments = ["migrate", file, "--kdf", "raw", "--key-env", "OLD", "--quiet"]
+        try reset()
+        let plan = try shim.plan(tool, arguments, folder: work, environment: environment)
+        XCTAssertEqual(plan.status, 0, plan.stderr)
+        XCTAssertEqual(format(), .v4)
+        XCTAssertEqual(rowCount(file, rawKey: Self.rawKey), rows)
+        XCTAssertTrue(
+            plan.calls.contains { $0.operation.hasPrefix("rename") && $0.path.hasSuffix("/db") },
+            "SRC is replaced by a rename: \(plan.calls)")
+        var failures: [String] = []
+        for mode in [FaultShim.Mode.eio, .full, .kill] {
+            for point in 1...plan.calls.count {
+                try reset()
+                let result = try shim.run(
+                    tool, arguments, folder: work, at: point, mode: mode, environment: environment)
+                let killed =
+                    mode == .kill
+                    && (result.status == 128 + SIGKILL || result.status == SIGKILL || result.status == -SIGKILL)
+                let place =
+                    "migrate: \(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) \(result.stderr.prefix(160))"
+                let count = rowCount(file, rawKey: Self.rawKey)
+                if count != rows {
+                    failures.append("\(place): SRC opens with its key with \(String(describing: count)) rows")
+                }
+                if killed {
+                    // The next run (no fault) removes what the killed one left and migrates.
+                    let again = try runProcess(tool, arguments, input: "", environment: environment)
+                    if again.status != 0 || format() != .v4 || rowCount(file, rawKey: Self.rawKey) != rows
+                        || !staged().isEmpty
+                    {
+                        failures.append(
+                            "\(place): the next run: exit \(again.status), left \(staged()) \(again.stderr.prefix(160))"
+                        )
+                    }
+                    continue
+                }
+                if result.status == 0, format() != .v4 { failures.append("\(place): exit 0, SRC not migrated") }
+                if result.status != 0, format() != .v3 { failures.append("\(place): failed, but SRC changed format") }
+                if result.status != 0, ![74, 75].contains(result.status) {
+                    failures.append("\(place): an injected I/O fault is neither exit 74 nor 75")
+                }
+                if !staged().isEmpty { failures.append("\(place): left \(staged())") }
+            }
+        }
+        XCTAssertTrue(
+            failures.isEmpty,
+            "\(failures.count) of \(3 * plan.calls.count) runs:\n" + failures.prefix(30).joined(separator: "\n"))
+    }
+
     func testRekeyUnderEveryFaultLeavesOneKeyAndSaysWhich() throws {
         try sweepRekey(journalMode: "delete")
     }

@@ -276,6 +276,10 @@ final class ToolFileStateTests: ToolTestCase {
         XCTAssertEqual(failure.status, 1, failure.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: failed))
         XCTAssertEqual(entries().filter { $0.contains("fmdb-cipher-") }, [])
+        // FILE is never the database the rows come from, even with --force.
+        let same = try run(["sql", db, "select v from t"] + base + ["--output", db, "--force"], env: env)
+        XCTAssertEqual(same.status, 64, same.stderr)
+        XCTAssertEqual(rowCount(db, rawKey: Self.rawKey), 50)
     }
 
     func testKeysAddWarnsOnAShortPassphraseAndRefusesOneThatOpensASlot() throws {

@@ -4,10 +4,6 @@
 /// Linux calls the fmdb-cipher tool needs that Swift cannot import directly (variadic, or declared
 /// only under _GNU_SOURCE). Each returns 0 on success, -1 with errno set on failure.
 
-/// rename(2) that fails with EEXIST instead of replacing `to` (renameat2 with RENAME_NOREPLACE).
-/// Fails with EINVAL or ENOSYS where the file system or kernel does not support it.
-int fmdb_tool_rename_noreplace(const char *from, const char *to);
-
 /// No core dumps: RLIMIT_CORE 0 (soft and hard) and prctl(PR_SET_DUMPABLE, 0), which also makes
 /// /proc/PID/environ and /proc/PID/mem unreadable to other processes of the same user.
 int fmdb_tool_disable_core_dumps(void);
@@ -20,14 +16,9 @@ int fmdb_tool_is_dumpable(void);
 /// then _exit(128 + signal). Signals the process ignores (nohup, a background job) stay ignored.
 int fmdb_tool_install_cleanup_handlers(void);
 
-/// Registers `directory` (a private directory the tool made, holding only its own files) for removal
-/// by the handler; returns its slot (>= 0), or -1 when all slots are taken or the path is too long.
+/// Registers `directory` (a copy's private directory, as FMDatabaseCopy reports it, holding only its
+/// files) for removal by the handler; returns its slot (>= 0), or -1 when all slots are taken or the path is too long.
 int fmdb_tool_cleanup_register(const char *directory);
-
-/// mkdtemp(3) of `template` and `fmdb_tool_cleanup_register` of the result with SIGINT, SIGTERM and
-/// SIGHUP blocked in between, so no signal finds the directory made but not registered. Returns the slot
-/// (>= 0, or -2 when the directory was made but could not be registered), or -1 with errno set.
-int fmdb_tool_make_private_directory(char *template);
 
 /// The handler no longer removes the directory registered in `slot`.
 void fmdb_tool_cleanup_unregister(int slot);

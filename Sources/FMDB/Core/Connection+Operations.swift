@@ -234,12 +234,7 @@ extension Connection {
         guard let db = handle else { return nil }
         var lastErrno: Int32 = 0
         guard sqlite3_file_control(db, schema, SQLITE_FCNTL_LAST_ERRNO, &lastErrno) == SQLITE_OK else { return nil }
-        switch lastErrno {
-        case ENOSPC, EDQUOT: return SQLITE_FULL
-        case EROFS: return SQLITE_READONLY
-        case EIO: return SQLITE_IOERR
-        default: return nil
-        }
+        return FileSystem.resultCode(forSystemError: lastErrno)
     }
 
     /// The file behind `schema` (`sqlite3_db_filename`); nil for an in-memory or temporary database.

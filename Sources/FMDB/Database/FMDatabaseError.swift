@@ -50,6 +50,13 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     /// was altered. A secret that no slot accepts is `SQLITE_NOTADB` instead.
     public var isDamagedKeySlotFile: Bool { marked(.damagedKeySlotFile) }
 
+    /// Why a ``FMDatabaseCopy`` refused or failed, when the copy itself decided it (DEST exists, SRC is
+    /// damaged, the copy did not verify, ...); nil for an error SQLite or the file system reported, whose
+    /// code says what happened.
+    public var copyFailure: FMDatabaseCopy.Failure? {
+        (userInfo[FMDatabaseCopy.Failure.userInfoKey] as? String).flatMap(FMDatabaseCopy.Failure.init(rawValue:))
+    }
+
     /// What an error says beyond its code, recorded in `userInfo` under its raw value.
     enum Mark: String {
         case rekeyOutcomeUnchecked
@@ -63,7 +70,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         self.init(code: code, message: message, sql: sql, marks: [])
     }
 
-    init(code: Int32, message: String?, sql: String? = nil, marks: [Mark]) {
+    init(code: Int32, message: String?, sql: String? = nil, marks: [Mark], copyFailure: FMDatabaseCopy.Failure? = nil) {
         let text = message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
         self.message = text
@@ -72,6 +79,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         var info: [String: Any] = [NSLocalizedDescriptionKey: text, "extendedCode": Int(code)]
         if let sql { info["sql"] = sql }
         for mark in marks { info[mark.rawValue] = true }
+        if let copyFailure { info[FMDatabaseCopy.Failure.userInfoKey] = copyFailure.rawValue }
         super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
     }
 

@@ -170,7 +170,7 @@ extension FMDatabase {
                 // inner error's text, which is SQLite's standard wording for its code.
                 var code =
                     connection.fileErrorCode(schema: name)
-                    ?? Self.resultCode(forSystemError: systemError)
+                    ?? FileSystem.resultCode(forSystemError: systemError)
                     ?? Self.resultCode(forSQLiteMessage: error.message)
                     ?? error.extendedCode
                 if code == SQLITE_ERROR, let source = connection.fileName(schema: "main"),
@@ -185,16 +185,6 @@ extension FMDatabase {
             let applicationID = try connection.pragmaText("PRAGMA main.application_id") ?? "0"
             try connection.execute("PRAGMA \(name).user_version = \(Int64(userVersion) ?? 0)")
             try connection.execute("PRAGMA \(name).application_id = \(Int64(applicationID) ?? 0)")
-        }
-    }
-
-    /// The result code a failed system call's errno stands for; nil for others.
-    static func resultCode(forSystemError number: Int32) -> Int32? {
-        switch number {
-        case ENOSPC, EDQUOT: return SQLITE_FULL
-        case EIO: return SQLITE_IOERR
-        case EROFS: return SQLITE_READONLY
-        default: return nil
         }
     }
 

@@ -463,13 +463,13 @@ extension FMDatabase {
         }
         // No lock is held now. SQLCipher 3.4.1 said OK; a write that failed during the rekey left its errno
         // (evidence for the message only: asked after the lock, which a stale errno must not hide).
-        switch systemError {
-        case ENOSPC, EDQUOT:
+        switch FileSystem.resultCode(forSystemError: systemError) {
+        case SQLITE_FULL?:
             return FMDatabaseError(code: SQLITE_FULL, message: "The rekey did not take (the disk is full)" + suffix)
-        case EIO:
+        case SQLITE_IOERR?:
             return FMDatabaseError(
                 code: SQLITE_IOERR, message: "The rekey did not take (a disk I/O error while writing)" + suffix)
-        case EROFS:
+        case SQLITE_READONLY?:
             return FMDatabaseError(
                 code: SQLITE_READONLY, message: "The rekey did not take (a read-only file system)" + suffix)
         default:

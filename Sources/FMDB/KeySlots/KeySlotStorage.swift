@@ -134,11 +134,10 @@ enum KeySlotStorage {
 
     /// `fsync` of `directory`: nil when it synced, else the error.
     static func syncDirectory(_ directory: String) -> FMDatabaseError? {
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { return ioError("open the directory \(directory) to sync it") }
-        defer { close(directoryFD) }
-        guard fsync(directoryFD) == 0 else { return ioError("sync the directory \(directory)") }
-        return nil
+        let failure = FileSystem.syncDirectory(directory)
+        guard failure != 0 else { return nil }
+        errno = failure
+        return ioError("sync the directory \(directory)")
     }
 
     /// Removes temporary files a killed writer left beside `path` (they hold only wrapped keys).
@@ -168,7 +167,8 @@ enum KeySlotStorage {
 
     static func ioError(_ what: String, code: Int32 = SQLITE_IOERR) -> FMDatabaseError {
         let number = errno
-        let resolved = number == ENOSPC ? SQLITE_FULL : (number == EROFS || number == EACCES ? SQLITE_READONLY : code)
+        // A slot file that may not be written (EACCES) is read-only to this process, as a read-only mount is.
+        let resolved = number == EACCES ? SQLITE_READONLY : FileSystem.resultCode(forSystemError: number) ?? code
         return FMDatabaseError(code: resolved, message: "Cannot \(what): \(String(cString: strerror(number))).")
     }
 }

@@ -59,11 +59,22 @@ extension KeySlots {
     }
 
     /// Runs `body` holding the exclusive lock that serializes changes of the slot file of the database at
-    /// `path` (`flock` on `<path>-keyslots.lock`, created 0600 if needed), as every slot change and data key
-    /// rotation does: for the tool, to put a copy's slot file in place or replace a slotted database without
-    /// a slot change landing in between. `body` must not change that slot file through `KeySlots` (the lock
-    /// is not reentrant).
-    package static func withSlotFileLock<T>(forDatabaseAt path: String, _ body: () throws -> T) throws -> T {
+    /// `path` (`flock` on `<path>-keyslots.lock`, created 0600 if needed), the lock every slot change, data
+    /// key rotation and ``FMDatabaseCopy`` publishing or replacing a slotted database takes: while `body`
+    /// runs, no slot changes and no copy replaces the pair, so a program can read or back up the database and
+    /// its slot file as one consistent pair.
+    ///
+    /// ```swift
+    /// try KeySlots.withSlotFileLock(forDatabaseAt: "app.db") {
+    ///     try FileManager.default.copyItem(atPath: "app.db-keyslots", toPath: "/backup/app.db-keyslots")
+    /// }
+    /// ```
+    ///
+    /// `body` must not change that slot file through `KeySlots` (the lock is not reentrant: it would wait for
+    /// itself).
+    /// - Throws: `FMDatabaseError` (`SQLITE_CANTOPEN` when the lock file cannot be opened), or what `body` throws.
+    /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
+    public static func withSlotFileLock<T>(forDatabaseAt path: String, _ body: () throws -> T) throws -> T {
         try KeySlotStorage.withExclusiveLock(forSlotFile: slotFilePath(forDatabaseAt: path), body)
     }
 

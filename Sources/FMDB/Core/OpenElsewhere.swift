@@ -1,6 +1,7 @@
 import Foundation
 
-/// Which other processes have a file open, read from `/proc/<pid>/fd` (Linux): every descriptor that
+/// Which other processes have a file open (for a migration in place, which must not replace a file another
+/// process goes on writing to), read from `/proc/<pid>/fd` (Linux): every descriptor that
 /// resolves to the same device and inode. Processes whose descriptors this user may not read are counted
 /// apart: for them the answer is "could not check", never "not open".
 struct OpenElsewhere {
