@@ -75,7 +75,7 @@ public final class FMResultSet {
         nameTable = UnsafeBufferPointer(start: nil, count: 0)
         nameTableFetched = false
         rowColumnCount = 0
-        rowDecoder?.dropCachedContainer()
+        rowDecoder?.retire()
         rowDecoder = nil
         parent?.releaseStatement(statement)
         parent?.resultSetDidClose(self)
@@ -190,6 +190,10 @@ public final class FMResultSet {
                 statement.clearBindings()
                 lastStepCode = SQLITE_OK
                 rowColumnCount = 0
+                // The next run may have other columns (SQLite prepares the statement again after a schema
+                // change): the row decoder resolves them again.
+                rowDecoder?.retire()
+                rowDecoder = nil
                 try body(statement)
             }
             return true
