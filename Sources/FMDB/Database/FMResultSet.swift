@@ -191,7 +191,9 @@ public final class FMResultSet {
                 lastStepCode = SQLITE_OK
                 rowColumnCount = 0
                 // The next run may have other columns (SQLite prepares the statement again after a schema
-                // change): the row decoder resolves them again.
+                // change): names are looked up again, and the row decoder resolves them again.
+                nameTable = UnsafeBufferPointer(start: nil, count: 0)
+                nameTableFetched = false
                 rowDecoder?.retire()
                 rowDecoder = nil
                 try body(statement)
