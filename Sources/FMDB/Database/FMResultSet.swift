@@ -476,8 +476,8 @@ public final class FMResultSet {
     /// columns through it.
     var currentRowHandle: OpaquePointer? { rowColumnCount > 0 ? handle : nil }
 
-    /// The row decoder, kept across rows so column names are resolved once per statement
-    /// (`FMResultSet+Decoding.swift`); dropped on close.
+    /// The row decoder, kept across rows so column names are resolved once per run of the statement
+    /// (`FMResultSet+Decoding.swift`); dropped on close and on a new bind.
     var rowDecoder: RowDecoder?
 }
 
