@@ -16,6 +16,9 @@ func material(_ text: String) -> KeyMaterial {
     var text = text
     return text.withUTF8 { KeyMaterial(copying: UnsafeRawBufferPointer($0)) }
 }
+/// The terminal the "prompt-with-handler" scenario's signal handler looks at.
+nonisolated(unsafe) var promptTerminal: Int32 = -1
+
 guard let scenario = arguments.first else {
     FileHandle.standardError.write(Data("usage: fmdb-test-helper SCENARIO [ARGS]\n".utf8))
     exit(64)
@@ -259,6 +262,25 @@ case "wrong-key":
     rs?.close()
     say("code \(db.lastErrorCode())")
     db.close()
+case "prompt-with-handler":
+    // A program's own SIGTERM handler (as the tool's partial-output cleanup), then a terminal prompt: a
+    // SIGTERM at the prompt must restore echo, then run this handler, which reports what it saw and exits 77.
+    promptTerminal = open("/dev/tty", O_RDWR | O_NOCTTY)
+    var action = sigaction()
+    action.__sigaction_handler.sa_handler = { _ in
+        var state = termios()
+        let echoOn = tcgetattr(promptTerminal, &state) == 0 && state.c_lflag & tcflag_t(ECHO) != 0
+        if echoOn {
+            _ = write(STDOUT_FILENO, "handler: echo on\n", 17)
+        } else {
+            _ = write(STDOUT_FILENO, "handler: echo off\n", 18)
+        }
+        _exit(77)
+    }
+    sigemptyset(&action.sa_mask)
+    sigaction(SIGTERM, &action, nil)
+    _ = try? KeyMaterial.read(from: .terminal(prompt: "Key: "))
+    say("not reached")
 default:
     FileHandle.standardError.write(Data("unknown scenario \(scenario)\n".utf8))
     exit(64)

@@ -2,7 +2,8 @@
 // Usage: bench-fmdb WORKLOAD MODE DBPATH VARIANT
 //   WORKLOAD insert | scan | lookup: VARIANT compat (FMDB's [Any] API, getters by column name, cached
 //     statements), compat-index (the same with getters by column index) or fast (PreparedStatement);
-//     scan also takes codable ("W2 through Codable": each row decoded into a Decodable struct);
+//     scan also takes codable ("W2 through Codable": each row decoded into a Decodable struct), and insert
+//     codable (W1 through Codable: each row an Encodable struct bound as named parameters);
 //     MODE plain | encrypted (raw key, with the library's keyed-connection defaults)
 //   WORKLOAD rekey: MODE encrypted, VARIANT raw (rekeys DBPATH from the raw key to another raw key)
 //   WORKLOAD open: VARIANT plain | raw | passphrase | pbkdf2 (one PBKDF2KeyProvider reused)
@@ -77,6 +78,23 @@ case ("insert", _):
             let text = rowText(i)
             for k in 0..<32 { blob[k] = UInt8(truncatingIfNeeded: lcg.next()) }
             do { try insert.execute(Int64(i), a, r, text, blob) } catch { fail("insert: \(error)") }
+            checksum += Double(a) + r
+        }
+    } else if variant == "codable" {
+        // The same rows as compat, each an Encodable struct bound by property name (executeUpdate(_:encoding:)).
+        struct Row: Encodable { let id: Int64; let a: Int64; let r: Double; let s: String; let b: Data }
+        db.shouldCacheStatements = true
+        let named = "INSERT INTO t (id, a, r, s, b) VALUES (:id, :a, :r, :s, :b)"
+        for i in 1...rows {
+            let a = Int64(lcg.next() % 1_000_000)
+            let r = Double(lcg.next() % 100_000) / 100.0
+            let text = rowText(i)
+            for k in 0..<32 { blob[k] = UInt8(truncatingIfNeeded: lcg.next()) }
+            do {
+                try db.executeUpdate(named, encoding: Row(id: Int64(i), a: a, r: r, s: text, b: Data(blob)))
+            } catch {
+                fail("insert: \(error)")
+            }
             checksum += Double(a) + r
         }
     } else {

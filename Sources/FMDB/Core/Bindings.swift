@@ -193,15 +193,24 @@ extension Statement {
         }
     }
 
+    private static let parameterPrefixes = [":", "@", "$"]
+
     /// Binds named parameters: a key `name` binds `:name` (or `@name`, `$name`). Every parameter of
     /// the statement must be given a value.
     func bind(dictionary: [AnyHashable: Any], dateFormatter: DateFormatter?) throws {
+        try bind(
+            named: dictionary.lazy.map { ((($0.key.base as? String) ?? String(describing: $0.key.base)), $0.value) },
+            dateFormatter: dateFormatter)
+    }
+
+    /// The same for name and value pairs, each name once (an `Encodable` value's properties): no
+    /// dictionary of `AnyHashable` keys to build and hash.
+    func bind(named pairs: some Sequence<(String, Any)>, dateFormatter: DateFormatter?) throws {
         let expected = parameterCount
         var bound: Int32 = 0
-        for (key, value) in dictionary {
-            let name = (key.base as? String) ?? String(describing: key.base)
+        for (name, value) in pairs {
             var index: Int32 = 0
-            for prefix in [":", "@", "$"] where index == 0 {
+            for prefix in Self.parameterPrefixes where index == 0 {
                 index = parameterIndex(prefix + name)
             }
             guard index > 0 else { continue }

@@ -23,6 +23,14 @@ final class Statement {
     /// The in-memory representation of each name in `columnNames` (see `columnIndex(forName:)`), in a
     /// buffer this statement owns, so reading it retains nothing.
     private var columnNameRepresentations = UnsafeMutableBufferPointer<StringRepresentation>(start: nil, count: 0)
+    /// The column count and the address of the first column's name when the maps were built. SQLite
+    /// prepares a statement again at its next step after a schema change, with the columns its SQL now
+    /// means (`SELECT *` after a table was recreated): the new names are allocated while the old ones still
+    /// exist, so the address differs, and the maps are built again.
+    private var mapsBuiltFor: (count: Int32, firstName: UnsafePointer<CChar>?) = (0, nil)
+    /// Representation buffers of maps built before a schema change, freed on deinit: a result set may
+    /// still hold one (`columnNameRepresentationTable()`).
+    private var retiredRepresentations: [UnsafeMutableBufferPointer<StringRepresentation>] = []
 
     init(connection: Connection, handle: OpaquePointer, sql: String) {
         self.connection = connection
@@ -33,6 +41,7 @@ final class Statement {
     deinit {
         finalize()
         columnNameRepresentations.deallocate()
+        for buffer in retiredRepresentations { buffer.deallocate() }
     }
 
     func finalize() {
@@ -87,8 +96,27 @@ final class Statement {
         return String(cString: name)
     }
 
+    /// The first column's name as SQLite holds it (nil without columns or a statement).
+    private var firstColumnName: UnsafePointer<CChar>? {
+        guard let stmt = handle, sqlite3_column_count(stmt) > 0 else { return nil }
+        return sqlite3_column_name(stmt, 0)
+    }
+
+    /// Drops the maps when SQLite has prepared the statement again with other columns since they were built.
+    private func dropColumnMapsIfPreparedAgain() {
+        guard columnNames != nil else { return }
+        if mapsBuiltFor.count == columnCount && mapsBuiltFor.firstName == firstColumnName { return }
+        columnNames = nil
+        lowercasedColumns = [:]
+        hasDuplicateNames = false
+        if !columnNameRepresentations.isEmpty { retiredRepresentations.append(columnNameRepresentations) }
+        columnNameRepresentations = UnsafeMutableBufferPointer(start: nil, count: 0)
+    }
+
     private func buildColumnMaps() -> [String] {
+        dropColumnMapsIfPreparedAgain()
         if let columnNames { return columnNames }
+        mapsBuiltFor = (columnCount, firstColumnName)
         var names: [String] = []
         var lowercased: [String: Int32] = [:]
         let count = columnCount
@@ -127,7 +155,7 @@ final class Statement {
     /// (longer than 15 bytes, or spelled in another case) fall back to comparing strings: a short
     /// scan for the exact spelling, then the lowercased map.
     func columnIndex(forName name: String) -> Int32 {
-        if columnNames == nil { _ = buildColumnMaps() }
+        _ = buildColumnMaps()
         // "a" then "A": an exact-spelling match would find "a", FMDB's lowercased map finds "A".
         if hasDuplicateNames { return lowercasedColumns[name.lowercased()] ?? -1 }
         if !columnNameRepresentations.isEmpty {
@@ -154,7 +182,7 @@ final class Statement {
     /// `columnIndex(forName:)`); nil when an exact-bits match could be wrong (two names equal once
     /// lowercased) or representations are unavailable. Owned by this statement: valid while it lives.
     func columnNameRepresentationTable() -> UnsafeBufferPointer<StringRepresentation>? {
-        if columnNames == nil { _ = buildColumnMaps() }
+        _ = buildColumnMaps()
         guard !hasDuplicateNames, !columnNameRepresentations.isEmpty else { return nil }
         return UnsafeBufferPointer(columnNameRepresentations)
     }

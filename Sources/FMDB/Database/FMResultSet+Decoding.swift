@@ -35,18 +35,13 @@ extension FMResultSet {
     ///   for a non-optional property, of the wrong type or out of range — its message names the column
     ///   and the type, never the value; code 21 (`SQLITE_MISUSE`) when there is no current row.
     public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
-        guard let handle = currentRowHandle, let statement = currentStatement else {
+        guard let handle = currentRowHandle else {
             throw FMDatabaseError.misuse(
                 "There is no current row to decode \(T.self) from: call next() first.", sql: query)
         }
-        let decoder: RowDecoder
-        if let existing = rowDecoder {
-            decoder = existing
-        } else {
-            decoder = RowDecoder(statement: statement, handle: handle, dateFormatter: parentDB?.dateFormatter)
-            rowDecoder = decoder
-        }
+        let decoder = try rowDecoder ?? makeRowDecoder(handle)
         decoder.begin(handle: handle, type: T.self)
+        defer { decoder.end() }
         do {
             // Types whose own Codable form is not how a column holds them (Date's is seconds since 2001).
             if T.self == Date.self || T.self == Data.self || T.self == URL.self {
@@ -59,6 +54,16 @@ extension FMResultSet {
         } catch {
             throw decoder.failure("Cannot decode \(T.self) from the row: \(Self.describe(error))")
         }
+    }
+
+    /// The decoder for this result set's rows, made at the first row decoded.
+    private func makeRowDecoder(_ handle: OpaquePointer) throws -> RowDecoder {
+        guard let statement = currentStatement else {
+            throw FMDatabaseError.misuse("The result set is closed.", sql: query)
+        }
+        let decoder = RowDecoder(statement: statement, handle: handle, dateFormatter: parentDB?.dateFormatter)
+        rowDecoder = decoder
+        return decoder
     }
 
     /// A decoding error's kind and where it happened, without the values it may quote.
@@ -84,11 +89,62 @@ extension FMResultSet {
 /// read as JSON text.
 private struct NeedsJSON: Error {}
 
-/// Decodes rows of one statement. Kept by the result set across rows: the column of each coding key is
-/// resolved at the first row and remembered by the position of the request (a synthesized
-/// `init(from:)` asks for its keys in the same order every row), so later rows compare one short
-/// string per property instead of searching the column names. No dictionary per row, no JSON for
-/// scalars. Not Sendable: used on the result set's thread only.
+/// Where each key of one key type finds its column, for a key type whose values are told apart by one
+/// byte (a synthesized `CodingKeys` enum: its case's tag): the column of tag `t` is `columns[t]`, filled
+/// at the first request of that key. Built once per key type and result set, so a row costs one byte
+/// read and one array read per property, whatever order `init(from:)` asks in: no string is made,
+/// compared or hashed per row.
+struct TagTable {
+    /// Not looked up yet (-1 is a key the query has no column for).
+    static let unresolved = Int32.min
+    var columns: UnsafeMutablePointer<Int32>
+    var capacity: Int
+
+    static func make() -> UnsafeMutablePointer<TagTable> {
+        let table = UnsafeMutablePointer<TagTable>.allocate(capacity: 1)
+        let columns = UnsafeMutablePointer<Int32>.allocate(capacity: 16)
+        columns.initialize(repeating: unresolved, count: 16)
+        table.initialize(to: TagTable(columns: columns, capacity: 16))
+        return table
+    }
+
+    /// Room for `tag` (at most 255).
+    mutating func grow(toHold tag: Int) {
+        let capacity = Swift.max(tag + 1, self.capacity * 2)
+        let larger = UnsafeMutablePointer<Int32>.allocate(capacity: capacity)
+        larger.initialize(from: columns, count: self.capacity)
+        (larger + self.capacity).initialize(repeating: Self.unresolved, count: capacity - self.capacity)
+        columns.deallocate()
+        columns = larger
+        self.capacity = capacity
+    }
+
+    static func free(_ table: UnsafeMutablePointer<TagTable>) {
+        table.pointee.columns.deallocate()
+        table.deallocate()
+    }
+}
+
+/// A reference that does not keep its object alive.
+private struct WeakReference {
+    weak var object: AnyObject?
+}
+
+/// Decodes rows of one statement, kept by the result set across rows (dropped on close and on a new
+/// bind: a statement SQLite prepares again after a schema change may have other columns).
+///
+/// Per row, the work is what the `Decoder` protocol makes unavoidable plus the column reads:
+/// - One keyed container per key type, made at the first row and handed out again at every row
+///   (`KeyedDecodingContainer` boxes its container in a class instance: an allocation per row otherwise).
+/// - Keys to columns through a `TagTable` per key type (synthesized `CodingKeys`); other key types
+///   (a struct with a `String`, an enum with over 256 cases) through a plan by request position, checked
+///   by name: a synthesized `init(from:)` asks for its keys in the same order every row.
+/// - The containers hold this decoder `unowned(unsafe)` and so are plain bytes: the standard library's
+///   box copies its container at every property, which for a reference would be a retain and a release.
+///   `retire()` keeps that sound: a container that outlived its `init(from:)` keeps the decoder alive.
+/// - Each column is read through one `ColumnValue` (its type and contents from one `sqlite3_value`).
+///
+/// Not Sendable: used on the result set's thread only.
 final class RowDecoder: Decoder {
     let statement: Statement
     let dateFormatter: DateFormatter?
@@ -96,15 +152,22 @@ final class RowDecoder: Decoder {
     // ever accessed re-entrantly (the dynamic checks cost more than the column reads on a scan).
     @exclusivity(unchecked) private(set) var handle: OpaquePointer
     @exclusivity(unchecked) private var typeName: Any.Type = Any.self
-    /// Per request position: the key asked for and its column (-1: the query has no such column).
+    /// Set while `FMResultSet.decode` runs: a container or column decoder kept past its `init(from:)`
+    /// throws instead of reading a row that has moved on (or a statement that is gone).
+    var isDecoding: Bool { active.pointee }
+    /// The flag behind `isDecoding`, where the containers read it without touching this object.
+    private let active: UnsafeMutablePointer<Bool>
+    /// Per request position: the key asked for and its column (-1: the query has no such column). For key
+    /// types without a `TagTable`.
     @exclusivity(unchecked) private var plan: [(name: String, index: Int32)] = []
     @exclusivity(unchecked) private var cursor = 0
-    /// The keyed container handed out at the last row, and its key type: a synthesized `init(from:)`
-    /// asks for one per row, and `KeyedDecodingContainer` boxes it in a new class instance each time
-    /// (an allocation per row); the box is reused instead. It holds this decoder: the result set
-    /// breaks the cycle with `dropCachedContainer()` when it lets the decoder go.
-    @exclusivity(unchecked) private var cachedContainer: AnyObject?
-    @exclusivity(unchecked) private var cachedKeyType: ObjectIdentifier?
+    /// The keyed containers handed out, one per key type: the type, the box (`KeyedDecodingContainer`'s
+    /// only stored property, as an object) and its tag table. The last one used is checked first.
+    @exclusivity(unchecked) private var containerTypes: [ObjectIdentifier] = []
+    @exclusivity(unchecked) private var boxes: [AnyObject] = []
+    @exclusivity(unchecked) private var tagTables: [UnsafeMutablePointer<TagTable>] = []
+    @exclusivity(unchecked) private var lastKeyType: ObjectIdentifier?
+    @exclusivity(unchecked) private var lastBox: AnyObject?
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -113,6 +176,13 @@ final class RowDecoder: Decoder {
         self.statement = statement
         self.handle = handle
         self.dateFormatter = dateFormatter
+        active = UnsafeMutablePointer<Bool>.allocate(capacity: 1)
+        active.initialize(to: false)
+    }
+
+    deinit {
+        for table in tagTables { TagTable.free(table) }
+        active.deallocate()
     }
 
     @inline(__always)
@@ -120,11 +190,41 @@ final class RowDecoder: Decoder {
         self.handle = handle
         self.typeName = type
         cursor = 0
+        active.pointee = true
+    }
+
+    @inline(__always)
+    func end() { active.pointee = false }
+
+    /// Called when the result set lets the decoder go. A container still referenced elsewhere (kept by an
+    /// `init(from:)` past its return) points at this decoder without holding it: the decoder then stays
+    /// alive (a small leak, only for that misuse), and the container throws when used. Whether one is
+    /// referenced is seen through weak references: the boxes this decoder alone held are gone once it lets
+    /// them go. (`isKnownUniquelyReferenced` cannot tell: on an `AnyObject` it answers false even for a
+    /// fresh object here.)
+    func retire() {
+        lastBox = nil
+        lastKeyType = nil
+        containerTypes = []
+        guard !boxes.isEmpty else { return }
+        let probes = boxes.map { WeakReference(object: $0) }
+        boxes = []
+        if probes.contains(where: { $0.object != nil }) {
+            _ = Unmanaged.passRetained(self)
+        }
+    }
+
+    /// The error for a container or column decoder used after its `init(from:)` returned.
+    func escaped() -> FMDatabaseError {
+        FMDatabaseError.misuse(
+            "A decoding container was used after its init(from:) returned: decode the row again instead",
+            sql: statement.sql)
     }
 
     // MARK: Columns
 
-    /// The column named `name` (a coding key's string value), or -1 when the query has none by that name.
+    /// The column named `name` (a coding key's string value), or -1 when the query has none by that name;
+    /// for key types without a tag table.
     func lookup(_ name: String) -> Int32 {
         let position = cursor
         cursor &+= 1
@@ -145,17 +245,20 @@ final class RowDecoder: Decoder {
         return index
     }
 
-    /// The column named `name`; throws when the query has none by that name.
-    func column(_ name: String) throws -> Int32 {
-        let index = lookup(name)
-        guard index >= 0 else {
-            throw failure("No column named '\(name)' in the result, needed to decode \(typeName)")
-        }
+    /// The column of the key whose tag is `tag` and name `name`, looked up and remembered in `table`.
+    func resolve(_ name: String, tag: Int, in table: UnsafeMutablePointer<TagTable>) -> Int32 {
+        let index = statement.columnIndex(forName: name)
+        if tag >= table.pointee.capacity { table.pointee.grow(toHold: tag) }
+        table.pointee.columns[tag] = index
         return index
     }
 
+    func missingColumn(_ name: String) -> FMDatabaseError {
+        failure("No column named '\(name)' in the result, needed to decode \(typeName)")
+    }
+
     @inline(__always)
-    func isNull(_ index: Int32) -> Bool { ColumnAccess.type(handle, index) == SQLITE_NULL }
+    func read(_ index: Int32) -> ColumnValue { ColumnValue(handle, index) }
 
     // MARK: Errors
 
@@ -164,7 +267,7 @@ final class RowDecoder: Decoder {
     }
 
     private func storageName(_ index: Int32) -> String {
-        switch ColumnAccess.type(handle, index) {
+        switch read(index).type {
         case SQLITE_INTEGER: return "INTEGER"
         case SQLITE_FLOAT: return "REAL"
         case SQLITE_TEXT: return "TEXT"
@@ -189,65 +292,63 @@ final class RowDecoder: Decoder {
         failure("Cannot decode \(columnLabel(index)) as \(type): its value is out of the type's range")
     }
 
-    // MARK: Values
+    // MARK: Values (`value` is column `index` of the current row; the index names it in errors)
 
     @inline(__always)
-    func integer<I: FixedWidthInteger>(_ type: I.Type, _ index: Int32) throws -> I {
-        switch ColumnAccess.type(handle, index) {
+    func integer<I: FixedWidthInteger>(_ type: I.Type, _ value: ColumnValue, _ index: Int32) throws -> I {
+        switch value.type {
         case SQLITE_INTEGER:
-            guard let value = I(exactly: ColumnAccess.int64(handle, index)) else { throw outOfRange(index, I.self) }
-            return value
+            guard let result = I(exactly: value.int64) else { throw outOfRange(index, I.self) }
+            return result
         case SQLITE_FLOAT:
-            let double = ColumnAccess.double(handle, index)
+            let double = value.double
             guard double.rounded(.towardZero) == double else { throw mismatch(index, I.self) }
-            guard let value = I(exactly: double) else { throw outOfRange(index, I.self) }
-            return value
+            guard let result = I(exactly: double) else { throw outOfRange(index, I.self) }
+            return result
         default:
             throw mismatch(index, I.self)
         }
     }
 
     @inline(__always)
-    func double(_ index: Int32, as type: Any.Type = Double.self) throws -> Double {
-        switch ColumnAccess.type(handle, index) {
-        case SQLITE_INTEGER, SQLITE_FLOAT: return ColumnAccess.double(handle, index)
+    func double(_ value: ColumnValue, _ index: Int32, as type: Any.Type = Double.self) throws -> Double {
+        switch value.type {
+        case SQLITE_INTEGER, SQLITE_FLOAT: return value.double
         default: throw mismatch(index, type)
         }
     }
 
     @inline(__always)
-    func bool(_ index: Int32) throws -> Bool {
-        guard ColumnAccess.type(handle, index) == SQLITE_INTEGER else { throw mismatch(index, Bool.self) }
-        return ColumnAccess.int64(handle, index) != 0
+    func bool(_ value: ColumnValue, _ index: Int32) throws -> Bool {
+        guard value.type == SQLITE_INTEGER else { throw mismatch(index, Bool.self) }
+        return value.int64 != 0
     }
 
     @inline(__always)
-    func string(_ index: Int32, as type: Any.Type = String.self) throws -> String {
-        guard ColumnAccess.type(handle, index) == SQLITE_TEXT, let text = ColumnAccess.string(handle, index) else {
-            throw mismatch(index, type)
-        }
+    func string(_ value: ColumnValue, _ index: Int32, as type: Any.Type = String.self) throws -> String {
+        guard value.type == SQLITE_TEXT, let text = value.string else { throw mismatch(index, type) }
         return text
     }
 
     @inline(__always)
-    func data(_ index: Int32) throws -> Data {
-        switch ColumnAccess.type(handle, index) {
-        case SQLITE_BLOB, SQLITE_TEXT: return ColumnAccess.data(handle, index) ?? Data()
+    func data(_ value: ColumnValue, _ index: Int32) throws -> Data {
+        switch value.type {
+        case SQLITE_BLOB, SQLITE_TEXT: return value.data
         default: throw mismatch(index, Data.self)
         }
     }
 
-    func date(_ index: Int32) throws -> Date {
-        switch ColumnAccess.type(handle, index) {
+    func date(_ value: ColumnValue, _ index: Int32) throws -> Date {
+        switch value.type {
         case SQLITE_INTEGER, SQLITE_FLOAT:
-            return Date(timeIntervalSince1970: ColumnAccess.double(handle, index))
+            return Date(timeIntervalSince1970: value.double)
         case SQLITE_TEXT:
             guard let dateFormatter else {
                 throw failure(
                     "Cannot decode \(columnLabel(index)) as Date: it holds TEXT and the database has "
                         + "no date format (FMDatabase.setDateFormat(_:)); without one dates are numbers")
             }
-            guard let text = ColumnAccess.string(handle, index), let date = dateFormatter.date(from: text) else {
+            guard let text = value.string, let date = dateFormatter.date(from: text) else {
                 throw failure(
                     "Cannot decode \(columnLabel(index)) as Date: its text does not match the "
                         + "database's date format")
@@ -258,15 +359,20 @@ final class RowDecoder: Decoder {
         }
     }
 
+    /// Any `Decodable` from column `index`.
+    func value<T: Decodable>(_ type: T.Type, _ index: Int32) throws -> T {
+        try value(type, read(index), index)
+    }
+
     /// Any `Decodable` from one column: the known scalar types directly, then the type's own
     /// `init(from:)` over the column (enums by raw value, `Optional`), then JSON text.
-    func value<T: Decodable>(_ type: T.Type, _ index: Int32) throws -> T {
+    func value<T: Decodable>(_ type: T.Type, _ value: ColumnValue, _ index: Int32) throws -> T {
         // T is exactly the type compared with, so the bit casts are identity conversions (no dynamic
         // cast on the hot path).
-        if T.self == Data.self { return unsafeBitCast(try data(index), to: T.self) }
-        if T.self == Date.self { return unsafeBitCast(try date(index), to: T.self) }
+        if T.self == Data.self { return unsafeBitCast(try data(value, index), to: T.self) }
+        if T.self == Date.self { return unsafeBitCast(try date(value, index), to: T.self) }
         if T.self == URL.self {
-            guard let url = URL(string: try string(index, as: URL.self)) else {
+            guard let url = URL(string: try string(value, index, as: URL.self)) else {
                 throw failure("Cannot decode \(columnLabel(index)) as URL: its text is not a URL")
             }
             return unsafeBitCast(url, to: T.self)
@@ -283,11 +389,11 @@ final class RowDecoder: Decoder {
     }
 
     private func json<T: Decodable>(_ type: T.Type, _ index: Int32) throws -> T {
-        let kind = ColumnAccess.type(handle, index)
+        let value = read(index)
+        let kind = value.type
         guard kind == SQLITE_TEXT || kind == SQLITE_BLOB else { throw mismatch(index, T.self) }
-        let bytes = ColumnAccess.data(handle, index) ?? Data()
         do {
-            return try JSONDecoder().decode(T.self, from: bytes)
+            return try JSONDecoder().decode(T.self, from: value.data)
         } catch {
             throw failure(
                 "Cannot decode \(columnLabel(index)) as \(T.self) from JSON text: "
@@ -298,23 +404,40 @@ final class RowDecoder: Decoder {
     // MARK: Decoder
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        if cachedKeyType == ObjectIdentifier(Key.self), let box = cachedContainer {
+        if lastKeyType == ObjectIdentifier(Key.self), let box = lastBox {
             // KeyedDecodingContainer<Key> is a struct around one class reference (its box): the cached
             // reference was made from a container of this very Key type, so this is that container again.
             return unsafeBitCast(box, to: KeyedDecodingContainer<Key>.self)
         }
-        let container = KeyedDecodingContainer(RowContainer<Key>(row: self))
-        if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
-            cachedContainer = unsafeBitCast(container, to: AnyObject.self)
-            cachedKeyType = ObjectIdentifier(Key.self)
-        }
-        return container
+        return makeContainer(Key.self)
     }
 
-    /// Lets the cached container go (it holds this decoder): called when the result set drops the decoder.
-    func dropCachedContainer() {
-        cachedContainer = nil
-        cachedKeyType = nil
+    private func makeContainer<Key: CodingKey>(_ type: Key.Type) -> KeyedDecodingContainer<Key> {
+        let key = ObjectIdentifier(Key.self)
+        if let position = containerTypes.firstIndex(of: key) {
+            let box = boxes[position]
+            lastKeyType = key
+            lastBox = box
+            return unsafeBitCast(box, to: KeyedDecodingContainer<Key>.self)
+        }
+        // A key type whose values are told apart by one byte (a synthesized CodingKeys enum) gets a tag
+        // table; a key that holds a reference or more bytes is looked up by name.
+        var table: UnsafeMutablePointer<TagTable>?
+        if _isPOD(Key.self) && MemoryLayout<Key>.size <= 1 {
+            let made = TagTable.make()
+            tagTables.append(made)
+            table = made
+        }
+        let container = KeyedDecodingContainer(
+            RowContainer<Key>(row: self, handle: handle, active: UnsafePointer(active), tags: table))
+        if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+            let box = unsafeBitCast(container, to: AnyObject.self)
+            containerTypes.append(key)
+            boxes.append(box)
+            lastKeyType = key
+            lastBox = box
+        }
+        return container
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -329,95 +452,147 @@ final class RowDecoder: Decoder {
     }
 }
 
-/// The properties of a row: one column per key.
+/// The properties of a row: one column per key. Plain bytes (see `RowDecoder`): the decoder is held
+/// `unowned(unsafe)`, and it outlives every container that still exists (`RowDecoder.retire()`). The
+/// usual outcome of each property (the column is there and holds the type) is read without touching the
+/// decoder object (no retain, no release); anything else goes to the decoder, which makes the error.
 private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let row: RowDecoder
+    unowned(unsafe) let row: RowDecoder
+    /// The result set's statement (the same for every row) and the decoder's "decoding" flag.
+    let handle: OpaquePointer
+    let active: UnsafePointer<Bool>
+    /// The key type's tag table; nil when keys are looked up by name.
+    let tags: UnsafeMutablePointer<TagTable>?
 
     var codingPath: [any CodingKey] { [] }
     var allKeys: [Key] {
         (0..<row.statement.columnCount).compactMap { row.statement.columnName($0).flatMap(Key.init(stringValue:)) }
     }
 
+    /// The column of `key`, -1 when the query has none.
+    @inline(__always)
+    private func lookup(_ key: Key) throws -> Int32 {
+        guard active.pointee else { throw row.escaped() }
+        guard let tags else { return row.lookup(key.stringValue) }
+        // The key's one byte (a one-case enum has none: its only value is tag 0).
+        let tag = MemoryLayout<Key>.size == 0 ? 0 : Int(unsafeBitCast(key, to: UInt8.self))
+        if tag < tags.pointee.capacity {
+            let index = tags.pointee.columns[tag]
+            if index != TagTable.unresolved { return index }
+        }
+        return row.resolve(key.stringValue, tag: tag, in: tags)
+    }
+
     /// The column of `key` (throws when the query has none).
     @inline(__always)
-    private func column(_ key: Key) throws -> Int32 { try row.column(key.stringValue) }
+    private func column(_ key: Key) throws -> Int32 {
+        let index = try lookup(key)
+        guard index >= 0 else { throw row.missingColumn(key.stringValue) }
+        return index
+    }
 
-    func contains(_ key: Key) -> Bool { row.lookup(key.stringValue) >= 0 }
+    func contains(_ key: Key) -> Bool { ((try? lookup(key)) ?? -1) >= 0 }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        let index = row.lookup(key.stringValue)
-        return index < 0 || row.isNull(index)
+        let index = try lookup(key)
+        return index < 0 || ColumnValue(handle, index).type == SQLITE_NULL
     }
 
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try row.bool(column(key)) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try row.string(column(key)) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try row.double(column(key)) }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        let index = try column(key)
+        return try row.bool(ColumnValue(handle, index), index)
+    }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        let index = try column(key)
+        let value = ColumnValue(handle, index)
+        if value.type == SQLITE_TEXT, let text = value.string { return text }
+        return try row.string(value, index)
+    }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        let index = try column(key)
+        let value = ColumnValue(handle, index)
+        let kind = value.type
+        if kind == SQLITE_FLOAT || kind == SQLITE_INTEGER { return value.double }
+        return try row.double(value, index)
+    }
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
-        Float(try row.double(column(key), as: Float.self))
+        let index = try column(key)
+        return Float(try row.double(ColumnValue(handle, index), index, as: Float.self))
     }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try row.integer(type, column(key)) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try row.integer(type, column(key)) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try row.integer(type, column(key)) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try row.integer(type, column(key)) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try row.integer(type, column(key)) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try row.integer(type, column(key)) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try row.integer(type, column(key)) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try row.integer(type, column(key)) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try row.integer(type, column(key)) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try row.integer(type, column(key)) }
-    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try row.value(type, column(key)) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(key) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        let index = try column(key)
+        let value = ColumnValue(handle, index)
+        if T.self == Data.self, value.type == SQLITE_BLOB { return unsafeBitCast(value.data, to: T.self) }
+        return try row.value(type, value, index)
+    }
 
-    /// The column of `key` unless it is NULL or missing (nil then).
     @inline(__always)
-    private func present(_ key: Key) -> Int32? {
-        let index = row.lookup(key.stringValue)
-        return index < 0 || row.isNull(index) ? nil : index
+    private func integer<I: FixedWidthInteger>(_ key: Key) throws -> I {
+        let index = try column(key)
+        let value = ColumnValue(handle, index)
+        if value.type == SQLITE_INTEGER, let result = I(exactly: value.int64) { return result }
+        return try row.integer(I.self, value, index)
     }
 
-    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try present(key).map(row.bool) }
+    /// The column of `key` and its value unless it is NULL or missing (nil then).
+    @inline(__always)
+    private func present(_ key: Key) throws -> (ColumnValue, Int32)? {
+        let index = try lookup(key)
+        guard index >= 0 else { return nil }
+        let value = ColumnValue(handle, index)
+        return value.type == SQLITE_NULL ? nil : (value, index)
+    }
+
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
+        guard let (value, index) = try present(key) else { return nil }
+        return try row.bool(value, index)
+    }
     func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        try present(key).map { try row.string($0) }
+        guard let (value, index) = try present(key) else { return nil }
+        if value.type == SQLITE_TEXT, let text = value.string { return text }
+        return try row.string(value, index)
     }
     func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
-        try present(key).map { try row.double($0) }
+        guard let (value, index) = try present(key) else { return nil }
+        let kind = value.type
+        if kind == SQLITE_FLOAT || kind == SQLITE_INTEGER { return value.double }
+        return try row.double(value, index)
     }
     func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? {
-        try present(key).map { Float(try row.double($0, as: Float.self)) }
+        guard let (value, index) = try present(key) else { return nil }
+        return Float(try row.double(value, index, as: Float.self))
     }
-    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? {
-        try present(key).map { try row.integer(type, $0) }
-    }
-    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? {
-        try present(key).map { try row.integer(type, $0) }
-    }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try integerIfPresent(key) }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try integerIfPresent(key) }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        // Not Optional.map: unspecialized here (T is the caller's), its closure costs a context per call.
-        guard let index = present(key) else { return nil }
-        return try row.value(type, index)
+        guard let (value, index) = try present(key) else { return nil }
+        if T.self == Data.self, value.type == SQLITE_BLOB { return unsafeBitCast(value.data, to: T.self) }
+        return try row.value(type, value, index)
+    }
+
+    @inline(__always)
+    private func integerIfPresent<I: FixedWidthInteger>(_ key: Key) throws -> I? {
+        guard let (value, index) = try present(key) else { return nil }
+        if value.type == SQLITE_INTEGER, let result = I(exactly: value.int64) { return result }
+        return try row.integer(I.self, value, index)
     }
 
     func nestedContainer<NestedKey: CodingKey>(
@@ -453,20 +628,27 @@ private struct ColumnDecoder: Decoder, SingleValueDecodingContainer {
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer { throw NeedsJSON() }
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
 
-    func decodeNil() -> Bool { row.isNull(index) }
-    func decode(_ type: Bool.Type) throws -> Bool { try row.bool(index) }
-    func decode(_ type: String.Type) throws -> String { try row.string(index) }
-    func decode(_ type: Double.Type) throws -> Double { try row.double(index) }
-    func decode(_ type: Float.Type) throws -> Float { Float(try row.double(index, as: Float.self)) }
-    func decode(_ type: Int.Type) throws -> Int { try row.integer(type, index) }
-    func decode(_ type: Int8.Type) throws -> Int8 { try row.integer(type, index) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try row.integer(type, index) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try row.integer(type, index) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try row.integer(type, index) }
-    func decode(_ type: UInt.Type) throws -> UInt { try row.integer(type, index) }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try row.integer(type, index) }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try row.integer(type, index) }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try row.integer(type, index) }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try row.integer(type, index) }
-    func decode<T: Decodable>(_ type: T.Type) throws -> T { try row.value(type, index) }
+    /// The column's value; throws when used after its `init(from:)` returned.
+    @inline(__always)
+    private func value() throws -> ColumnValue {
+        guard row.isDecoding else { throw row.escaped() }
+        return row.read(index)
+    }
+
+    func decodeNil() -> Bool { ((try? value().type) ?? SQLITE_NULL) == SQLITE_NULL }
+    func decode(_ type: Bool.Type) throws -> Bool { try row.bool(value(), index) }
+    func decode(_ type: String.Type) throws -> String { try row.string(value(), index) }
+    func decode(_ type: Double.Type) throws -> Double { try row.double(value(), index) }
+    func decode(_ type: Float.Type) throws -> Float { Float(try row.double(value(), index, as: Float.self)) }
+    func decode(_ type: Int.Type) throws -> Int { try row.integer(type, value(), index) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try row.integer(type, value(), index) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try row.integer(type, value(), index) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try row.integer(type, value(), index) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try row.integer(type, value(), index) }
+    func decode(_ type: UInt.Type) throws -> UInt { try row.integer(type, value(), index) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try row.integer(type, value(), index) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try row.integer(type, value(), index) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try row.integer(type, value(), index) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try row.integer(type, value(), index) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try row.value(type, value(), index) }
 }

@@ -75,7 +75,7 @@ public final class FMResultSet {
         nameTable = UnsafeBufferPointer(start: nil, count: 0)
         nameTableFetched = false
         rowColumnCount = 0
-        rowDecoder?.dropCachedContainer()
+        rowDecoder?.retire()
         rowDecoder = nil
         parent?.releaseStatement(statement)
         parent?.resultSetDidClose(self)
@@ -190,6 +190,12 @@ public final class FMResultSet {
                 statement.clearBindings()
                 lastStepCode = SQLITE_OK
                 rowColumnCount = 0
+                // The next run may have other columns (SQLite prepares the statement again after a schema
+                // change): names are looked up again, and the row decoder resolves them again.
+                nameTable = UnsafeBufferPointer(start: nil, count: 0)
+                nameTableFetched = false
+                rowDecoder?.retire()
+                rowDecoder = nil
                 try body(statement)
             }
             return true
@@ -470,8 +476,8 @@ public final class FMResultSet {
     /// columns through it.
     var currentRowHandle: OpaquePointer? { rowColumnCount > 0 ? handle : nil }
 
-    /// The row decoder, kept across rows so column names are resolved once per statement
-    /// (`FMResultSet+Decoding.swift`); dropped on close.
+    /// The row decoder, kept across rows so column names are resolved once per run of the statement
+    /// (`FMResultSet+Decoding.swift`); dropped on close and on a new bind.
     var rowDecoder: RowDecoder?
 }
 

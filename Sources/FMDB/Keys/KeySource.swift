@@ -9,8 +9,10 @@
 /// `read(2)` straight into wiped memory.
 public enum KeySource: Sendable, Equatable {
     /// The controlling terminal (`/dev/tty`; standard input when it is a terminal and there is no
-    /// `/dev/tty`), with echo off, after writing `prompt` there. One line is read; a signal that ends
-    /// the process meanwhile (SIGINT, SIGTERM, SIGHUP, SIGQUIT) turns echo back on first.
+    /// `/dev/tty`), with echo off, after writing `prompt` there. One line is read; a signal meanwhile
+    /// (SIGINT, SIGTERM, SIGHUP, SIGQUIT) turns echo back on first, then gets the disposition it had before
+    /// the prompt: the program's own handler runs (echo goes off again if it returns and the prompt goes
+    /// on), the default action ends the process, an ignored signal stays ignored.
     case terminal(prompt: String)
     /// One line of standard input (without its "\n" or "\r\n"), read a byte at a time so that nothing
     /// past it is consumed: a second read takes the second line. Echo is off when standard input is
