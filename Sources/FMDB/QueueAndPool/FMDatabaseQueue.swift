@@ -320,6 +320,26 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
+    /// Runs a transaction (`body` calls `markStarted` as its block starts) on the queue's connection. When
+    /// its BEGIN met the file under a key the connection does not hold, its block has not run: the key
+    /// changed elsewhere while BEGIN waited for the write lock (a rekey holds it throughout). The connection
+    /// is closed as after any key change, and the transaction begins once more on a new one keyed with the
+    /// provider asked again; its block still runs at most once. Runs on the queue.
+    private func runTransaction<T>(_ body: (FMDatabase, _ markStarted: () -> Void) throws -> T) throws -> T {
+        var started = false
+        for attempt in 1...2 {
+            let db = try openDatabase()
+            defer { tidy(db) }
+            do {
+                return try body(db) { started = true }
+            } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
+                // `tidy` closes the connection and asks the provider again.
+                if started || attempt == 2 { throw FMDatabase.keyChangedError(path: path, cause: error) }
+            }
+        }
+        throw FMDatabaseError.misuse("unreachable: a transaction is tried twice at most")
+    }
+
     // MARK: - FMDB API
 
     /// Closes the database; the next call reopens (and re-keys) it.
@@ -566,9 +586,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
         try onQueue {
-            let db = try openDatabase()
-            defer { tidy(db) }
-            return try run(db) { try db.inTransaction(kind, block) }
+            try runTransaction { db, markStarted in
+                try db.inTransaction(kind) { db in
+                    markStarted()
+                    return try block(db)
+                }
+            }
         }
     }
 
@@ -636,10 +659,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 dispatchQueue.async {
                     let result = Result { () throws -> T in
-                        let db = try self.openDatabase()
-                        defer { self.tidy(db) }
-                        if cancellation.isCancelled { throw CancellationError() }
-                        return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) } }
+                        try self.runTransaction { db, markStarted in
+                            if cancellation.isCancelled { throw CancellationError() }
+                            return try db.inTransaction(kind) { db in
+                                markStarted()
+                                return try cancellation.run(on: db) { try block(db) }
+                            }
+                        }
                     }
                     continuation.resume(with: result)
                 }
