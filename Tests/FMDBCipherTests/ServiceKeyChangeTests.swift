@@ -1,3 +1,4 @@
+// Sanitizer: thread (Scripts/test runs this file's test classes under ThreadSanitizer)
 @testable import FMDB
 import Foundation
 import TestSupport
