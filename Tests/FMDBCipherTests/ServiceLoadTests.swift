@@ -203,4 +203,30 @@ final class ServiceLoadTests: XCTestCase {
         try checkService(
             lines, status: service.process.terminationStatus, path: path, provider: provider(newHex), keyChanges: 1)
     }
+
+    func testReadingADatabaseHeaderKeepsThisProcessesLocksOnTheFile() throws {
+        let hex = String(repeating: "5a", count: 32)
+        var text = hex
+        let provider = try text.withUTF8 {
+            try RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0)))
+        }
+        let path = directory.path("locks.db")
+        let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
+        try queue.inDatabase { db in
+            XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = wal"), "wal")
+            try db.executeUpdate("CREATE TABLE t (v)", values: nil)
+        }
+        // The queue's connection holds its WAL-mode lock on the file; a header read (as every keyed open
+        // makes) must not drop it, or the tool's last-connection close below resets and deletes the WAL.
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 0)
+        _ = FMDatabase.inspectFile(atPath: path)
+        let key = try keyFile("locks.key", hex)
+        let result = try runProcess(tool, ["sql", path, "INSERT INTO t VALUES (1)", "--kdf", "raw", "--key-file", key])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: path + "-wal"),
+            "the other process took itself for the last connection and removed the WAL under this one")
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
+        queue.close()
+    }
 }
