@@ -171,4 +171,42 @@ final class KeyChangeCoordinationTests: XCTestCase {
         XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
         XCTAssertNil(replaced.withLock { $0 }, "the replacement was checked before the rekey began")
     }
+
+    func testQueueReplaceKeyProviderMeetsARekeyThroughAPoolOfTheFile() throws {
+        let path = try makeKeyed()
+        // The replacement's check opens a connection under key 1 and is held in prepareDatabase while a pool
+        // of this process rekeys the file to key 2 (and hands key 2 to the queue).
+        let holding = DispatchSemaphore(value: 0)
+        let rekeyed = DispatchSemaphore(value: 0)
+        let hold = Locked(false)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: Self.provider(1), logsErrors: false) { _ in
+            guard
+                hold.withLock({ hold in
+                    defer { hold = false }; return hold
+                })
+            else { return }
+            holding.signal()
+            rekeyed.wait()
+        }
+        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        hold.withLock { $0 = true }
+        let replaced = Locked<Int?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            do {
+                try queue.replaceKeyProvider(Self.provider(1))
+                replaced.withLock { $0 = 0 }
+            } catch {
+                replaced.withLock { $0 = nsError(error).code }
+            }
+            finished.signal()
+        }
+        holding.wait()
+        try pool.rekey(using: Self.provider(2))
+        rekeyed.signal()
+        finished.wait()
+
+        XCTAssertEqual(replaced.withLock { $0 }, 26, "checked again: key 1 no longer opens the file")
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+    }
 }

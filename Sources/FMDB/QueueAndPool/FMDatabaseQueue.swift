@@ -61,6 +61,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// A provider handed over by a rekey through another queue or pool on the same file, taken up by
     /// the next call on the queue (`Protected`: set from any thread).
     private let adoptedProvider = Protected<(any KeyProvider)?>(nil)
+    /// How many providers rekeys through other queues or pools handed over (`Protected`: set from any
+    /// thread): a `replaceKeyProvider` that checked its provider before one landed checks it again.
+    private let adoptions = Protected(0)
     /// The file's identity in the process-wide ``KeyChangeRegistry``; written only by the keyed initializer.
     private var keyIdentity: KeyChangeRegistry.FileIdentity?
     private let interruptTarget = Protected<InterruptHandle?>(nil)
@@ -503,7 +506,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// The provider is checked first, on a new connection that must open and read the file (and is set
     /// up with `prepareDatabase`); when it does not, this throws and the queue keeps its provider and
     /// connection. When it does, that connection replaces the queue's. It runs on the queue, after the
-    /// block running now: it must not be called from a block of the queue.
+    /// block running now: it must not be called from a block of the queue. A rekey through another queue
+    /// or pool of the file that lands meanwhile makes it check the provider again, against the file as
+    /// that rekey left it.
     ///
     /// ```swift
     /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
@@ -524,15 +529,30 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
     public func replaceKeyProvider(_ provider: any KeyProvider) throws {
         try onQueue {
-            let db = try FMDatabase.openShared(
-                path: path, flags: openFlags, vfs: vfsName, keyProvider: provider, logger: logger,
-                logsErrors: logsErrors,
-                prepare: { try self.prepareDatabase?($0) })
-            adoptedProvider.withLock { $0 = nil }
-            closeDatabase()
-            keyProvider = provider
-            database = db
-            interruptTarget.withLock { $0 = db.interruptHandle }
+            while true {
+                let before = adoptions.withLock { $0 }
+                let db = try FMDatabase.openShared(
+                    path: path, flags: openFlags, vfs: vfsName, keyProvider: provider, logger: logger,
+                    logsErrors: logsErrors,
+                    prepare: { try self.prepareDatabase?($0) })
+                // A rekey through another queue or pool of the file landed while this provider was checked:
+                // check it again against the file as that left it. When it fails, the provider the rekey
+                // handed over stays pending and the next call takes it up.
+                let landed: Bool = adoptions.withLock { count in
+                    guard count == before else { return true }
+                    adoptedProvider.withLock { $0 = nil }
+                    return false
+                }
+                guard !landed else {
+                    db.closeAsOwner()
+                    continue
+                }
+                closeDatabase()
+                keyProvider = provider
+                database = db
+                interruptTarget.withLock { $0 = db.interruptHandle }
+                return
+            }
         }
     }
 
@@ -680,6 +700,9 @@ extension FMDatabaseQueue: KeyChangeListener {
     /// A rekey through another queue or pool of this process on the same file (``KeyChangeRegistry``):
     /// the next call drops the connection keyed before and keys a new one with `provider`.
     func adoptKeyProvider(_ provider: any KeyProvider) {
-        adoptedProvider.withLock { $0 = provider }
+        adoptions.withLock { count in
+            adoptedProvider.withLock { $0 = provider }
+            count += 1
+        }
     }
 }
