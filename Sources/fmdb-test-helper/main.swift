@@ -245,6 +245,103 @@ case "hold":
     db.rollback()
     db.close()
     say("released")
+case "service":
+    // service DB KEYFILE slot|raw: a long-running service on a keyed WAL pool (at most 4 connections). Its key
+    // comes from KEYFILE (a slot passphrase, or a raw key in hex), read again whenever the pool finds the file
+    // under a key it does not hold (ReloadableKeyProvider). Two writer threads insert numbered rows into
+    // `acks` in immediate transactions and print "ack ID" once the commit returned; two reader threads read
+    // a row and count. Each failed request prints "fail read|write CODE MESSAGE". Prints "rss-warm KB" after
+    // the first 200 acks and runs until standard input closes; then prints "rss-end KB", "requests N" and
+    // "stopped". The two-process load test runs the operator's fmdb-cipher commands beside it.
+    let args = Array(arguments)
+    guard args.count == 4, args[3] == "slot" || args[3] == "raw" else { exit(64) }
+    let keyFile = args[2]
+    let slotted = args[3] == "slot"
+    let output = NSLock()
+    let report: @Sendable (String) -> Void = { line in
+        output.withLock { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    }
+    let residentKiB: @Sendable () -> Int = {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
+    }
+    let pool: FMDatabasePool
+    do {
+        let provider = try ReloadableKeyProvider {
+            // Test keys, not secrets: read as text, as the helper's other scenarios take theirs.
+            let text = try String(contentsOfFile: keyFile, encoding: .utf8).trimmingCharacters(in: .newlines)
+            if slotted { return KeySlotKeyProvider(secret: .passphrase(text)) }
+            return try RawKeyProvider(material: material(text))
+        }
+        pool = try FMDatabasePool(path: args[1], keyProvider: provider, logsErrors: false) { db in
+            db.maxBusyRetryTimeInterval = 10
+        }
+        pool.maximumNumberOfDatabasesToCreate = 4
+        try pool.inDatabase { db in
+            try db.executeUpdate("CREATE TABLE IF NOT EXISTS acks (id INTEGER PRIMARY KEY, payload BLOB)", values: nil)
+        }
+    } catch {
+        FileHandle.standardError.write(Data("service: \(error)\n".utf8))
+        exit(4)
+    }
+    final class Counters: @unchecked Sendable {
+        // @unchecked Sendable: every property is read and written under `lock`.
+        let lock = NSLock()
+        var nextID = 0
+        var acks = 0
+        var requests = 0
+        var stopping = false
+    }
+    let counters = Counters()
+    // Threads of their own: Dispatch's global queue starts about one thread per core and cannot tell that a
+    // worker waiting in SQLite's busy handler is blocked, so readers could wait behind writers forever.
+    let workers = DispatchGroup()
+    for worker in 0..<4 {
+        let writes = worker < 2
+        workers.enter()
+        Thread {
+            defer { workers.leave() }
+            while !counters.lock.withLock({ counters.stopping }) {
+                do {
+                    if writes {
+                        let id = counters.lock.withLock {
+                            counters.nextID += 1
+                            return counters.nextID
+                        }
+                        try pool.inTransaction(.immediate) { db in
+                            try db.executeUpdate("INSERT INTO acks VALUES (?, randomblob(100))", values: [id])
+                        }
+                        report("ack \(id)")
+                        let warm = counters.lock.withLock {
+                            counters.acks += 1
+                            return counters.acks == 200
+                        }
+                        if warm { report("rss-warm \(residentKiB())") }
+                    } else {
+                        try pool.inDatabase { db in
+                            let rows = try db.executeQuery("SELECT count(*), max(id) FROM acks", values: nil)
+                            defer { rows.close() }
+                            _ = try rows.nextWithError()
+                        }
+                    }
+                } catch {
+                    let code = (error as NSError).code
+                    let message =
+                        ((error as? FMDatabaseError).map { "[\($0.extendedCode)] \($0.sql ?? "-") " } ?? "")
+                        + ((error as? FMDatabaseError)?.message ?? "\(error)")
+                    report("fail \(writes ? "write" : "read") \(code) \(message)")
+                }
+                counters.lock.withLock { counters.requests += 1 }
+            }
+        }.start()
+    }
+    _ = FileHandle.standardInput.readDataToEndOfFile()
+    counters.lock.withLock { counters.stopping = true }
+    workers.wait()
+    report("rss-end \(residentKiB())")
+    report("requests \(counters.lock.withLock { counters.requests })")
+    report("stopped")
 case "wrong-key":
     // wrong-key PATH KEY fmdb|sql: the first keyed open of the process, with FMDB's setKey(_:) or SQL
     // `PRAGMA key`, then a query; prints the query's error code (SQLCipher's log goes to standard error).

@@ -48,3 +48,55 @@ public func rowText(_ i: Int) -> String {
         return String(decoding: buffer, as: UTF8.self)
     }
 }
+
+/// W6 (a service): how many threads serve (one per core), for how long, over how many rows, and what
+/// share of requests are write transactions (1 in `writeEvery`).
+public enum ServiceWorkload {
+    public static var threads: Int { max(1, envInt("BENCH_THREADS", ProcessInfo.processInfo.activeProcessorCount)) }
+    public static var seconds: Double { Double(envInt("BENCH_SECONDS", 5)) }
+    public static var rows: Int { envInt("BENCH_SERVICE_ROWS", 10_000) }
+    public static let writeEvery: UInt64 = 5
+
+    /// "tps=... p50_us=... p99_us=... requests=..." for the request latencies (seconds) of all threads.
+    public static func summary(latencies: [Double], elapsed: Double) -> String {
+        let sorted = latencies.sorted()
+        guard !sorted.isEmpty else { return " tps=0 p50_us=0 p99_us=0 requests=0" }
+        let p50 = sorted[sorted.count / 2] * 1e6
+        let p99 = sorted[min(sorted.count - 1, sorted.count * 99 / 100)] * 1e6
+        return String(
+            format: " tps=%.0f p50_us=%.1f p99_us=%.1f requests=%d", Double(sorted.count) / elapsed, p50, p99,
+            sorted.count)
+    }
+
+    /// Requests per second completed between `from` and `to` (times as `now()` gives them).
+    public static func rate(completions: [Double], from: Double, to: Double) -> Double {
+        guard to > from else { return 0 }
+        return Double(completions.filter { $0 >= from && $0 < to }.count) / (to - from)
+    }
+}
+
+/// Per-thread results of a W6 run, merged under a lock.
+public final class ServiceResults: @unchecked Sendable {
+    // @unchecked Sendable: every property is read and written under `lock`.
+    private let lock = NSLock()
+    private var latencyList: [Double] = []
+    private var completionList: [Double] = []
+    private var sum = 0.0
+    private var failed = 0
+
+    public init() {}
+
+    public func add(latencies: [Double], completions: [Double], checksum: Double, failures: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        latencyList += latencies
+        completionList += completions
+        sum += checksum
+        failed += failures
+    }
+
+    public var latencies: [Double] { lock.withLock { latencyList } }
+    public var completions: [Double] { lock.withLock { completionList } }
+    public var checksum: Double { lock.withLock { sum } }
+    public var failures: Int { lock.withLock { failed } }
+}

@@ -1,5 +1,5 @@
 // bench-c: the workloads through SQLCipher's C API directly — the physical limit for a wrapper.
-// Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open; MODE: plain encrypted passphrase)
+// Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open service; MODE: plain encrypted passphrase)
 // Prints: seconds checksum maxrss_kb
 #include <sqlcipher/sqlite3.h>
 #include "CFMDBCrypto.h"
@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <pthread.h>
+#include <unistd.h>
 
 static const char *RAW_KEY = "x'2DD29CA851E7B56E4697B0E1F08507293D761A05CE4D1B628663F411A8086D99'";
 static const char *PASSPHRASE = "benchmark passphrase";
@@ -81,6 +83,134 @@ static sqlite3 *open_db(const char *path, const char *mode) {
     }
     if (sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL, NULL) != SQLITE_OK) die(db, "pragmas");
     return db;
+}
+
+/* W6: one thread per core, each with its own reader connection; writes go through one shared writer
+   connection (a mutex), as a C service would keep them. Point reads, and 1 in 5 a write transaction
+   (UPDATE one row, INSERT one log row). */
+typedef struct {
+    const char *path, *mode;
+    long rows, thread;
+    double deadline, checksum;
+    double *latencies;
+    long count, capacity, failures;
+} service_thread;
+
+static sqlite3 *service_writer;
+static sqlite3_stmt *service_update, *service_log, *service_begin, *service_commit;
+static pthread_mutex_t service_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int step_reset(sqlite3_stmt *stmt) {
+    int rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    return rc;
+}
+
+static void *service_run(void *arg) {
+    service_thread *me = arg;
+    sqlite3 *db = open_db(me->path, me->mode);
+    sqlite3_stmt *read;
+    if (sqlite3_prepare_v2(db, "SELECT a, s FROM t WHERE id = ?", -1, &read, NULL) != SQLITE_OK) die(db, "prepare read");
+    uint64_t state = 1000 + (uint64_t)me->thread;
+    for (;;) {
+        double t0 = now();
+        if (t0 >= me->deadline) break;
+        uint64_t r = lcg(&state);
+        long id = (long)(r % (uint64_t)me->rows) + 1;
+        if (r % 5 == 0) {
+            pthread_mutex_lock(&service_lock);
+            int ok = step_reset(service_begin) == SQLITE_DONE;
+            sqlite3_bind_int64(service_update, 1, id);
+            sqlite3_bind_int64(service_log, 1, id);
+            ok = ok && step_reset(service_update) == SQLITE_DONE && step_reset(service_log) == SQLITE_DONE;
+            ok = ok && step_reset(service_commit) == SQLITE_DONE;
+            if (!ok) { sqlite3_exec(service_writer, "ROLLBACK", NULL, NULL, NULL); me->failures++; }
+            pthread_mutex_unlock(&service_lock);
+        } else {
+            sqlite3_bind_int64(read, 1, id);
+            int rc = sqlite3_step(read);
+            if (rc == SQLITE_ROW) {
+                me->checksum += (double)sqlite3_column_int64(read, 0);
+                (void)sqlite3_column_text(read, 1);
+            } else {
+                me->failures++;
+            }
+            sqlite3_reset(read);
+        }
+        if (me->count == me->capacity) {
+            me->capacity = me->capacity ? me->capacity * 2 : 65536;
+            me->latencies = realloc(me->latencies, sizeof(double) * (size_t)me->capacity);
+            if (!me->latencies) die(NULL, "out of memory");
+        }
+        me->latencies[me->count++] = now() - t0;
+    }
+    sqlite3_finalize(read);
+    sqlite3_close(db);
+    return NULL;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void service(const char *path, const char *mode) {
+    long threads = env_long("BENCH_THREADS", sysconf(_SC_NPROCESSORS_ONLN));
+    long rows = env_long("BENCH_SERVICE_ROWS", 10000);
+    double seconds = (double)env_long("BENCH_SECONDS", 5);
+    if (threads < 1) threads = 1;
+    service_writer = open_db(path, mode);
+    sqlite3 *w = service_writer;
+    if (sqlite3_exec(w, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, s TEXT);"
+                        "CREATE TABLE log (id INTEGER PRIMARY KEY, t_id INTEGER); BEGIN", NULL, NULL, NULL) != SQLITE_OK) die(w, "schema");
+    sqlite3_stmt *insert;
+    if (sqlite3_prepare_v2(w, "INSERT INTO t (id, a, s) VALUES (?, ?, ?)", -1, &insert, NULL) != SQLITE_OK) die(w, "prepare");
+    for (long i = 1; i <= rows; i++) {
+        char text[16];
+        snprintf(text, sizeof text, "name-%07ld", i % 10000000);
+        sqlite3_bind_int64(insert, 1, i);
+        sqlite3_bind_int64(insert, 2, i);
+        sqlite3_bind_text(insert, 3, text, -1, SQLITE_TRANSIENT);
+        if (step_reset(insert) != SQLITE_DONE) die(w, "insert");
+    }
+    sqlite3_finalize(insert);
+    if (sqlite3_exec(w, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) die(w, "commit");
+    if (sqlite3_prepare_v2(w, "BEGIN IMMEDIATE", -1, &service_begin, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w, "COMMIT", -1, &service_commit, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w, "UPDATE t SET a = a + 1 WHERE id = ?", -1, &service_update, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w, "INSERT INTO log (t_id) VALUES (?)", -1, &service_log, NULL) != SQLITE_OK) die(w, "prepare writes");
+    service_thread *all = calloc((size_t)threads, sizeof *all);
+    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+    if (!all || !ids) die(NULL, "out of memory");
+    double start = now();
+    for (long t = 0; t < threads; t++) {
+        all[t] = (service_thread){.path = path, .mode = mode, .rows = rows, .thread = t, .deadline = start + seconds};
+        pthread_create(&ids[t], NULL, service_run, &all[t]);
+    }
+    long total = 0, failures = 0;
+    double checksum = 0;
+    for (long t = 0; t < threads; t++) {
+        pthread_join(ids[t], NULL);
+        total += all[t].count;
+        failures += all[t].failures;
+        checksum += all[t].checksum;
+    }
+    double elapsed = now() - start;
+    double *merged = malloc(sizeof(double) * (size_t)(total ? total : 1));
+    if (!merged) die(NULL, "out of memory");
+    long k = 0;
+    for (long t = 0; t < threads; t++) {
+        memcpy(merged + k, all[t].latencies, sizeof(double) * (size_t)all[t].count);
+        k += all[t].count;
+        free(all[t].latencies);
+    }
+    qsort(merged, (size_t)total, sizeof(double), compare_doubles);
+    double p50 = total ? merged[total / 2] * 1e6 : 0, p99 = total ? merged[total * 99 / 100] * 1e6 : 0;
+    printf("%.6f %.2f %ld tps=%.0f p50_us=%.1f p99_us=%.1f requests=%ld failures=%ld\n", elapsed, checksum,
+           peak_rss_kb(), total / elapsed, p50, p99, total, failures);
+    free(merged);
+    free(all);
+    free(ids);
 }
 
 int main(int argc, char **argv) {
@@ -190,6 +320,9 @@ int main(int argc, char **argv) {
         if (sqlite3_step(stmt) == SQLITE_ROW) checksum = (double)sqlite3_column_int64(stmt, 0);
         sqlite3_finalize(stmt);
         sqlite3_close(db);
+    } else if (strcmp(workload, "service") == 0) {
+        service(path, mode);
+        return 0;
     } else if (strcmp(workload, "open") == 0) {
         start = now();
         for (long i = 0; i < opens; i++) {

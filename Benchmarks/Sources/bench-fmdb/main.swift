@@ -7,6 +7,10 @@
 //     MODE plain | encrypted (raw key, with the library's keyed-connection defaults)
 //   WORKLOAD rekey: MODE encrypted, VARIANT raw (rekeys DBPATH from the raw key to another raw key)
 //   WORKLOAD open: VARIANT plain | raw | passphrase | pbkdf2 (one PBKDF2KeyProvider reused)
+//   WORKLOAD keycheck: VARIANT schema-version (the per-block key check next to a W3 lookup, per call)
+//   WORKLOAD service (W6): VARIANT pool (a pool serving reads and write transactions from one thread per
+//     core, BENCH_SECONDS) | slots (encrypted: the same on a slotted database, through a slot change and a
+//     data-key rotation); prints also tps, p50_us, p99_us, failures (and requests/s through each action)
 //   WORKLOAD pool: VARIANT queue (1 thread, FMDatabaseQueue) | pool (2 threads, FMDatabasePool, WAL)
 //   BENCH_FMDB_CACHE_SIZE=N: `PRAGMA cache_size = N` after keying (-2000: SQLite's default instead of the
 //     library's 8 MiB keyed cache), so the cache's cost in time and peak memory can be measured
@@ -320,11 +324,190 @@ case ("pool", "pool"):
     checksum = sums.total
     pool.releaseAllDatabases()
 
+case ("keycheck", "schema-version"):
+    // The cost of the check a keyed queue or pool makes before each block (is the file under another key?
+    // QueueAndPool/KeyChangeRegistry.swift: `PRAGMA schema_version` on the connection, its header page
+    // cached), next to the W3 lookup it guards: BENCH_LOOKUPS lookups by id, then as many checks.
+    let db = openDatabase()
+    var lcg = LCG(state: 7)
+    let ids = (0..<lookups).map { _ in Int64(lcg.next() % UInt64(rows)) + 1 }
+    do {
+        let lookup = try db.prepareStatement("SELECT a, r, s, b FROM t WHERE id = ?")
+        let lookupStart = now()
+        for id in ids {
+            try lookup.bind(id)
+            if try lookup.step() { checksum += Double(lookup.int64(at: 0)) }
+        }
+        let lookupTime = now() - lookupStart
+        let checkStart = now()
+        for _ in ids {
+            let rs = try db.executeQuery("PRAGMA schema_version", values: nil)
+            if try rs.nextWithError() { checksum += Double(rs.long(forColumnIndex: 0)) }
+            rs.close()
+        }
+        let checkTime = now() - checkStart
+        // The same check with its statement prepared once (what a cached check would cost).
+        let check = try db.prepareStatement("PRAGMA schema_version")
+        let preparedStart = now()
+        for _ in ids {
+            if try check.step() { checksum += Double(check.int64(at: 0)) }
+            check.reset()
+        }
+        let preparedTime = now() - preparedStart
+        elapsed = lookupTime + checkTime + preparedTime
+        extra = String(
+            format: " lookup_ns=%.0f check_ns=%.0f prepared_check_ns=%.0f", lookupTime / Double(lookups) * 1e9,
+            checkTime / Double(lookups) * 1e9, preparedTime / Double(lookups) * 1e9)
+    } catch {
+        fail("keycheck: \(error)")
+    }
+    db.close()
+
+case ("service", "pool"), ("service", "slots"):
+    // W6: a keyed WAL pool serving point reads and small write transactions (an UPDATE and an INSERT) from
+    // one thread per core for BENCH_SECONDS. "slots": on a slotted database (scrypt slot), with an operator's
+    // slot change at 1/3 of the run and a data-key rotation at 2/3, both from this process's KeySlots API
+    // (not through the pool, as fmdb-cipher would do them).
+    let slotted = variant == "slots"
+    let serviceRows = ServiceWorkload.rows
+    let setUp: @Sendable (FMDatabase) throws -> Void = { db in
+        db.shouldCacheStatements = true
+        try db.executeUpdate("PRAGMA synchronous = NORMAL", values: nil)
+    }
+    let pool: FMDatabasePool
+    let serviceSetUp = ServiceSetUp()  // The pool's delegate is weak: kept here for the whole run.
+    do {
+        if slotted {
+            if mode != "encrypted" { fail("service slots runs encrypted") }
+            try KeySlots.createDatabase(at: path, secret: .passphrase("service"))
+            _ = try KeySlots.addSlot(
+                to: path, unlockingWith: .passphrase("service"), newSecret: .passphrase("operator"))
+            pool = try FMDatabasePool(
+                path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("service")), prepareDatabase: setUp)
+        } else if mode == "encrypted" {
+            pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: rawKey), prepareDatabase: setUp)
+        } else {
+            pool = FMDatabasePool(path: path)
+            pool.delegate = serviceSetUp  // Every connection gets synchronous = NORMAL, as in the other programs.
+        }
+        try pool.inDatabase { db in
+            try setUp(db)
+            guard db.string(forQuery: "PRAGMA journal_mode = WAL") == "wal" else { fail("WAL") }
+            try db.executeUpdate("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, s TEXT)", values: nil)
+            try db.executeUpdate("CREATE TABLE log (id INTEGER PRIMARY KEY, t_id INTEGER)", values: nil)
+            try db.inTransaction(.immediate) { db in
+                for i in 1...serviceRows {
+                    try db.executeUpdate("INSERT INTO t (id, a, s) VALUES (?, ?, ?)", values: [i, i, rowText(i)])
+                }
+            }
+        }
+    } catch {
+        fail("service set-up: \(error)")
+    }
+    let results = ServiceResults()
+    let actions = Protected<[Double]>([])
+    let threads = ServiceWorkload.threads
+    let start = now()
+    let deadline = start + ServiceWorkload.seconds
+    let group = DispatchGroup()
+    for thread in 0..<threads {
+        group.enter()
+        Thread {
+            defer { group.leave() }
+            var lcg = LCG(state: 1000 + UInt64(thread))
+            var latencies: [Double] = []
+            var completions: [Double] = []
+            var total = 0.0
+            var failures = 0
+            latencies.reserveCapacity(200_000)
+            completions.reserveCapacity(200_000)
+            while true {
+                let t0 = now()
+                if t0 >= deadline { break }
+                let r = lcg.next()
+                let id = Int64(r % UInt64(serviceRows)) + 1
+                do {
+                    if r % ServiceWorkload.writeEvery == 0 {
+                        try pool.inTransaction(.immediate) { db in
+                            try db.executeUpdate("UPDATE t SET a = a + 1 WHERE id = ?", values: [id])
+                            try db.executeUpdate("INSERT INTO log (t_id) VALUES (?)", values: [id])
+                        }
+                    } else {
+                        total += try pool.inDatabase { db in
+                            db.shouldCacheStatements = true
+                            let rs = try db.executeQuery("SELECT a, s FROM t WHERE id = ?", values: [id])
+                            defer { rs.close() }
+                            return try rs.nextWithError() ? Double(rs.longLongInt(forColumnIndex: 0)) : 0
+                        }
+                    }
+                } catch {
+                    failures += 1
+                }
+                let t1 = now()
+                latencies.append(t1 - t0)
+                completions.append(t1)
+            }
+            results.add(latencies: latencies, completions: completions, checksum: total, failures: failures)
+        }.start()
+    }
+    if slotted {
+        // The operator: a slot change at 1/3 of the run, a data-key rotation at 2/3 (start and end of each).
+        Thread.sleep(forTimeInterval: ServiceWorkload.seconds / 3)
+        do {
+            let a = now()
+            _ = try KeySlots.changeSlot(of: path, from: .passphrase("operator"), to: .passphrase("operator-2"))
+            let b = now()
+            Thread.sleep(forTimeInterval: max(0, start + 2 * ServiceWorkload.seconds / 3 - now()))
+            let c = now()
+            _ = try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("operator-2"), .passphrase("service")])
+            let d = now()
+            actions.withLock { $0 = [a, b, c, d] }
+        } catch {
+            fail("operator: \(error)")
+        }
+    }
+    group.wait()
+    elapsed = now() - start
+    checksum = results.checksum
+    extra = ServiceWorkload.summary(latencies: results.latencies, elapsed: elapsed) + " failures=\(results.failures)"
+    let marks = actions.withLock { $0 }
+    if marks.count == 4 {
+        let completions = results.completions
+        // Each window: the action itself plus the 0.2 s after it (connections reopened, provider asked again).
+        extra += String(
+            format: " slot_change_ms=%.0f rps_slot_change=%.0f rotation_ms=%.0f rps_rotation=%.0f",
+            (marks[1] - marks[0]) * 1000,
+            ServiceWorkload.rate(completions: completions, from: marks[0], to: marks[1] + 0.2),
+            (marks[3] - marks[2]) * 1000,
+            ServiceWorkload.rate(completions: completions, from: marks[2], to: marks[3] + 0.2))
+    }
+
 default:
     fail("unknown workload/variant \(workload) \(variant)")
 }
 
 print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()) + extra)
+
+/// Sets up each new connection of the plain W6 pool (the keyed pools use `prepareDatabase`).
+final class ServiceSetUp: FMDatabasePoolDelegate {
+    func databasePool(_ pool: FMDatabasePool, didAddDatabase database: FMDatabase) {
+        database.shouldCacheStatements = true
+        database.executeStatements("PRAGMA synchronous = NORMAL")
+    }
+}
+
+/// A value shared between threads, under a lock.
+final class Protected<Value>: @unchecked Sendable {
+    // @unchecked Sendable: `value` is read and written only under `lock`.
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
 
 /// Two doubles written from two threads.
 final class Locked: @unchecked Sendable {

@@ -1,6 +1,7 @@
 // bench-grdb: the workloads through GRDB 7.10.0 on the system SQLite (no encryption: plain mode only),
 // written the way a GRDB expert writes fast code: one reused statement, cursors, columns by index.
-// Usage: bench-grdb WORKLOAD plain DBPATH   Prints: seconds checksum maxrss_kb
+// Usage: bench-grdb WORKLOAD plain DBPATH   Prints: seconds checksum maxrss_kb (service, W6: also tps,
+// p50_us, p99_us, failures)
 import BenchSupport
 import Foundation
 import GRDB
@@ -27,6 +28,7 @@ func makeQueue() throws -> DatabaseQueue {
 
 var checksum = 0.0
 var elapsed = 0.0
+var extra = ""
 do {
     switch workload {
     case "insert":
@@ -94,6 +96,67 @@ do {
             try queue.close()
         }
         elapsed = now() - start
+    case "service":
+        // W6: a DatabasePool serving point reads and small write transactions from one thread per core.
+        var config = Configuration()
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        config.maximumReaderCount = ServiceWorkload.threads
+        let pool = try DatabasePool(path: path, configuration: config)
+        let serviceRows = ServiceWorkload.rows
+        try pool.write { db in
+            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, s TEXT)")
+            try db.execute(sql: "CREATE TABLE log (id INTEGER PRIMARY KEY, t_id INTEGER)")
+            let insert = try db.makeStatement(sql: "INSERT INTO t (id, a, s) VALUES (?, ?, ?)")
+            for i in 1...serviceRows { try insert.execute(arguments: [i, i, rowText(i)]) }
+        }
+        let results = ServiceResults()
+        let start = now()
+        let deadline = start + ServiceWorkload.seconds
+        let group = DispatchGroup()
+        for thread in 0..<ServiceWorkload.threads {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                var lcg = LCG(state: 1000 + UInt64(thread))
+                var latencies: [Double] = []
+                var completions: [Double] = []
+                var total = 0.0
+                var failures = 0
+                while true {
+                    let t0 = now()
+                    if t0 >= deadline { break }
+                    let r = lcg.next()
+                    let id = Int64(r % UInt64(serviceRows)) + 1
+                    do {
+                        if r % ServiceWorkload.writeEvery == 0 {
+                            try pool.write { db in
+                                try db.cachedStatement(sql: "UPDATE t SET a = a + 1 WHERE id = ?").execute(arguments: [
+                                    id
+                                ])
+                                try db.cachedStatement(sql: "INSERT INTO log (t_id) VALUES (?)").execute(arguments: [id]
+                                )
+                            }
+                        } else {
+                            total += try pool.read { db in
+                                let statement = try db.cachedStatement(sql: "SELECT a, s FROM t WHERE id = ?")
+                                return try Row.fetchOne(statement, arguments: [id]).map { Double($0[0] as Int64) } ?? 0
+                            }
+                        }
+                    } catch {
+                        failures += 1
+                    }
+                    let t1 = now()
+                    latencies.append(t1 - t0)
+                    completions.append(t1)
+                }
+                results.add(latencies: latencies, completions: completions, checksum: total, failures: failures)
+            }.start()
+        }
+        group.wait()
+        elapsed = now() - start
+        checksum = results.checksum
+        extra =
+            ServiceWorkload.summary(latencies: results.latencies, elapsed: elapsed) + " failures=\(results.failures)"
     default:
         FileHandle.standardError.write(Data("bench-grdb: unknown workload \(workload)\n".utf8))
         exit(64)
@@ -102,4 +165,4 @@ do {
     FileHandle.standardError.write(Data("bench-grdb: \(error)\n".utf8))
     exit(1)
 }
-print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()))
+print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()) + extra)

@@ -1,7 +1,8 @@
+import CSQLCipher
 import Foundation
 
-/// What a path holds and what the first bytes of a database file say, read without SQLite (no key
-/// needed).
+/// What a path holds and what the first bytes of a database file say, read without a key (through SQLite's
+/// VFS, never a descriptor of our own: see `readStart`).
 enum DatabaseFile {
     /// Whether `head` is "SQLite format 3\0", the header of every plaintext SQLite file. (Compared with
     /// a static string rather than a global Data: LeakSanitizer cannot follow Swift's packed pointers in
@@ -34,41 +35,63 @@ enum DatabaseFile {
         var isNew: Bool { self == .missing || self == .empty }
     }
 
-    /// Reads the first 16 bytes with open(2)/read(2): this runs at every keyed open, so it stays cheap.
-    /// Opened non-blocking and checked with fstat(2) before reading, so a FIFO never blocks the caller.
+    /// Reads the first 16 bytes: this runs at every keyed open, so it stays cheap. The path is classified
+    /// with stat(2) first (no descriptor), so a FIFO never blocks the caller; a regular file's bytes are
+    /// read through SQLite (`readStart`), never through a descriptor of our own.
     static func kind(atPath path: String) -> Kind {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
             switch errno {
             case ENOENT, ENOTDIR: return .missing
-            case ENXIO: return .notRegularFile  // a FIFO or socket with nobody on the other end
             default: return .unreadable
             }
         }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return .unreadable }
         switch info.st_mode & S_IFMT {
         case S_IFREG: break
         case S_IFDIR: return .directory
         default: return .notRegularFile
         }
-        var head = Data(count: 16)
-        let count = head.withUnsafeMutableBytes { buffer -> Int in
-            guard let base = buffer.baseAddress else { return 0 }
-            var total = 0
-            while total < 16 {
-                let n = read(fd, base.advanced(by: total), 16 - total)
-                if n <= 0 { break }
-                total += n
-            }
-            return total
-        }
-        head.count = count
+        guard let (head, _) = readStart(ofFileAt: path, count: 16) else { return .unreadable }
         if head.isEmpty { return .empty }
         if isPlaintextHeader(head) { return .plaintext }
         if head.count < 16 { return .truncated }
         return .encrypted(salt: head)
+    }
+
+    /// Up to `count` bytes from the start of the regular file at `path`, and its size; nil when it cannot be
+    /// opened for reading.
+    ///
+    /// Read through SQLite's own VFS (a read-only connection without a key, which reads no page), not
+    /// with open(2)/close(2): closing any descriptor of a file drops every POSIX advisory lock the process
+    /// holds on it (fcntl(2)), among them the SHARED lock each WAL-mode connection keeps on the database
+    /// file. Without those, another process's last connection gets its EXCLUSIVE lock at close, takes
+    /// itself for the only one, and checkpoints and resets the WAL under this process's connections, which
+    /// then fail with SQLITE_IOERR_SHORT_READ (a pool opening a connection while an operator's tool
+    /// closed its own did exactly that). SQLite's unix VFS keeps the descriptor of a file this process holds
+    /// locks on open until they are released.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/howtocorrupt.html#_posix_advisory_locks_canceled_by_a_separate_thread_doing_close_>
+    static func readStart(ofFileAt path: String, count: Int) -> (bytes: Data, size: Int64)? {
+        var db: OpaquePointer?
+        defer { sqlite3_close_v2(db) }
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let db else {
+            return nil
+        }
+        var file: UnsafeMutablePointer<sqlite3_file>?
+        guard sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK,
+            let file, let methods = file.pointee.pMethods, let fileSize = methods.pointee.xFileSize,
+            let readBytes = methods.pointee.xRead
+        else {
+            return nil
+        }
+        var size: sqlite3_int64 = 0
+        guard fileSize(file, &size) == SQLITE_OK else { return nil }
+        let available = Int(min(Int64(count), max(0, size)))
+        var bytes = Data(count: available)
+        guard available > 0 else { return (bytes, size) }
+        let rc = bytes.withUnsafeMutableBytes { buffer in readBytes(file, buffer.baseAddress, Int32(available), 0) }
+        guard rc == SQLITE_OK else { return nil }
+        return (bytes, size)
     }
 }
 

@@ -1,9 +1,11 @@
 import Foundation
 
 extension FMDatabase {
-    /// Tells what is at `path` without opening it with SQLite and without a key: missing, a directory,
-    /// not a regular file, unreadable, empty, a plaintext database, an encrypted one (with its salt), or
-    /// a file too short to be a database. Follows a symbolic link the caller named.
+    /// Tells what is at `path` without a key and without reading a page: missing, a directory, not a
+    /// regular file, unreadable, empty, a plaintext database, an encrypted one (with its salt), or a file
+    /// too short to be a database. Follows a symbolic link the caller named. A regular file's first bytes
+    /// are read through SQLite's file layer, never a descriptor of its own: closing one would drop every
+    /// POSIX lock this process holds on the file, the WAL locks of its open connections included.
     ///
     /// ```swift
     /// if case .encrypted = FMDatabase.inspectFile(atPath: path) {

@@ -33,15 +33,14 @@ enum SQLCipher4Verifier {
         return pageOneMatches(page, key: derived, salt: salt)
     }
 
-    /// The first 4096 bytes, when the file is a whole number of 4096-byte pages.
+    /// The first 4096 bytes, when the file is a whole number of 4096-byte pages. Read through SQLite
+    /// (`DatabaseFile.readStart`): closing a descriptor of our own would drop this process's locks on it.
     static func readPageOne(atPath path: String) -> Data? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        guard let size = try? handle.seekToEnd(), size >= UInt64(pageSize), size % UInt64(pageSize) == 0 else {
+        guard let (page, size) = DatabaseFile.readStart(ofFileAt: path, count: pageSize),
+            size >= Int64(pageSize), size % Int64(pageSize) == 0, page.count == pageSize
+        else {
             return nil
         }
-        try? handle.seek(toOffset: 0)
-        guard let page = try? handle.read(upToCount: pageSize), page.count == pageSize else { return nil }
         return page
     }
 

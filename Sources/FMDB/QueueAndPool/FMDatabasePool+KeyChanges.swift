@@ -8,7 +8,9 @@ extension FMDatabasePool: KeyChangeListener {
     /// up with `prepareDatabase`); when it does not, this throws and the pool keeps its provider and
     /// connections. When it does, the pool keys every later connection with it: that connection is
     /// checked in for the next block, idle connections are closed now and checked-out ones when their
-    /// blocks return. Running blocks are not interrupted.
+    /// blocks return. Running blocks are not interrupted. A ``rekey(using:)`` of this pool and this call
+    /// wait for each other, and a rekey through another queue or pool of the file that lands meanwhile
+    /// makes it check the provider again: the provider kept is always one that opens the file as it is.
     ///
     /// ```swift
     /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
@@ -28,16 +30,36 @@ extension FMDatabasePool: KeyChangeListener {
     ///   what `prepareDatabase` threw. Nothing changed then.
     /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
     public func replaceKeyProvider(_ provider: any KeyProvider) throws {
-        let db = try openConnection(keyProvider: provider)
-        let idle: [FMDatabase] = locked {
-            state.keyProvider = provider
-            let idle = invalidateConnections()
-            state.checkedIn = [(db, state.generation)]
-            state.unannounced.insert(ObjectIdentifier(db))
-            return idle
+        // One key change of the pool at a time: a rekey of this pool and a replacement wait for each other,
+        // so the provider the pool keeps was checked against the file as the other one left it.
+        locked {
+            while state.rekeying || state.replacingKey { condition.wait() }
+            state.replacingKey = true
         }
-        for connection in idle { connection.closeAsOwner() }
-        condition.broadcast()
+        defer {
+            locked { state.replacingKey = false }
+            condition.broadcast()
+        }
+        while true {
+            let epoch = locked { state.keyEpoch }
+            let db = try openConnection(keyProvider: provider)
+            let idle: [FMDatabase]? = locked {
+                // A rekey through another queue or pool of this file came in meanwhile: check again.
+                guard state.keyEpoch == epoch else { return nil }
+                state.keyProvider = provider
+                let idle = invalidateConnections()
+                state.checkedIn = [(db, state.generation)]
+                state.unannounced.insert(ObjectIdentifier(db))
+                return idle
+            }
+            guard let idle else {
+                db.closeAsOwner()
+                continue
+            }
+            for connection in idle { connection.closeAsOwner() }
+            condition.broadcast()
+            return
+        }
     }
 
     /// A rekey through another queue or pool of this process on the same file (``KeyChangeRegistry``):
@@ -45,6 +67,7 @@ extension FMDatabasePool: KeyChangeListener {
     func adoptKeyProvider(_ provider: any KeyProvider) {
         let idle: [FMDatabase] = locked {
             state.keyProvider = provider
+            state.keyEpoch += 1
             return invalidateConnections()
         }
         for connection in idle { connection.closeAsOwner() }

@@ -52,6 +52,11 @@ public final class FMDatabasePool: @unchecked Sendable {
         var generation = 0
         var keyProvider: (any KeyProvider)?
         var rekeying = false
+        /// A `replaceKeyProvider` is checking its provider: a rekey waits for it (and it for a rekey).
+        var replacingKey = false
+        /// Bumped each time the file's key changes through this process (a rekey, here or through another
+        /// queue or pool of the file): a `replaceKeyProvider` that checked its provider before checks again.
+        var keyEpoch = 0
         var lastError: FMDatabaseError?
         /// Open connections the delegate has not been told about yet (`didAddDatabase`): the one a keyed
         /// init opens, before any delegate can be set, and one a rekey reopened. Told at their next checkout.
@@ -434,7 +439,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         try writeGate.withTurn(timeout: transactionQueueTimeout, body)
     }
 
-    private func withDatabase<T>(_ body: (FMDatabase) throws -> T) throws -> T {
+    /// Thrown out of `withDatabase` when a transaction's BEGIN met the file under a key its connection does
+    /// not hold, before its block started: `withTransactionDatabase` runs the transaction again.
+    private struct KeyChangedBeforeBlock: Error {
+        let cause: FMDatabaseError
+    }
+
+    /// `blockStarted`: for a transaction, whether its block has started (see `withTransactionDatabase`).
+    private func withDatabase<T>(blockStarted: (() -> Bool)? = nil, _ body: (FMDatabase) throws -> T) throws -> T {
         let db: FMDatabase
         do {
             db = try checkOut()
@@ -447,7 +459,27 @@ public final class FMDatabasePool: @unchecked Sendable {
             return try body(db)
         } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
             // Checked in after this: `checkIn` finds the same, closes it and re-asks the provider.
+            if let blockStarted, !blockStarted() { throw KeyChangedBeforeBlock(cause: error) }
             throw FMDatabase.keyChangedError(path: path, cause: error)
+        }
+    }
+
+    /// Runs a transaction (`body` calls `markStarted` as its block starts) on a connection. When its BEGIN
+    /// met the file under a key the connection does not hold, its block has not run: the key changed
+    /// elsewhere while BEGIN waited for the write lock (a rekey holds it throughout). The connection is
+    /// dropped as after any key change, and the transaction begins once more, on a new connection keyed
+    /// with the provider asked again; its block still runs at most once.
+    private func withTransactionDatabase<T>(_ body: (FMDatabase, _ markStarted: () -> Void) throws -> T) throws -> T {
+        var started = false
+        do {
+            return try withDatabase(blockStarted: { started }) { db in try body(db) { started = true } }
+        } catch is KeyChangedBeforeBlock {
+            // Checked in: the connection was closed and the provider asked again. Once more.
+        }
+        do {
+            return try withDatabase(blockStarted: { started }) { db in try body(db) { started = true } }
+        } catch let again as KeyChangedBeforeBlock {
+            throw FMDatabase.keyChangedError(path: path, cause: again.cause)
         }
     }
 
@@ -500,16 +532,24 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             try inTurn {
                 do {
-                    try withDatabase { db in
+                    try withTransactionDatabase { db, markStarted in
+                        var started = false
                         do {
-                            try db.runTransaction(kind: kind, block)
+                            try db.runTransaction(kind: kind) { db, rollback in
+                                started = true
+                                markStarted()
+                                block(db, rollback)
+                            }
+                        } catch let error as FMDatabaseError where !started && error.resultCode == SQLITE_NOTADB {
+                            throw error  // BEGIN met another key: withTransactionDatabase decides.
                         } catch {
                             record(error)
                             logUnthrown(error, "transaction failed")
                         }
                     }
                 } catch {
-                    logUnthrown(error)  // Already recorded by withDatabase.
+                    record(error)
+                    logUnthrown(error)
                 }
             }
         } catch {
@@ -575,7 +615,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked in, so it would deadlock."
             )
         }
-        while state.rekeying || !state.checkedOut.isEmpty || state.opening > 0 {
+        while state.rekeying || state.replacingKey || !state.checkedOut.isEmpty || state.opening > 0 {
             condition.wait()
         }
         state.rekeying = true
@@ -623,6 +663,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
         locked {
             state.keyProvider = provider
+            state.keyEpoch += 1
             state.generation += 1
             state.checkedIn = db.isOpen ? [(db, state.generation)] : []
             if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
@@ -664,7 +705,14 @@ public final class FMDatabasePool: @unchecked Sendable {
     ///   error, or what `block` throws (after rolling back).
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
-        try inTurn { try withDatabase { db in try db.inTransaction(kind, block) } }
+        try inTurn {
+            try withTransactionDatabase { db, markStarted in
+                try db.inTransaction(kind) { db in
+                    markStarted()
+                    return try block(db)
+                }
+            }
+        }
     }
 
     /// Runs `block` with a connection without blocking the calling task (the wait for a connection and
@@ -729,9 +777,11 @@ public final class FMDatabasePool: @unchecked Sendable {
                 DispatchQueue.global().async {
                     let result = Result {
                         try self.inTurn {
-                            try self.withDatabase { db in
+                            try self.withTransactionDatabase { db, markStarted in
                                 if cancellation.isCancelled { throw CancellationError() }
-                                return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) }
+                                return try db.inTransaction(kind) { db in
+                                    markStarted()
+                                    return try cancellation.run(on: db) { try block(db) }
                                 }
                             }
                         }

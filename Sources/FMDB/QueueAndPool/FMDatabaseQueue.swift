@@ -61,6 +61,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// A provider handed over by a rekey through another queue or pool on the same file, taken up by
     /// the next call on the queue (`Protected`: set from any thread).
     private let adoptedProvider = Protected<(any KeyProvider)?>(nil)
+    /// How many providers rekeys through other queues or pools handed over (`Protected`: set from any
+    /// thread): a `replaceKeyProvider` that checked its provider before one landed checks it again.
+    private let adoptions = Protected(0)
     /// The file's identity in the process-wide ``KeyChangeRegistry``; written only by the keyed initializer.
     private var keyIdentity: KeyChangeRegistry.FileIdentity?
     private let interruptTarget = Protected<InterruptHandle?>(nil)
@@ -320,6 +323,26 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
+    /// Runs a transaction (`body` calls `markStarted` as its block starts) on the queue's connection. When
+    /// its BEGIN met the file under a key the connection does not hold, its block has not run: the key
+    /// changed elsewhere while BEGIN waited for the write lock (a rekey holds it throughout). The connection
+    /// is closed as after any key change, and the transaction begins once more on a new one keyed with the
+    /// provider asked again; its block still runs at most once. Runs on the queue.
+    private func runTransaction<T>(_ body: (FMDatabase, _ markStarted: () -> Void) throws -> T) throws -> T {
+        var started = false
+        for attempt in 1...2 {
+            let db = try openDatabase()
+            defer { tidy(db) }
+            do {
+                return try body(db) { started = true }
+            } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
+                // `tidy` closes the connection and asks the provider again.
+                if started || attempt == 2 { throw FMDatabase.keyChangedError(path: path, cause: error) }
+            }
+        }
+        throw FMDatabaseError.misuse("unreachable: a transaction is tried twice at most")
+    }
+
     // MARK: - FMDB API
 
     /// Closes the database; the next call reopens (and re-keys) it.
@@ -483,7 +506,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// The provider is checked first, on a new connection that must open and read the file (and is set
     /// up with `prepareDatabase`); when it does not, this throws and the queue keeps its provider and
     /// connection. When it does, that connection replaces the queue's. It runs on the queue, after the
-    /// block running now: it must not be called from a block of the queue.
+    /// block running now: it must not be called from a block of the queue. A rekey through another queue
+    /// or pool of the file that lands meanwhile makes it check the provider again, against the file as
+    /// that rekey left it.
     ///
     /// ```swift
     /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
@@ -504,15 +529,30 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
     public func replaceKeyProvider(_ provider: any KeyProvider) throws {
         try onQueue {
-            let db = try FMDatabase.openShared(
-                path: path, flags: openFlags, vfs: vfsName, keyProvider: provider, logger: logger,
-                logsErrors: logsErrors,
-                prepare: { try self.prepareDatabase?($0) })
-            adoptedProvider.withLock { $0 = nil }
-            closeDatabase()
-            keyProvider = provider
-            database = db
-            interruptTarget.withLock { $0 = db.interruptHandle }
+            while true {
+                let before = adoptions.withLock { $0 }
+                let db = try FMDatabase.openShared(
+                    path: path, flags: openFlags, vfs: vfsName, keyProvider: provider, logger: logger,
+                    logsErrors: logsErrors,
+                    prepare: { try self.prepareDatabase?($0) })
+                // A rekey through another queue or pool of the file landed while this provider was checked:
+                // check it again against the file as that left it. When it fails, the provider the rekey
+                // handed over stays pending and the next call takes it up.
+                let landed: Bool = adoptions.withLock { count in
+                    guard count == before else { return true }
+                    adoptedProvider.withLock { $0 = nil }
+                    return false
+                }
+                guard !landed else {
+                    db.closeAsOwner()
+                    continue
+                }
+                closeDatabase()
+                keyProvider = provider
+                database = db
+                interruptTarget.withLock { $0 = db.interruptHandle }
+                return
+            }
         }
     }
 
@@ -566,9 +606,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
         try onQueue {
-            let db = try openDatabase()
-            defer { tidy(db) }
-            return try run(db) { try db.inTransaction(kind, block) }
+            try runTransaction { db, markStarted in
+                try db.inTransaction(kind) { db in
+                    markStarted()
+                    return try block(db)
+                }
+            }
         }
     }
 
@@ -636,10 +679,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 dispatchQueue.async {
                     let result = Result { () throws -> T in
-                        let db = try self.openDatabase()
-                        defer { self.tidy(db) }
-                        if cancellation.isCancelled { throw CancellationError() }
-                        return try db.inTransaction(kind) { db in try cancellation.run(on: db) { try block(db) } }
+                        try self.runTransaction { db, markStarted in
+                            if cancellation.isCancelled { throw CancellationError() }
+                            return try db.inTransaction(kind) { db in
+                                markStarted()
+                                return try cancellation.run(on: db) { try block(db) }
+                            }
+                        }
                     }
                     continuation.resume(with: result)
                 }
@@ -654,6 +700,9 @@ extension FMDatabaseQueue: KeyChangeListener {
     /// A rekey through another queue or pool of this process on the same file (``KeyChangeRegistry``):
     /// the next call drops the connection keyed before and keys a new one with `provider`.
     func adoptKeyProvider(_ provider: any KeyProvider) {
-        adoptedProvider.withLock { $0 = provider }
+        adoptions.withLock { count in
+            adoptedProvider.withLock { $0 = provider }
+            count += 1
+        }
     }
 }

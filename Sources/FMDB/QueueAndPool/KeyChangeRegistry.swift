@@ -61,23 +61,40 @@ final class KeyChangeRegistry: Sendable {
 extension FMDatabase {
     /// True when this keyed connection, which opened the file before, now finds it under a key it does not
     /// hold (SQLITE_NOTADB reading the schema's header): the file was rekeyed, or its data key rotated,
-    /// elsewhere. Cheap when nothing changed: the header page is in the connection's cache. Any other
+    /// elsewhere. Cheap when nothing changed: the header page is in the connection's cache, and the check's
+    /// statement is prepared once per connection (BENCHMARKS.md, "The per-block key check"). Any other
     /// outcome (the file reads, or another error such as a lock) is false: the caller's own work meets it.
     func isUnderAnotherKey() -> Bool {
         asOwner { underAnotherKey() }
     }
 
+    /// The check's SQL: reading the schema cookie reads page 1, which a key change makes unreadable.
+    private static let keyCheckSQL = "PRAGMA schema_version"
+
     private func underAnotherKey() -> Bool {
-        do {
-            let rows = try executeQuery("PRAGMA schema_version", values: nil)
-            defer { rows.close() }
-            _ = try rows.nextWithError()
-            return false
-        } catch let error as FMDatabaseError {
-            return error.resultCode == SQLITE_NOTADB
-        } catch {
-            return false
+        guard let connection else { return false }
+        // Kept in the connection's statement cache whatever `shouldCacheStatements` says (only the FMDB
+        // query paths look there when it is false, and never for this SQL); finalized when the connection closes.
+        let statement: Statement
+        if let cached = statementCache.take(Self.keyCheckSQL) {
+            statement = cached
+        } else {
+            do {
+                statement = try connection.prepare(Self.keyCheckSQL)
+            } catch let error as FMDatabaseError {
+                return error.resultCode == SQLITE_NOTADB
+            } catch {
+                return false
+            }
+            statementCache.insert(statement)
         }
+        statement.inUse = true
+        defer {
+            statement.inUse = false
+            statement.reset()
+        }
+        let code = statement.step()
+        return code & 0xFF == SQLITE_NOTADB
     }
 
     /// After a block of a keyed queue or pool: true when it met SQLITE_NOTADB and the connection is
