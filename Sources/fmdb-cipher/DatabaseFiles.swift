@@ -247,6 +247,13 @@ final class StagingCleanup {
             if blocked { pthread_sigmask(SIG_SETMASK, &savedMask, nil) }
             blocked = false
         case .stagingDirectoryReleased:
+            // The point of no return: from here DEST is being put in place or is. SIGINT, SIGTERM and SIGHUP stay
+            // blocked for the rest of the run, so the exit status says what was done (a signal now would exit
+            // 128+n over a finished file; a pending one is dropped when the process exits).
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+            pthread_sigmask(SIG_BLOCK, &signals, nil)
             fmdb_tool_cleanup_unregister(cleanupSlot)
             cleanupSlot = -1
         default: break

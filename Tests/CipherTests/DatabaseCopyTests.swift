@@ -270,4 +270,31 @@ final class DatabaseCopyTests: FMDBCipherTestCase {
         }
         XCTAssertEqual(try rows(path("app.db"), newKey), 20, "not rekeyed")
     }
+
+    func testAMissingOrEmptySourceIsRefusedAndNothingIsCreated() throws {
+        let key = try XCTUnwrap(key)
+        XCTAssertThrowsError(try FMDatabaseCopy.encrypt(path("typo.db"), to: path("app.db"), keyProvider: key)) {
+            XCTAssertEqual(($0 as NSError).code, Int(SQLITE_CANTOPEN))
+        }
+        XCTAssertEqual(entries(), [], "neither the missing SRC nor DEST was created")
+        XCTAssertTrue(FileManager.default.createFile(atPath: path("empty.db"), contents: Data()))
+        XCTAssertThrowsError(
+            try FMDatabaseCopy.backup(path("empty.db"), keyProvider: key, to: path("backup.db"))
+        ) { XCTAssertEqual(($0 as NSError).code, Int(SQLITE_NOTADB)) }
+        XCTAssertEqual(entries(), ["empty.db"])
+    }
+
+    func testNoneOfTheSourcesOwnFilesIsEverADestination() throws {
+        let key = try XCTUnwrap(key)
+        let plain = try makePlaintext()
+        for suffix in ["-keyslots", "-wal", "-journal"] {
+            let side = plain + suffix
+            XCTAssertTrue(FileManager.default.createFile(atPath: side, contents: Data("keep".utf8)))
+            XCTAssertThrowsError(
+                try FMDatabaseCopy.encrypt(plain, to: side, keyProvider: key, replacingExisting: true), suffix
+            ) { XCTAssertEqual(($0 as? FMDatabaseError)?.copyFailure, .sameFile, suffix) }
+            XCTAssertEqual(try String(contentsOfFile: side, encoding: .utf8), "keep", suffix)
+            unlink(side)
+        }
+    }
 }

@@ -62,6 +62,16 @@ final class PrivateFileTests: FMDBCipherTestCase {
             XCTAssertEqual(($0 as? FMDatabaseError)?.copyFailure, .sameFile)
         }
         XCTAssertEqual(try String(contentsOfFile: source, encoding: .utf8), "db")
+        // Nor its key slot file (by name, or by another name for the same file).
+        let slots = source + "-keyslots"
+        try Data("slots".utf8).write(to: URL(fileURLWithPath: slots))
+        XCTAssertEqual(link(slots, path("alias")), 0)
+        for destination in [slots, path("alias")] {
+            XCTAssertThrowsError(
+                try FMPrivateFile(destination: destination, replacingExisting: true, source: source), destination
+            ) { XCTAssertEqual(($0 as? FMDatabaseError)?.copyFailure, .sameFile) }
+        }
+        XCTAssertEqual(try String(contentsOfFile: slots, encoding: .utf8), "slots")
     }
 
     func testDiscardAndReleaseLeaveNothing() throws {

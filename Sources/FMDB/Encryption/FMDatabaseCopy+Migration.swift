@@ -184,6 +184,7 @@ extension FMDatabaseCopy {
                 "A migration writes SQLCipher 4 files, which the linked SQLCipher \(SQLCipherRuntime.version ?? "?") "
                     + "cannot write: install SQLCipher 4.")
         }
+        try requireSource(path)
         var status = stat()
         let slotted = lstat(KeySlots.slotFilePath(forDatabaseAt: path), &status) == 0
         if slotted, !(keyProvider is KeySlotKeyProvider) {

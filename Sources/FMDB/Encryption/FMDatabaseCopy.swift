@@ -301,6 +301,21 @@ public struct FMDatabaseCopy {
 
     // MARK: - Running
 
+    /// Refuses a SRC that is not an existing, non-empty regular file (`SQLITE_CANTOPEN`): opening it would create
+    /// it, and a copy of an empty database verifies (no tables on either side).
+    static func requireSource(_ path: String) throws {
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path): \(FileSystem.describe(errno))")
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            throw FMDatabaseError(code: SQLITE_CANTOPEN, message: "\(path): not a regular file")
+        }
+        guard status.st_size > 0 else {
+            throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path): is empty, not a database")
+        }
+    }
+
     /// Runs the copy: checks DEST, makes the private directory, writes the slot file, checks SRC, copies with
     /// `sqlcipher_export` (plus `user_version` and `application_id`), verifies the new file and moves it into
     /// place (see the type for each guarantee).
@@ -308,6 +323,8 @@ public struct FMDatabaseCopy {
     /// - Throws: ``FMDatabaseError``; nothing of the copy is left at DEST or beside it.
     @discardableResult
     public func run() throws -> Report {
+        // Before anything is made: a missing SRC is never created (an empty copy of it would verify).
+        try Self.requireSource(source)
         let report = onStage ?? { _ in }
         let carriesSlotFile: Bool
         switch slotFile {

@@ -21,7 +21,10 @@ import Foundation
 ///
 /// ```swift
 /// let output = try FMPrivateFile(destination: "/srv/export/rows.csv")
-/// try Data("id,name\n1,Ada\n".utf8).write(to: URL(fileURLWithPath: output.path))
+/// let file = try FileHandle(forWritingTo: URL(fileURLWithPath: output.path))
+/// try file.write(contentsOf: Data("id,name\n1,Ada\n".utf8))
+/// try file.synchronize()  // on disk before it is named
+/// try file.close()
 /// try output.commit()
 /// ```
 public final class FMPrivateFile {

@@ -77,8 +77,20 @@ final class PrivateOutput {
     ) throws {
         let dest = URL(fileURLWithPath: destination).standardizedFileURL
         if let source {
-            if dest.path == URL(fileURLWithPath: source).standardizedFileURL.path {
+            let sourcePath = URL(fileURLWithPath: source).standardizedFileURL.path
+            if dest.path == sourcePath {
                 throw FMDatabaseCopy.failure(.sameFile, SQLITE_MISUSE, "DEST must differ from SRC")
+            }
+            // SRC's own files (its key slot file, the slot file's lock, SQLite's journal, WAL and shared memory)
+            // are never DEST either, replacing or not: a slot file replaced by a copy loses the only wrapped
+            // data key; a WAL replaced loses committed transactions.
+            for suffix in Self.sourceSideFileSuffixes {
+                let side = sourcePath + suffix
+                var sideStatus = stat()
+                if dest.path == side || (lstat(dest.path, &sideStatus) == 0 && Self.sameFile(sideStatus, side)) {
+                    throw FMDatabaseCopy.failure(
+                        .sameFile, SQLITE_MISUSE, "DEST must not be one of SRC's own files (\(source)\(suffix))")
+                }
             }
         }
         var status = stat()
@@ -168,6 +180,10 @@ final class PrivateOutput {
         if directoryLock >= 0 { close(directoryLock) }
     }
 
+    /// The files that belong to a database beside it: its key slot file and that file's lock, SQLite's journal,
+    /// WAL and shared memory.
+    static let sourceSideFileSuffixes = ["-keyslots", "-keyslots.lock", "-journal", "-wal", "-shm"]
+
     private static func sameFile(_ status: stat, _ other: String) -> Bool {
         var otherStatus = stat()
         return stat(other, &otherStatus) == 0
@@ -196,6 +212,9 @@ final class PrivateOutput {
             defer { discard() }
             var placed = stat()
             let identified = lstat(file, &placed) == 0
+            // From the rename on, DEST is the finished file: a signal handler must no longer treat the private
+            // directory as partial output (and a program may stop taking signals as a failure from here).
+            releaseFromSignalHandler()
             try move(file, to: destination, what: "database")
             // Reported done only once the rename is on disk: a power loss must not lose a copy said to be made.
             do {

@@ -47,7 +47,8 @@ private func restoreTerminalAndChain(
         raise(number)
         return
     }
-    if fd >= 0 { tcsetattr(fd, TCSANOW, restoreState + 1) }
+    // Echo off again only while the prompt still runs (the prompt's end forgets the descriptor first).
+    if fd >= 0, restoreDescriptor == fd { tcsetattr(fd, TCSANOW, restoreState + 1) }
 }
 
 /// Reading a secret from a terminal, as getpass(3) does.
@@ -87,9 +88,11 @@ enum TerminalEcho {
         }
         tcsetattr(fd, TCSAFLUSH, &quiet)
         defer {
-            tcsetattr(fd, TCSAFLUSH, &saved)
-            for number in installed { sigaction(number, previousActions + Int(number), nil) }
+            // The handler first forgets the terminal and is removed, then echo comes back: a signal between the
+            // two steps must not turn echo off again after the prompt ended (a program's handler that returns).
             restoreDescriptor = -1
+            for number in installed { sigaction(number, previousActions + Int(number), nil) }
+            tcsetattr(fd, TCSAFLUSH, &saved)
         }
         return try body()
     }
