@@ -52,8 +52,8 @@ enum DatabaseFiles {
     }
 
     /// Opens a database, keyed with `provider` when given (verified: a wrong key throws code 26). A read-only
-    /// open leaves no -wal or -shm it did not find: see `mayOpenWithoutWriting`; then `PRAGMA query_only`
-    /// refuses every write (SQLITE_READONLY, as a read-only connection does).
+    /// open leaves no -wal or -shm it did not find (see `mayOpenWithoutWriting`), and its SQL may only read
+    /// (`FMDatabase.makeQueryOnly()`: a write or a PRAGMA that changes anything is SQLITE_AUTH).
     static func open(
         _ path: String,
         provider: (any KeyProvider)?,
@@ -78,9 +78,11 @@ enum DatabaseFiles {
                 throw CLIError.from(error, context: path)
             }
         }
-        if queryOnly {
+        if readOnly {
             do {
-                try db.executeUpdate("PRAGMA query_only = ON", values: nil)
+                // Query only, beside the open flags: SQL may not write, nor rewrite the file through a PRAGMA
+                // (`journal_mode = WAL`), nor undo this.
+                try db.makeQueryOnly()
             } catch {
                 db.close()
                 throw CLIError.from(error, context: path)

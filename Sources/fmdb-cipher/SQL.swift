@@ -21,7 +21,8 @@ struct SQL: ParsableCommand {
 
             DATABASE must exist: a mistyped path is an error (exit 66), never a new file. --create makes a new \
             encrypted database (0600) when there is none; --read-only opens it so no statement can change it \
-            (and leaves no -wal or -shm it did not find; its SQL may not name PRAGMA query_only). --output FILE \
+            (a write, or a PRAGMA that would change the file, is an SQL error, exit 1; it leaves no -wal or \
+            -shm it did not find). --output FILE \
             writes the rows to FILE instead of standard output: created 0600 in a private directory beside it, \
             no link followed, refused if it exists (exit 73) unless --force, and renamed into place only when \
             every statement ran.
@@ -94,10 +95,6 @@ struct SQL: ParsableCommand {
             guard !script.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw CLIError.usage("no SQL given (as an argument or on standard input)")
             }
-            // --read-only may hold through PRAGMA query_only (see DatabaseFiles.open), which SQL must not undo.
-            if readOnly, script.range(of: "query_only", options: .caseInsensitive) != nil {
-                throw CLIError.usage("--read-only: the SQL may not name PRAGMA query_only")
-            }
             let db: FMDatabase
             if kind == .missing {
                 try DatabaseFiles.createEmptyDatabase(at: database)
@@ -159,8 +156,9 @@ struct SQL: ParsableCommand {
                 try? writer.finish()
                 let cli = CLIError.fromOpened(error, context: "SQL error", keyed: provider != nil, db: db)
                 // A statement the library's key guard refused (SQLITE_AUTH) is an SQL error, not a missing input.
-                throw FMResultCode.authorization ~= error
-                    ? CLIError(cli.message, code: Exit.failure) : cli
+                // So is a write refused under --read-only: it is not an I/O error.
+                let refused = FMResultCode.authorization ~= error || (readOnly && FMResultCode.readOnly ~= error)
+                throw refused ? CLIError(cli.message, code: Exit.failure) : cli
             }
             try writer.finish()
             if let target {

@@ -236,14 +236,26 @@ final class ToolFileStateTests: ToolTestCase {
         // Read-only still means read-only.
         let write = try run(
             ["sql", db, "insert into t (v) values ('x')", "--read-only", "--kdf", "raw", "--key-env", "K"], env: env)
-        XCTAssertEqual(write.status, 74, write.stderr)
-        let undo = try run(
+        XCTAssertEqual(write.status, 1, "a refused write is an SQL error, not an I/O error: \(write.stderr)")
+        let fileBefore = try Data(contentsOf: URL(fileURLWithPath: db))
+        for sql in [
+            "PRAGMA query_only = OFF; insert into t (v) values ('x')", "PRAGMA journal_mode = DELETE",
+            "PRAGMA main.journal_mode = delete", "select * from pragma_journal_mode('delete')", "VACUUM",
+            "PRAGMA wal_checkpoint", "create temp table x (a)",
+        ] {
+            let refused = try run(["sql", db, sql, "--read-only", "--kdf", "raw", "--key-env", "K"], env: env)
+            XCTAssertEqual(refused.status, 1, "\(sql): \(refused.stderr)")
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: db)), fileBefore, "the file did not change")
+        XCTAssertEqual(entries().filter { !$0.hasPrefix("out.db") }, before)
+        // Reading is not refused for naming a PRAGMA, nor for reading one with an argument.
+        let reads = try run(
             [
-                "sql", db, "PRAGMA query_only = OFF; insert into t (v) values ('x')", "--read-only", "--kdf", "raw",
-                "--key-env", "K",
-            ],
-            env: env)
-        XCTAssertEqual(undo.status, 64, undo.stderr)
+                "sql", db,
+                "select count(*) from t where v like '%query_only%'; PRAGMA table_info(t); PRAGMA user_version",
+                "--read-only", "--kdf", "raw", "--key-env", "K",
+            ], env: env)
+        XCTAssertEqual(reads.status, 0, reads.stderr)
         XCTAssertEqual(rowCount(db, rawKey: Self.rawKey), 50)
     }
 

@@ -156,6 +156,49 @@ enum KeyedAuthorizerPolicy {
         + "Use exportContents(to:) after attachDatabase(atPath:schema:keyProvider:), or fmdb-cipher export / decrypt."
 }
 
+extension KeyedAuthorizerPolicy {
+    /// PRAGMAs that change the database or its files without taking a value.
+    /// PRAGMAs whose argument names what to read (`table_info(t)`, `integrity_check(10)`): allowed with it.
+    static let readingPragmasWithArgument: Set<String> = [
+        "table_info", "table_xinfo", "table_list", "index_info", "index_xinfo", "index_list", "foreign_key_list",
+        "foreign_key_check", "integrity_check", "quick_check", "cipher_integrity_check",
+    ]
+
+    static let actingWithoutValuePragmas: Set<String> = [
+        "wal_checkpoint", "optimize", "incremental_vacuum", "cipher_migrate", "integrity_check_repair",
+    ]
+
+    /// Why SQL text may not run `action` on a query-only connection (`FMDatabase.makeQueryOnly()`), or nil
+    /// when it may: every PRAGMA that sets a value (`journal_mode = WAL` rewrites the file's header, which
+    /// `PRAGMA query_only` alone lets through; `query_only = OFF` would undo it) or acts without one
+    /// (`wal_checkpoint`, `optimize`, `incremental_vacuum`), `ATTACH`/`DETACH` (and so `VACUUM`, which
+    /// attaches), and every statement that writes (`INSERT`, `UPDATE`, `DELETE`, `CREATE`, `DROP`, `ALTER`,
+    /// `REINDEX`, `ANALYZE`), temporary tables included.
+    static func queryOnlyRefusal(action: Int32, first: UnsafePointer<CChar>?, second: UnsafePointer<CChar>?)
+        -> String?
+    {
+        let what: String
+        switch action {
+        case SQLITE_PRAGMA:
+            guard let first else { return nil }
+            let name = String(cString: first).lowercased()
+            if second != nil, readingPragmasWithArgument.contains(name) { return nil }
+            guard second != nil || actingWithoutValuePragmas.contains(name) else { return nil }
+            what = second != nil ? "PRAGMA \(name) = …" : "PRAGMA \(name)"
+        case SQLITE_ATTACH, SQLITE_DETACH: what = "ATTACH, DETACH and VACUUM"
+        case SQLITE_INSERT, SQLITE_UPDATE, SQLITE_DELETE: what = "a statement that writes"
+        case SQLITE_CREATE_INDEX, SQLITE_CREATE_TABLE, SQLITE_CREATE_TEMP_INDEX, SQLITE_CREATE_TEMP_TABLE,
+            SQLITE_CREATE_TEMP_TRIGGER, SQLITE_CREATE_TEMP_VIEW, SQLITE_CREATE_TRIGGER, SQLITE_CREATE_VIEW,
+            SQLITE_CREATE_VTABLE, SQLITE_DROP_INDEX, SQLITE_DROP_TABLE, SQLITE_DROP_TEMP_INDEX,
+            SQLITE_DROP_TEMP_TABLE, SQLITE_DROP_TEMP_TRIGGER, SQLITE_DROP_TEMP_VIEW, SQLITE_DROP_TRIGGER,
+            SQLITE_DROP_VIEW, SQLITE_DROP_VTABLE, SQLITE_ALTER_TABLE, SQLITE_REINDEX, SQLITE_ANALYZE:
+            what = "a statement that changes the schema"
+        default: return nil
+        }
+        return "\(what) is refused: this connection answers queries only"
+    }
+}
+
 /// The authorizer's state for one connection: whether it is keyed, whether the library's own statements
 /// are running, and the last refusal (read back into the error by `Connection`).
 ///
@@ -174,6 +217,8 @@ final class AuthorizerState {
     /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
     /// the database in plaintext.
     var requiresKey = false
+    /// Set by `makeQueryOnly`: SQL text may only read (`KeyedAuthorizerPolicy.queryOnlyRefusal`).
+    var isQueryOnly = false
     /// The connection's handle, for the list of its prepared statements (read only).
     fileprivate var handle: OpaquePointer?
     /// Nesting depth of `Connection.runningLibraryStatements`.
@@ -218,6 +263,12 @@ final class AuthorizerState {
                 return SQLITE_OK
             }
             refuse(KeyedAuthorizerPolicy.keyRequiredRefusal)
+            return SQLITE_DENY
+        }
+        if isQueryOnly, libraryDepth == 0,
+            let refusal = KeyedAuthorizerPolicy.queryOnlyRefusal(action: action, first: first, second: second)
+        {
+            refuse(refusal)
             return SQLITE_DENY
         }
         let message: String?
@@ -272,7 +323,8 @@ extension Connection {
                 guard let context else { return SQLITE_OK }
                 let state = Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue()
                 guard
-                    state.requiresKey || action == SQLITE_PRAGMA || action == SQLITE_ATTACH || action == SQLITE_FUNCTION
+                    state.requiresKey || state.isQueryOnly || action == SQLITE_PRAGMA || action == SQLITE_ATTACH
+                        || action == SQLITE_FUNCTION
                 else {
                     return SQLITE_OK
                 }
@@ -399,5 +451,21 @@ extension Connection {
         authorizerState.libraryDepth += 1
         defer { authorizerState.libraryDepth -= 1 }
         return try body()
+    }
+}
+
+extension Connection {
+    /// Holds SQL text on this connection to reading, for good (`FMDatabase.makeQueryOnly()`): `PRAGMA
+    /// query_only = ON` (read back) and the authorizer's query-only rules. Statements prepared before are
+    /// expired, so each is compiled again under those rules before it next runs.
+    func makeQueryOnly() throws {
+        try runningLibraryStatements {
+            try execute("PRAGMA query_only = ON")
+            guard try pragmaText("PRAGMA query_only") == "1" else {
+                throw FMDatabaseError(code: SQLITE_ERROR, message: "PRAGMA query_only did not take")
+            }
+        }
+        authorizerState.isQueryOnly = true
+        installAuthorizer()
     }
 }
