@@ -29,7 +29,14 @@ enum CommandSuggestion {
                 .min { $0.distance < $1.distance }
             let list = names.joined(separator: ", ")
             let context = path.map { $0 + ": " }.joined()
-            guard let near else {
+            // A word is repeated only when it cannot be a key: at least 4 characters, letters only (a short or
+            // mixed word such as "sq1" or "inf0" might be a secret typed in the wrong place).
+            let repeatable = word.count >= 4 && word.unicodeScalars.allSatisfy { ("a"..."z").contains($0) }
+            guard let near, repeatable else {
+                if let near {
+                    return "\(context)unknown command (not shown, in case it is a key); did you mean '\(near.name)'? "
+                        + "(the commands are \(list))"
+                }
                 return "\(context)unknown command (not shown, in case it is a key); the commands are \(list)"
             }
             return "\(context)unknown command '\(word)'; did you mean '\(near.name)'? (the commands are \(list))"

@@ -271,15 +271,13 @@ final class KeyReader {
 /// digit) is shown; anything else is not, since it may be the key itself given by mistake
 /// (`--key-env "$KEY"`), and neither is one of 64 hexadecimal digits (the form of a raw key).
 enum EnvironmentName {
+    /// A name is said back only when it has the shape of a variable name and not of a key: upper-case letters,
+    /// digits and at least one underscore (`APP_DB_KEY`), at most 32 characters. Keys written as upper-case
+    /// hexadecimal or base32 have no underscore; a one-word name (`K`) is not said either.
     static func isShown(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first), name.count <= 128 else {
-            return false
-        }
-        let allowed = name.unicodeScalars.allSatisfy {
-            ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
-        }
-        let rawKeyShaped =
-            name.count == 64 && name.unicodeScalars.allSatisfy { ("A"..."F").contains($0) || ("0"..."9").contains($0) }
-        return allowed && !rawKeyShaped
+        guard let first = name.unicodeScalars.first, ("A"..."Z").contains(first), name.count <= 32,
+            name.contains("_")
+        else { return false }
+        return name.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
     }
 }

@@ -13,10 +13,17 @@ final class ToolMessageTests: ToolTestCase {
         XCTAssertFalse(result.stderr.contains("unexpected argument"), result.stderr)
         XCTAssertFalse(result.stderr.contains("app.db"), "the other arguments are not repeated: \(result.stderr)")
 
-        let nested = try run(["keys", "ad", "app.db"])
+        let nested = try run(["keys", "lsit", "app.db"])
         XCTAssertEqual(nested.status, 64, nested.stderr)
         XCTAssertTrue(
-            nested.stderr.hasPrefix("fmdb-cipher: keys: unknown command 'ad'; did you mean 'add'?"), nested.stderr)
+            nested.stderr.hasPrefix("fmdb-cipher: keys: unknown command 'lsit'; did you mean 'list'?"), nested.stderr)
+        // A short or mixed word may be a secret typed in the wrong place: never repeated.
+        for word in ["sq1", "inf0", "ad"] {
+            let near = try run(["keys", word, "app.db"])
+            XCTAssertEqual(near.status, 64, near.stderr)
+            XCTAssertTrue(near.stderr.contains("(not shown, in case it is a key)"), near.stderr)
+            XCTAssertFalse(near.stderr.contains("'\(word)'"), near.stderr)
+        }
     }
 
     func testAWordFarFromEveryCommandIsNotRepeated() throws {
@@ -39,6 +46,12 @@ final class ToolMessageTests: ToolTestCase {
         let hidden = try run(["info", enc, "--kdf", "raw", "--key-env", "correct horse"])
         XCTAssertEqual(hidden.status, 64, hidden.stderr)
         XCTAssertFalse(hidden.stderr.contains("horse"), "a name that may be a key is not repeated: \(hidden.stderr)")
+        // Nor one shaped like an upper-case key (base32 has no underscore), nor a one-word name.
+        for keyShaped in ["JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "K"] {
+            let shaped = try run(["info", enc, "--kdf", "raw", "--key-env", keyShaped])
+            XCTAssertEqual(shaped.status, 64, shaped.stderr)
+            XCTAssertFalse(shaped.stderr.contains(keyShaped + " "), shaped.stderr)
+        }
         let rawShaped = String(repeating: "AB", count: 32)
         let raw = try run(["info", enc, "--kdf", "raw", "--key-env", rawShaped])
         XCTAssertFalse(raw.stderr.contains(rawShaped), raw.stderr)
