@@ -176,10 +176,26 @@ struct KeysInit: ParsableCommand {
                         try KeySlots.addRecoverySlot(to: database, unlockingWith: secret)
                     }
                 } catch {
-                    // The first step stands: say what there is, not only what failed.
+                    // The first step stands: say what there is, not only what failed, decided by opening the
+                    // database through the first slot.
                     let cause = CLIError.from(error, context: "the recovery slot").message
+                    do {
+                        let db = try DatabaseFiles.open(
+                            database, provider: KeySlotKeyProvider(secret: secret), readOnly: true)
+                        defer { db.close() }
+                        let rows = try db.executeQuery("SELECT count(*) FROM sqlite_master", values: nil)
+                        defer { rows.close() }
+                        guard try rows.nextWithError() else { throw db.lastError() }
+                    } catch {
+                        let check = CLIError.from(error, context: "opening it through \(describe(first))").message
+                        throw CLIError(
+                            "keys init \(database): the database and \(describe(first)) were created, but there is no "
+                                + "recovery slot (\(cause)), and whether the first slot opens the database could not be "
+                                + "checked (\(check)): try `fmdb-cipher check \(database)` with the first slot's key",
+                            code: Exit.ioError)
+                    }
                     throw CLIError(
-                        "keys init \(database): the database and \(describe(first)) were created and work, but there is "
+                        "keys init \(database): the database and \(describe(first)) were created and open, but there is "
                             + "no recovery slot (\(cause)); add one with `fmdb-cipher keys recovery \(database)`",
                         code: Exit.partlyDone)
                 }
