@@ -90,8 +90,7 @@ struct Export: ParsableCommand {
             }
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key for \(source)")
-            let kdf = key.kdf(opening: source, with: material)
-            let provider = try kdf.provider(material)
+            let (kdf, provider) = try key.opening(source, with: material)
             // SRC opened through a key slot and no new key: DEST keeps the data key and SRC's salt, so SRC's
             // slot file, copied byte for byte to DEST-keyslots, opens it.
             let carriesSlots = kdf.opensSlot && newKey.source == nil && newKey.newKDF == nil

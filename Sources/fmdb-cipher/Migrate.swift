@@ -54,14 +54,13 @@ struct Migrate: ParsableCommand {
             var slotStatus = stat()
             let slotted = lstat(slotPath, &slotStatus) == 0
             let material = try KeyReader().read(key.source, what: "key for \(source)")
-            let kdf = key.kdf(opening: source, with: material)
+            let (kdf, provider) = try key.opening(source, with: material)
             if slotted, !kdf.opensSlot {
                 throw CLIError.usage(
                     "\(source) has key slots (\(slotPath)): open it through one (no --kdf, or --kdf slot, slot-raw or slot-recovery) so "
                         + "they are carried; under another key the upgraded file would get a new salt and no slot would open it"
                 )
             }
-            let provider = try kdf.provider(material)
             let copy = DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination ?? source, destinationProvider: provider,
