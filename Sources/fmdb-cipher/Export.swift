@@ -69,6 +69,11 @@ struct Export: ParsableCommand {
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
     var force = false
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(
+        help:
+            "When standard error is not a terminal, print progress lines on it: progress export PERCENT BYTES TOTAL BYTES_PER_SECOND."
+    )
+    var progress = false
 
     func validate() throws {
         try Deprecation.check(
@@ -120,7 +125,7 @@ struct Export: ParsableCommand {
                 destination: destination, destinationProvider: newProvider,
                 settings: settings,
                 force: force, quiet: quiet, verb: "export",
-                slots: carriesSlots ? .source : .none
+                slots: carriesSlots ? .source : .none, progressLines: progress
             ).run()
             if !quiet {
                 let slots =

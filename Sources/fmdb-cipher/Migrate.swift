@@ -33,6 +33,11 @@ struct Migrate: ParsableCommand {
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
     var force = false
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(
+        help:
+            "When standard error is not a terminal, print progress lines on it: progress migrate PERCENT BYTES TOTAL BYTES_PER_SECOND."
+    )
+    var progress = false
 
     func run() throws {
         try runReportingErrors {
@@ -64,7 +69,8 @@ struct Migrate: ParsableCommand {
             let copy = DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination ?? source, destinationProvider: provider,
-                settings: CipherSettings(format: .v4), force: force, quiet: quiet, verb: "migrate")
+                settings: CipherSettings(format: .v4), force: force, quiet: quiet, verb: "migrate",
+                progressLines: progress)
             // The library's migration (verified, atomic, SRC intact on any failure; a slotted SRC keeps its slots).
             let found: FMDatabaseCopy.Report?
             do {
