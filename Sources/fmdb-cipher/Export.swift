@@ -104,12 +104,7 @@ struct Export: ParsableCommand {
             if carriesSlots {
                 newProvider = provider
             } else {
-                newKDF = newKey.newKDF ?? kdf.singleKey
-                if newKDF.opensSlot {
-                    throw CLIError.usage(
-                        "--new-kdf \(newKDF.rawValue): a copy under a new key has no key slots; "
-                            + "to keep SRC's slots give no --new-key-* and no --new-kdf")
-                }
+                newKDF = newKey.newKDF?.kdf ?? kdf.singleKey
                 let newMaterial = try reader.read(newKey.source, what: "new key for \(destination)", confirm: true)
                 newProvider = try newKDF.provider(newMaterial)
                 var status = stat()
