@@ -192,6 +192,17 @@ final class ToolFileStateTests: ToolTestCase {
         let wrong = try run(["sql", single, "select 1", "--key-env", "K"], env: ["K": "not the key"])
         XCTAssertEqual(wrong.status, 65, wrong.stderr)
         XCTAssertFalse(wrong.stderr.contains("does not belong"), wrong.stderr)
+        // What would carry or rewrite the slot file refuses until it is moved away: rekey, and migrate (4.x).
+        let rekey = try run(
+            ["rekey", single, "--key-env", "K", "--new-key-env", "N", "--quiet"],
+            env: ["K": "the single key", "N": "another long key"])
+        XCTAssertEqual(rekey.status, 64, rekey.stderr)
+        if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            let migrate = try run(["migrate", single, "--key-env", "K", "--quiet"], env: ["K": "the single key"])
+            XCTAssertEqual(migrate.status, 64, migrate.stderr)
+        }
+        let still = try run(["check", single, "--key-env", "K"], env: ["K": "the single key"])
+        XCTAssertEqual(still.status, 0, still.stderr)
     }
 
     func testARealSlottedDatabaseWithAWrongKeyIsStillAWrongKey() throws {
