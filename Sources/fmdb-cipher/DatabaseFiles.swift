@@ -137,6 +137,9 @@ struct DatabaseCopy {
     let verb: String
     /// The key slot file that goes with the copy (see `FMDatabaseCopy.SlotFile`).
     var slots: FMDatabaseCopy.SlotFile = .none
+    /// `--progress`: machine-readable lines when standard error is not a terminal (`ProgressReporter`), the last
+    /// at 100 once the copy is verified and in place.
+    var progressLines = false
 
     /// Runs the copy; returns the recovery key (and its slot) of a new slot file made with one, to be shown once.
     @discardableResult
@@ -159,7 +162,8 @@ struct DatabaseCopy {
     func perform(_ body: (@escaping (FMDatabaseCopy.Stage) -> Void) throws -> FMDatabaseCopy.Report?) throws
         -> FMDatabaseCopy.Report?
     {
-        let stages = CopyStages(progress: ProgressReporter(quiet: quiet), verb: verb, source: source)
+        let stages = CopyStages(
+            progress: ProgressReporter(quiet: quiet, lines: progressLines), verb: verb, source: source)
         let found: FMDatabaseCopy.Report?
         do {
             found = try body { stages.reached($0) }
@@ -168,6 +172,7 @@ struct DatabaseCopy {
             throw cliError(error, at: stages.stage)
         }
         guard let report = found else { return nil }
+        stages.completed()
         if report.removedDestinationSlotFile {
             Output.message(
                 "fmdb-cipher: note: removed \(KeySlots.slotFilePath(forDatabaseAt: destination)), the key slot file of "
@@ -286,7 +291,7 @@ private final class CopyStages {
         case .copying(let file):
             copying = true
             let total = total
-            progress.start(verb) { Double(fileSize(file)) / total }
+            progress.start(verb, totalBytes: total) { Double(fileSize(file)) / total }
         case .verifying:
             copying = false
             progress.finish("\(verb): verifying")
@@ -294,6 +299,9 @@ private final class CopyStages {
         }
         self.stage = stage
     }
+
+    /// The copy is verified and in place: its line at 100 (`--progress`).
+    func completed() { progress.complete() }
 
     func failed() {
         if copying { progress.finish("\(verb): failed") }

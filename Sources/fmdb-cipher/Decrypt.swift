@@ -20,6 +20,11 @@ struct Decrypt: ParsableCommand {
     @Flag(help: "Replace DEST if it exists; a DEST-keyslots beside it is removed (said on standard error).") var force =
         false
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(
+        help:
+            "When standard error is not a terminal, print progress lines on it: progress decrypt PERCENT BYTES TOTAL BYTES_PER_SECOND."
+    )
+    var progress = false
 
     func run() throws {
         try runReportingErrors {
@@ -32,7 +37,7 @@ struct Decrypt: ParsableCommand {
             try DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination, destinationProvider: nil, settings: CipherSettings(),
-                force: force, quiet: quiet, verb: "decrypt"
+                force: force, quiet: quiet, verb: "decrypt", progressLines: progress
             ).run()
             if !quiet { Output.message("decrypted \(source) → \(destination)") }
         }

@@ -51,6 +51,11 @@ struct Encrypt: ParsableCommand {
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (without --kdf slot*, DEST-keyslots is removed).")
     var force = false
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(
+        help:
+            "When standard error is not a terminal, print progress lines on it: progress encrypt PERCENT BYTES TOTAL BYTES_PER_SECOND."
+    )
+    var progress = false
 
     func validate() throws {
         try Deprecation.check(key.cipherPageSize, "--cipher-page-size", old: deprecatedPageSize, oldName: "--page-size")
@@ -86,7 +91,7 @@ struct Encrypt: ParsableCommand {
                 source: source, sourceProvider: nil, sourceSettings: CipherSettings(),
                 destination: destination, destinationProvider: provider,
                 settings: settings,
-                force: force, quiet: quiet, verb: "encrypt", slots: slots
+                force: force, quiet: quiet, verb: "encrypt", slots: slots, progressLines: progress
             ).run()
             if !quiet {
                 let slotted =

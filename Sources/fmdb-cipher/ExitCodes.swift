@@ -63,20 +63,32 @@ struct CLIError: Error, CustomStringConvertible {
     }
 }
 
-/// Runs a subcommand body, turning every error into a message on standard error and an exit code.
-func runReportingErrors(_ body: () throws -> Void) throws {
-    do {
-        try body()
-        // Output the body wrote but could not get out (a full disk, /dev/full) fails the command.
-        if let failure = Output.takeFailure() { throw failure }
-    } catch let error as CLIError {
-        Output.message("fmdb-cipher: \(error.message)")
-        throw ExitCode(error.code)
-    } catch let error as ExitCode {
-        throw error
-    } catch {
-        let cli = CLIError.from(error, context: "error")
-        Output.message("fmdb-cipher: \(cli.message)")
-        throw ExitCode(cli.code)
+extension ParsableCommand {
+    /// The command as it is typed after `fmdb-cipher` ("rekey", "keys add"): the name an error of its own
+    /// starts with when nothing more precise is known.
+    static var commandPath: String {
+        let name = _commandName
+        let isKeys = Keys.configuration.subcommands.contains { ObjectIdentifier($0) == ObjectIdentifier(Self.self) }
+        return isKeys ? "keys \(name)" : name
+    }
+
+    /// Runs a subcommand body, turning every error into a message on standard error and an exit code. An error
+    /// the body did not put in the tool's words (a library error it passed on) is said as every other one is,
+    /// after the command it stopped: `fmdb-cipher: sql: reading the key failed: Is a directory`.
+    func runReportingErrors(_ body: () throws -> Void) throws {
+        do {
+            try body()
+            // Output the body wrote but could not get out (a full disk, /dev/full) fails the command.
+            if let failure = Output.takeFailure() { throw failure }
+        } catch let error as CLIError {
+            Output.message("fmdb-cipher: \(error.message)")
+            throw ExitCode(error.code)
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            let cli = CLIError.from(error, context: Self.commandPath)
+            Output.message("fmdb-cipher: \(cli.message)")
+            throw ExitCode(cli.code)
+        }
     }
 }

@@ -69,6 +69,11 @@ struct Export: ParsableCommand {
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
     var force = false
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(
+        help:
+            "When standard error is not a terminal, print progress lines on it: progress export PERCENT BYTES TOTAL BYTES_PER_SECOND."
+    )
+    var progress = false
 
     func validate() throws {
         try Deprecation.check(
@@ -90,8 +95,7 @@ struct Export: ParsableCommand {
             }
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key for \(source)")
-            let kdf = key.kdf(opening: source, with: material)
-            let provider = try kdf.provider(material)
+            let (kdf, provider) = try key.opening(source, with: material)
             // SRC opened through a key slot and no new key: DEST keeps the data key and SRC's salt, so SRC's
             // slot file, copied byte for byte to DEST-keyslots, opens it.
             let carriesSlots = kdf.opensSlot && newKey.source == nil && newKey.newKDF == nil
@@ -100,12 +104,7 @@ struct Export: ParsableCommand {
             if carriesSlots {
                 newProvider = provider
             } else {
-                newKDF = newKey.newKDF ?? kdf.singleKey
-                if newKDF.opensSlot {
-                    throw CLIError.usage(
-                        "--new-kdf \(newKDF.rawValue): a copy under a new key has no key slots; "
-                            + "to keep SRC's slots give no --new-key-* and no --new-kdf")
-                }
+                newKDF = newKey.newKDF?.kdf ?? kdf.singleKey
                 let newMaterial = try reader.read(newKey.source, what: "new key for \(destination)", confirm: true)
                 newProvider = try newKDF.provider(newMaterial)
                 var status = stat()
@@ -121,7 +120,7 @@ struct Export: ParsableCommand {
                 destination: destination, destinationProvider: newProvider,
                 settings: settings,
                 force: force, quiet: quiet, verb: "export",
-                slots: carriesSlots ? .source : .none
+                slots: carriesSlots ? .source : .none, progressLines: progress
             ).run()
             if !quiet {
                 let slots =

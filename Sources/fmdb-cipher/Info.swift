@@ -65,8 +65,9 @@ struct Info: ParsableCommand {
                 var kdf = key.kdf
                 let provider: (any KeyProvider)? = try key.source.map {
                     let material = try KeyReader().read($0, what: "key for \(database)")
-                    kdf = key.kdf(opening: database, with: material)
-                    return try kdf.provider(material)
+                    let opening = try key.opening(database, with: material)
+                    kdf = opening.kdf
+                    return opening.provider
                 }
                 let db: FMDatabase
                 do {

@@ -200,8 +200,13 @@ struct NewKeySourceOptions: ParsableArguments {
 struct NewKeyOptions: ParsableArguments {
     @OptionGroup var from: NewKeySourceOptions
 
-    @Option(name: .customLong("new-kdf"), help: "How the new key is used (default: the same as --kdf).")
-    var newKDF: KDF?
+    @Option(
+        name: .customLong("new-kdf"),
+        help: """
+            How the new key is used (default: the same as --kdf; a slot key's: passphrase, or raw for slot-raw). \
+            A file under a new key has no key slots.
+            """)
+    var newKDF: SingleKeyKDF?
 
     var source: KeySource? { from.source }
 }

@@ -408,7 +408,7 @@ enum DataKeyRotation {
         _ = try DatabaseFiles.requireInput(database)
         let reader = KeyReader()
         let material = try reader.read(key.source, what: "key of a slot of \(database)")
-        var secrets = [try key.kdf(opening: database, with: material).slotSecret(material)]
+        var secrets = [try key.slotKind(opening: database, with: material).slotSecret(material)]
         for file in slotKeyFiles {
             // The path is not repeated (it may be a secret typed where the path belongs): "the file given".
             let material = try reader.read(.file(file), what: "slot key in a file given to --slot-key-file")

@@ -33,6 +33,11 @@ struct Migrate: ParsableCommand {
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
     var force = false
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(
+        help:
+            "When standard error is not a terminal, print progress lines on it: progress migrate PERCENT BYTES TOTAL BYTES_PER_SECOND."
+    )
+    var progress = false
 
     func run() throws {
         try runReportingErrors {
@@ -54,18 +59,18 @@ struct Migrate: ParsableCommand {
             var slotStatus = stat()
             let slotted = lstat(slotPath, &slotStatus) == 0
             let material = try KeyReader().read(key.source, what: "key for \(source)")
-            let kdf = key.kdf(opening: source, with: material)
+            let (kdf, provider) = try key.opening(source, with: material)
             if slotted, !kdf.opensSlot {
                 throw CLIError.usage(
                     "\(source) has key slots (\(slotPath)): open it through one (no --kdf, or --kdf slot, slot-raw or slot-recovery) so "
                         + "they are carried; under another key the upgraded file would get a new salt and no slot would open it"
                 )
             }
-            let provider = try kdf.provider(material)
             let copy = DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination ?? source, destinationProvider: provider,
-                settings: CipherSettings(format: .v4), force: force, quiet: quiet, verb: "migrate")
+                settings: CipherSettings(format: .v4), force: force, quiet: quiet, verb: "migrate",
+                progressLines: progress)
             // The library's migration (verified, atomic, SRC intact on any failure; a slotted SRC keeps its slots).
             let found: FMDatabaseCopy.Report?
             do {

@@ -103,6 +103,19 @@ final class ProgressReporter: @unchecked Sendable {
         Output.message("progress \(verb) \(Int(fraction * 100)) \(done) \(Int64(total)) \(rate)")
     }
 
+    /// The line at 100% (`--progress`) of work that started and is now done in full, after `finish` (without
+    /// `completed`) stopped its display at an earlier step: a copy's line comes once it is verified and in place.
+    func complete() {
+        lock.lock()
+        let started = thread != nil
+        let wasRunning = started && !stopped
+        stopped = true
+        lock.unlock()
+        guard style == .lines, started else { return }
+        if wasRunning { Thread.sleep(forTimeInterval: 0.12) }
+        line(fraction: 1)
+    }
+
     /// Stops the display and says `message` on a terminal; with `completed`, the line at 100% (`--progress`).
     func finish(_ message: String, completed: Bool = false) {
         lock.lock()

@@ -110,7 +110,7 @@ struct Rekey: ParsableCommand {
             let oldMaterial = try reader.read(key.source, what: "current key for \(database)")
             let oldProvider = try key.kdf.provider(oldMaterial)
             let newMaterial = try reader.read(newKey.source, what: "new key for \(database)", confirm: true)
-            let newKDF = newKey.newKDF ?? key.kdf
+            let newKDF = newKey.newKDF?.kdf ?? key.kdf
             let newProvider = try newKDF.provider(newMaterial)
             // Decided by trying, not by comparing what was typed: keys from different sources (a variable and
             // a file), or a passphrase and the raw key it derives, may be the same key. A rekey to it would

@@ -160,6 +160,61 @@ final class ToolFileStateTests: ToolTestCase {
         XCTAssertEqual(wrong.status, 65, wrong.stderr)
     }
 
+    func testAPlantedSlotFileDoesNotMakeASingleKeyDatabasesRightKeyFail() throws {
+        // A single-key database (a passphrase) with another database's slot file planted beside it.
+        let plain = try makePlaintext(rows: 7)
+        let single = path("single.db")
+        let made = try run(["encrypt", plain, single, "--key-env", "K", "--quiet"], env: ["K": "the single key"])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        let (slotted, _) = try makeSlotted()
+        let planted = KeySlots.slotFilePath(forDatabaseAt: single)
+        try FileManager.default.copyItem(atPath: KeySlots.slotFilePath(forDatabaseAt: slotted), toPath: planted)
+
+        // No slot accepts the key; as a passphrase it opens the file, and the slot file is named as not its own.
+        let sql = try run(
+            ["sql", single, "select count(*) from t", "--csv", "--key-env", "K"], env: ["K": "the single key"])
+        XCTAssertEqual(sql.status, 0, sql.stderr)
+        XCTAssertEqual(sql.stdout.split(whereSeparator: \.isNewline), ["count(*)", "7"])
+        XCTAssertTrue(sql.stderr.contains("warning: no key slot in \(planted)"), sql.stderr)
+        XCTAssertTrue(sql.stderr.contains("does not belong"), sql.stderr)
+        for command in [["check", single], ["info", single]] {
+            let result = try run(command + ["--key-env", "K"], env: ["K": "the single key"])
+            XCTAssertEqual(result.status, 0, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("does not belong"), "\(command): \(result.stderr)")
+        }
+        // A copy of it is a single-key copy: no slot file travels with it.
+        let copy = path("single-copy.db")
+        let exported = try run(
+            ["export", single, copy, "--key-env", "K", "--new-key-env", "K", "--quiet"], env: ["K": "the single key"])
+        XCTAssertEqual(exported.status, 0, exported.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: copy)))
+        // A wrong key is still a wrong key, without the warning.
+        let wrong = try run(["sql", single, "select 1", "--key-env", "K"], env: ["K": "not the key"])
+        XCTAssertEqual(wrong.status, 65, wrong.stderr)
+        XCTAssertFalse(wrong.stderr.contains("does not belong"), wrong.stderr)
+        // What would carry or rewrite the slot file refuses until it is moved away: rekey, and migrate (4.x).
+        let rekey = try run(
+            ["rekey", single, "--key-env", "K", "--new-key-env", "N", "--quiet"],
+            env: ["K": "the single key", "N": "another long key"])
+        XCTAssertEqual(rekey.status, 64, rekey.stderr)
+        if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            let migrate = try run(["migrate", single, "--key-env", "K", "--quiet"], env: ["K": "the single key"])
+            XCTAssertEqual(migrate.status, 64, migrate.stderr)
+        }
+        let still = try run(["check", single, "--key-env", "K"], env: ["K": "the single key"])
+        XCTAssertEqual(still.status, 0, still.stderr)
+    }
+
+    func testARealSlottedDatabaseWithAWrongKeyIsStillAWrongKey() throws {
+        let (db, _) = try makeSlotted()
+        for command in [["sql", db, "select 1"], ["check", db], ["info", db]] {
+            let wrong = try run(command + ["--key-env", "K"], env: ["K": "not a slot's secret"])
+            XCTAssertEqual(wrong.status, 65, "\(command): \(wrong.stderr)")
+            XCTAssertFalse(wrong.stderr.contains("does not belong"), "\(command): \(wrong.stderr)")
+            XCTAssertFalse(wrong.stderr.contains("not a slot's secret"), wrong.stderr)
+        }
+    }
+
     func testCopiesAndSlotChangesFindTheSlots() throws {
         let (db, _) = try makeSlotted()
         // export without --kdf slot carries the slots (the source was opened through one).

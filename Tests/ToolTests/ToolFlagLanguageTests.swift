@@ -11,19 +11,20 @@ final class ToolFlagLanguageTests: ToolTestCase {
     }
 
     func testTheFlagsThatEncryptAFileOpenIt() throws {
+        // 8192: the default page size of neither format (1024 for 3, 4096 for 4), so it is said on both lines.
         let plain = try makePlaintext()
         let dest = path("paged.db")
         let written = try run(
-            ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--cipher-page-size", "4096", "--quiet"],
+            ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--cipher-page-size", "8192", "--quiet"],
             env: ["K": Self.rawKey])
         XCTAssertEqual(written.status, 0, written.stderr)
         XCTAssertFalse(written.stderr.contains("deprecated"), written.stderr)
         // The one thing said: the flags that open the file, which are the ones that made it.
-        XCTAssertTrue(written.stderr.contains("--kdf raw --cipher-page-size 4096"), written.stderr)
+        XCTAssertTrue(written.stderr.contains("--kdf raw --cipher-page-size 8192"), written.stderr)
         let read = try run(
             [
                 "sql", dest, "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "K", "--cipher-page-size",
-                "4096",
+                "8192",
             ],
             env: ["K": Self.rawKey])
         XCTAssertEqual(read.status, 0, read.stderr)
@@ -151,9 +152,38 @@ final class ToolFlagLanguageTests: ToolTestCase {
         XCTAssertEqual(refused.status, 64, refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path("x.db")))
 
+        // Every command that opens an existing encrypted file takes every kind of key that can open one.
+        let opening =
+            "(values: passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw, slot, slot-raw, slot-recovery; default: passphrase)"
+        for command in ["rekey", "export", "decrypt", "info", "sql", "check", "migrate"] {
+            XCTAssertTrue(try help([command]).contains(opening), "\(command) --kdf")
+        }
+        // A file under a new key (rekey, export --new-kdf) has one key, no slots: the slot kinds are not listed,
+        // and are refused.
+        let singleKey = "(values: passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw)"
+        for command in ["rekey", "export"] {
+            let text = try help([command])
+            XCTAssertTrue(text.contains(singleKey), "\(command) --new-kdf: \(text)")
+            let newKDF = try XCTUnwrap(text.components(separatedBy: "--new-kdf <new-kdf>").last, text)
+            let values = try XCTUnwrap(newKDF.range(of: "(values: "), newKDF)
+            let list = newKDF[values.lowerBound...].prefix { $0 != ")" }
+            XCTAssertFalse(list.contains("slot"), "\(command) --new-kdf lists no slot kind: \(list)")
+        }
+        let enc = try makeEncrypted()
+        let rekeyToSlot = try run(
+            ["rekey", enc, "--kdf", "raw", "--key-env", "A", "--new-kdf", "slot", "--new-key-env", "B"],
+            env: ["A": Self.rawKey, "B": "a long enough passphrase"])
+        XCTAssertEqual(rekeyToSlot.status, 64, rekeyToSlot.stderr)
+        XCTAssertEqual(rowCount(enc, rawKey: Self.rawKey), 50, "not rekeyed")
+
         let completion = try run(["--generate-completion-script", "bash"]).stdout
         XCTAssertTrue(
             completion.contains("-W 'slot'$'\\n''slot-raw'$'\\n''slot-recovery'"), "completions follow the same lists")
+        XCTAssertTrue(
+            completion.contains(
+                "'--new-kdf')\n        __fmdb-cipher_add_completions -W 'passphrase'$'\\n''pbkdf2-sqlcipher'$'\\n''pbkdf2'$'\\n''scrypt'$'\\n''raw'\n"
+            ),
+            "--new-kdf completes the single-key kinds only")
     }
 
     func testHelpShowsTheCurrentSpellingsOnly() throws {

@@ -91,4 +91,22 @@ final class ToolMessageTests: ToolTestCase {
             result.stderr.hasPrefix("fmdb-cipher: --create and --read-only exclude each other"), result.stderr)
         XCTAssertFalse(result.stderr.contains("Error:"), result.stderr)
     }
+
+    /// A library error no command puts in its own words (here: standard input is a directory, so reading the key
+    /// fails with EISDIR) is said in the one style, after the command it stopped, not after "error".
+    func testAnUnmappedLibraryErrorNamesTheCommand() throws {
+        let db = try makeEncrypted()
+        let directory = path("a-directory")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let stdinFromDirectory = ["/bin/sh", "-c", "exec \"$@\" <\"$0\"", directory]
+        for command in [["sql", db, "select 1"], ["info", db], ["keys", "add", db, "--new-key-env", "N"]] {
+            let result = try runTool(
+                command + ["--key-stdin"], env: ["N": "a new passphrase"], wrapper: stdinFromDirectory)
+            let name = command[0] == "keys" ? "keys add" : command[0]
+            XCTAssertEqual(result.status, 74, "\(name): \(result.stderr)")
+            XCTAssertTrue(
+                result.stderr.hasPrefix("fmdb-cipher: \(name): reading the key failed: "), "\(name): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("error:"), result.stderr)
+        }
+    }
 }

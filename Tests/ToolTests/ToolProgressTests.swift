@@ -4,12 +4,12 @@ import XCTest
 
 /// `--progress`: machine-readable progress lines on standard error when it is not a terminal.
 final class ToolProgressTests: ToolTestCase {
-    /// The `progress rekey PERCENT BYTES TOTAL RATE` lines of `stderr`, as numbers; fails on any other
+    /// The `progress VERB PERCENT BYTES TOTAL RATE` lines of `stderr`, as numbers; fails on any other
     /// line that starts with "progress".
-    private func progressLines(_ stderr: String) -> [[Int64]] {
+    private func progressLines(_ stderr: String, verb: String = "rekey") -> [[Int64]] {
         stderr.split(separator: "\n").filter { $0.hasPrefix("progress") }.compactMap { line in
             let fields = line.split(separator: " ")
-            guard fields.count == 6, fields[1] == "rekey" else {
+            guard fields.count == 6, fields[1] == verb else {
                 XCTFail("not a progress line: \(line)")
                 return nil
             }
@@ -53,5 +53,67 @@ final class ToolProgressTests: ToolTestCase {
             ["rekey", enc, "--kdf", "raw", "--key-env", "W", "--new-key-env", "N", "--progress"], env: env)
         XCTAssertEqual(wrong.status, 65, wrong.stderr)
         XCTAssertFalse(progressLines(wrong.stderr).contains { $0[0] == 100 }, wrong.stderr)
+    }
+
+    /// The lines of one copy: one at 0 when it starts, in order, one at 100 of the source's size at the end.
+    private func assertCopyLines(_ result: (status: Int32, stdout: String, stderr: String), verb: String, source: Int64)
+    {
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let lines = progressLines(result.stderr, verb: verb)
+        XCTAssertGreaterThanOrEqual(lines.count, 2, "\(verb): \(result.stderr)")
+        XCTAssertEqual(lines.first?[0], 0, "\(verb): a line when the copy starts")
+        XCTAssertEqual(lines.first?[2], source, "\(verb): of the source's size")
+        XCTAssertEqual(lines.last?[0], 100, "\(verb): a line at 100 when it is done")
+        XCTAssertEqual(lines.last?[1], source, "\(verb): all the bytes")
+        XCTAssertEqual(lines.map { $0[0] }, lines.map { $0[0] }.sorted(), "\(verb): the percentage never goes back")
+    }
+
+    private func size(_ file: String) throws -> Int64 {
+        try XCTUnwrap(FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber).int64Value
+    }
+
+    func testEveryCopyPrintsProgressLinesWhenAsked() throws {
+        let plain = try makePlaintext(rows: 500, payload: 1_000)
+        let env = ["K": Self.rawKey, "N": Self.otherRawKey]
+        let enc = path("enc.db")
+        assertCopyLines(
+            try run(["encrypt", plain, enc, "--kdf", "raw", "--key-env", "K", "--progress"], env: env),
+            verb: "encrypt", source: try size(plain))
+        let copy = path("copy.db")
+        assertCopyLines(
+            try run(
+                ["export", enc, copy, "--kdf", "raw", "--key-env", "K", "--new-key-env", "N", "--progress"], env: env),
+            verb: "export", source: try size(enc))
+        assertCopyLines(
+            try run(["decrypt", copy, path("out.db"), "--kdf", "raw", "--key-env", "N", "--progress"], env: env),
+            verb: "decrypt", source: try size(copy))
+        XCTAssertEqual(rowCount(copy, rawKey: Self.otherRawKey), 500)
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
+        let old = path("v3.db")
+        let exported = try run(
+            ["export", enc, old, "--kdf", "raw", "--key-env", "K", "--new-key-env", "K", "--format", "3", "--quiet"],
+            env: env)
+        XCTAssertEqual(exported.status, 0, exported.stderr)
+        let oldSize = try size(old)  // before: migrate replaces it in place
+        assertCopyLines(
+            try run(["migrate", old, "--kdf", "raw", "--key-env", "K", "--progress"], env: env),
+            verb: "migrate", source: oldSize)
+    }
+
+    func testNoCopyProgressLinesUnlessAskedAndNoneAt100WhenTheCopyFails() throws {
+        let plain = try makePlaintext(rows: 200, payload: 1_000)
+        let env = ["K": Self.rawKey]
+        let quiet = try run(["encrypt", plain, path("a.db"), "--kdf", "raw", "--key-env", "K"], env: env)
+        XCTAssertEqual(quiet.status, 0, quiet.stderr)
+        XCTAssertEqual(progressLines(quiet.stderr, verb: "encrypt").count, 0, quiet.stderr)
+        let silenced = try run(
+            ["encrypt", plain, path("b.db"), "--kdf", "raw", "--key-env", "K", "--progress", "--quiet"], env: env)
+        XCTAssertEqual(silenced.status, 0, silenced.stderr)
+        XCTAssertEqual(progressLines(silenced.stderr, verb: "encrypt").count, 0, "--quiet wins: \(silenced.stderr)")
+        // DEST exists: refused before any copying, so no line at all.
+        let refused = try run(
+            ["encrypt", plain, path("a.db"), "--kdf", "raw", "--key-env", "K", "--progress"], env: env)
+        XCTAssertEqual(refused.status, 73, refused.stderr)
+        XCTAssertFalse(progressLines(refused.stderr, verb: "encrypt").contains { $0[0] == 100 }, refused.stderr)
     }
 }
