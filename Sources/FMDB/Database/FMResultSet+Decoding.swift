@@ -166,8 +166,10 @@ final class RowDecoder: Decoder {
     @exclusivity(unchecked) private var containerTypes: [ObjectIdentifier] = []
     @exclusivity(unchecked) private var boxes: [AnyObject] = []
     @exclusivity(unchecked) private var tagTables: [UnsafeMutablePointer<TagTable>] = []
+    /// Per key type, a `CachedContainer<Key>` holding its box (the last one used is checked first).
+    @exclusivity(unchecked) private var cachedContainers: [AnyObject] = []
     @exclusivity(unchecked) private var lastKeyType: ObjectIdentifier?
-    @exclusivity(unchecked) private var lastBox: AnyObject?
+    @exclusivity(unchecked) private var lastCached: AnyObject?
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -203,9 +205,10 @@ final class RowDecoder: Decoder {
     /// them go. (`isKnownUniquelyReferenced` cannot tell: on an `AnyObject` it answers false even for a
     /// fresh object here.)
     func retire() {
-        lastBox = nil
+        lastCached = nil
         lastKeyType = nil
         containerTypes = []
+        cachedContainers = []
         guard !boxes.isEmpty else { return }
         let probes = boxes.map { WeakReference(object: $0) }
         boxes = []
@@ -404,10 +407,11 @@ final class RowDecoder: Decoder {
     // MARK: Decoder
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        if lastKeyType == ObjectIdentifier(Key.self), let box = lastBox {
-            // KeyedDecodingContainer<Key> is a struct around one class reference (its box): the cached
-            // reference was made from a container of this very Key type, so this is that container again.
-            return unsafeBitCast(box, to: KeyedDecodingContainer<Key>.self)
+        if lastKeyType == ObjectIdentifier(Key.self), let cached = lastCached {
+            // Made for this very Key type; the container is handed out without its type metadata
+            // (see `ContainerSource`).
+            let entry = unsafeDowncast(cached, to: CachedContainer<Key>.self)
+            return entry.source.container(entry.box)
         }
         return makeContainer(Key.self)
     }
@@ -417,7 +421,7 @@ final class RowDecoder: Decoder {
         if let position = containerTypes.firstIndex(of: key) {
             let box = boxes[position]
             lastKeyType = key
-            lastBox = box
+            lastCached = cachedContainers[position]
             return unsafeBitCast(box, to: KeyedDecodingContainer<Key>.self)
         }
         // A key type whose values are told apart by one byte (a synthesized CodingKeys enum) gets a tag
@@ -432,10 +436,12 @@ final class RowDecoder: Decoder {
             RowContainer<Key>(row: self, handle: handle, active: UnsafePointer(active), tags: table))
         if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
             let box = unsafeBitCast(container, to: AnyObject.self)
+            let cached = CachedContainer<Key>(box: box)
             containerTypes.append(key)
             boxes.append(box)
+            cachedContainers.append(cached)
             lastKeyType = key
-            lastBox = box
+            lastCached = cached
         }
         return container
     }
@@ -450,6 +456,41 @@ final class RowDecoder: Decoder {
         guard ColumnAccess.count(handle) > 0 else { throw failure("The row has no column to decode \(typeName) from") }
         return ColumnDecoder(row: self, index: 0)
     }
+}
+
+/// Hands out a cached keyed container again without looking up `KeyedDecodingContainer<Key>`'s type
+/// metadata. The decoder's `container(keyedBy:)` is generic code the compiler cannot specialise (it is
+/// called through `Decoder` from the caller's `init(from:)`), and a value of a generic standard library
+/// type can only be copied there through its metadata, which unspecialised code finds with a hash lookup
+/// in the runtime's cache, about 330 instructions per row (callgrind). Here the type is this protocol's
+/// associated type: unspecialised code reads it from the conformance's witness table, where the runtime
+/// keeps it once resolved (a few loads). The decoder reaches the source through `CachedContainer<Key>`,
+/// whose fields have one layout for every `Key`, so reading them needs no metadata either.
+private protocol ContainerSource<Container>: AnyObject {
+    associatedtype Container
+    /// `box` as the container it is the only stored property of: `box` must come from a `Container`.
+    func container(_ box: AnyObject) -> Container
+}
+
+extension ContainerSource {
+    // Kept generic over `Self` on purpose: a copy specialised for `KeyedContainerSource<Key>` would name
+    // `KeyedDecodingContainer<Key>` directly and look its metadata up again.
+    @_semantics("optimize.sil.specialize.generic.never")
+    @inline(never)
+    func container(_ box: AnyObject) -> Container { unsafeBitCast(box, to: Container.self) }
+}
+
+private final class KeyedContainerSource<Key: CodingKey>: ContainerSource {
+    typealias Container = KeyedDecodingContainer<Key>
+}
+
+/// One key type's container, kept by the decoder across rows: its box (`KeyedDecodingContainer`'s only
+/// stored property) and the source that hands it out as a `KeyedDecodingContainer<Key>`.
+private final class CachedContainer<Key: CodingKey> {
+    let box: AnyObject
+    let source: any ContainerSource<KeyedDecodingContainer<Key>> = KeyedContainerSource<Key>()
+
+    init(box: AnyObject) { self.box = box }
 }
 
 /// The properties of a row: one column per key. Plain bytes (see `RowDecoder`): the decoder is held
