@@ -93,4 +93,32 @@ final class CodableRowDecoderReuseTests: FMDBTempDBTestCase {
         XCTAssertEqual(texts, [Holder(name: "a"), nil, Holder(name: "3")])
         XCTAssertEqual(optionals, [Holder(name: "a"), Holder(name: nil), Holder(name: "3")])
     }
+
+    /// Closes `target` from inside its `init(from:)`, between asking for the container and reading it.
+    struct ClosesItsResultSet: Decodable {
+        nonisolated(unsafe) static var target: FMResultSet?
+        var id: Int64
+
+        enum CodingKeys: CodingKey { case id }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            Self.target?.close()
+            id = try container.decode(Int64.self, forKey: .id)
+        }
+    }
+
+    func testAnInitThatClosesItsResultSetGetsMisuseAndTheDecoderOutlivesIt() throws {
+        try db.executeUpdate("CREATE TABLE t (id INTEGER)", values: nil)
+        try db.executeUpdate("INSERT INTO t VALUES (1), (2)", values: nil)
+        let rs = try db.executeQuery("SELECT id FROM t ORDER BY id", values: nil)
+        XCTAssertTrue(rs.next())
+        ClosesItsResultSet.target = rs
+        defer { ClosesItsResultSet.target = nil }
+        XCTAssertThrowsError(try rs.decode(ClosesItsResultSet.self)) { error in
+            XCTAssertEqual((error as? FMDatabaseError)?.code, Int(SQLITE_MISUSE))
+        }
+        XCTAssertNil(rs.rowDecoder)
+        XCTAssertFalse(rs.next())
+    }
 }

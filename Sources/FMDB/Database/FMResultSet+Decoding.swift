@@ -39,7 +39,10 @@ extension FMResultSet {
             throw FMDatabaseError.misuse(
                 "There is no current row to decode \(T.self) from: call next() first.", sql: query)
         }
-        let decoder = try rowDecoder ?? makeRowDecoder(handle)
+        // Not retained here (a retain and a release per row): the result set holds its decoder, and
+        // `retire()` keeps it alive when the result set lets it go while a row is decoded.
+        unowned(unsafe) let decoder: RowDecoder
+        if let existing = rowDecoder { decoder = existing } else { decoder = try makeRowDecoder(handle) }
         decoder.begin(handle: handle, type: T.self)
         defer { decoder.end() }
         do {
@@ -198,29 +201,34 @@ final class RowDecoder: Decoder {
     @inline(__always)
     func end() { active.pointee = false }
 
-    /// Called when the result set lets the decoder go. A container still referenced elsewhere (kept by an
-    /// `init(from:)` past its return) points at this decoder without holding it: the decoder then stays
-    /// alive (a small leak, only for that misuse), and the container throws when used. Whether one is
-    /// referenced is seen through weak references: the boxes this decoder alone held are gone once it lets
-    /// them go. (`isKnownUniquelyReferenced` cannot tell: on an `AnyObject` it answers false even for a
-    /// fresh object here.)
+    /// Called when the result set lets the decoder go (closed, or bound again). A container still referenced
+    /// elsewhere (kept by an `init(from:)` past its return) points at this decoder without holding it, and
+    /// `FMResultSet.decode` does not hold it either: when a container is still referenced, or when a row is
+    /// being decoded (an `init(from:)` that closes its own result set), the decoder stays alive (a small
+    /// leak, only for that misuse), and its containers throw from then on instead of reading a statement
+    /// that may be gone. Whether a container is referenced is seen through weak references: the boxes this
+    /// decoder alone held are gone once it lets them go. (`isKnownUniquelyReferenced` cannot tell: on an
+    /// `AnyObject` it answers false even for a fresh object here.)
     func retire() {
+        var keepAlive = active.pointee
+        active.pointee = false
         lastCached = nil
         lastKeyType = nil
         containerTypes = []
         cachedContainers = []
-        guard !boxes.isEmpty else { return }
-        let probes = boxes.map { WeakReference(object: $0) }
-        boxes = []
-        if probes.contains(where: { $0.object != nil }) {
-            _ = Unmanaged.passRetained(self)
+        if !boxes.isEmpty {
+            let probes = boxes.map { WeakReference(object: $0) }
+            boxes = []
+            if probes.contains(where: { $0.object != nil }) { keepAlive = true }
         }
+        if keepAlive { _ = Unmanaged.passRetained(self) }
     }
 
     /// The error for a container or column decoder used after its `init(from:)` returned.
     func escaped() -> FMDatabaseError {
         FMDatabaseError.misuse(
-            "A decoding container was used after its init(from:) returned: decode the row again instead",
+            "A decoding container was used after its init(from:) returned or its result set was closed: "
+                + "decode the row again instead",
             sql: statement.sql)
     }
 
