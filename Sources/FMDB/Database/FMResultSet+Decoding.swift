@@ -39,7 +39,10 @@ extension FMResultSet {
             throw FMDatabaseError.misuse(
                 "There is no current row to decode \(T.self) from: call next() first.", sql: query)
         }
-        let decoder = try rowDecoder ?? makeRowDecoder(handle)
+        // Not retained here (a retain and a release per row): the result set holds its decoder, and
+        // `retire()` keeps it alive when the result set lets it go while a row is decoded.
+        unowned(unsafe) let decoder: RowDecoder
+        if let existing = rowDecoder { decoder = existing } else { decoder = try makeRowDecoder(handle) }
         decoder.begin(handle: handle, type: T.self)
         defer { decoder.end() }
         do {
@@ -166,8 +169,10 @@ final class RowDecoder: Decoder {
     @exclusivity(unchecked) private var containerTypes: [ObjectIdentifier] = []
     @exclusivity(unchecked) private var boxes: [AnyObject] = []
     @exclusivity(unchecked) private var tagTables: [UnsafeMutablePointer<TagTable>] = []
+    /// Per key type, a `CachedContainer<Key>` holding its box (the last one used is checked first).
+    @exclusivity(unchecked) private var cachedContainers: [AnyObject] = []
     @exclusivity(unchecked) private var lastKeyType: ObjectIdentifier?
-    @exclusivity(unchecked) private var lastBox: AnyObject?
+    @exclusivity(unchecked) private var lastCached: AnyObject?
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -196,28 +201,34 @@ final class RowDecoder: Decoder {
     @inline(__always)
     func end() { active.pointee = false }
 
-    /// Called when the result set lets the decoder go. A container still referenced elsewhere (kept by an
-    /// `init(from:)` past its return) points at this decoder without holding it: the decoder then stays
-    /// alive (a small leak, only for that misuse), and the container throws when used. Whether one is
-    /// referenced is seen through weak references: the boxes this decoder alone held are gone once it lets
-    /// them go. (`isKnownUniquelyReferenced` cannot tell: on an `AnyObject` it answers false even for a
-    /// fresh object here.)
+    /// Called when the result set lets the decoder go (closed, or bound again). A container still referenced
+    /// elsewhere (kept by an `init(from:)` past its return) points at this decoder without holding it, and
+    /// `FMResultSet.decode` does not hold it either: when a container is still referenced, or when a row is
+    /// being decoded (an `init(from:)` that closes its own result set), the decoder stays alive (a small
+    /// leak, only for that misuse), and its containers throw from then on instead of reading a statement
+    /// that may be gone. Whether a container is referenced is seen through weak references: the boxes this
+    /// decoder alone held are gone once it lets them go. (`isKnownUniquelyReferenced` cannot tell: on an
+    /// `AnyObject` it answers false even for a fresh object here.)
     func retire() {
-        lastBox = nil
+        var keepAlive = active.pointee
+        active.pointee = false
+        lastCached = nil
         lastKeyType = nil
         containerTypes = []
-        guard !boxes.isEmpty else { return }
-        let probes = boxes.map { WeakReference(object: $0) }
-        boxes = []
-        if probes.contains(where: { $0.object != nil }) {
-            _ = Unmanaged.passRetained(self)
+        cachedContainers = []
+        if !boxes.isEmpty {
+            let probes = boxes.map { WeakReference(object: $0) }
+            boxes = []
+            if probes.contains(where: { $0.object != nil }) { keepAlive = true }
         }
+        if keepAlive { _ = Unmanaged.passRetained(self) }
     }
 
     /// The error for a container or column decoder used after its `init(from:)` returned.
     func escaped() -> FMDatabaseError {
         FMDatabaseError.misuse(
-            "A decoding container was used after its init(from:) returned: decode the row again instead",
+            "A decoding container was used after its init(from:) returned or its result set was closed: "
+                + "decode the row again instead",
             sql: statement.sql)
     }
 
@@ -404,10 +415,11 @@ final class RowDecoder: Decoder {
     // MARK: Decoder
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        if lastKeyType == ObjectIdentifier(Key.self), let box = lastBox {
-            // KeyedDecodingContainer<Key> is a struct around one class reference (its box): the cached
-            // reference was made from a container of this very Key type, so this is that container again.
-            return unsafeBitCast(box, to: KeyedDecodingContainer<Key>.self)
+        if lastKeyType == ObjectIdentifier(Key.self), let cached = lastCached {
+            // Made for this very Key type; the container is handed out without its type metadata
+            // (see `ContainerSource`).
+            let entry = unsafeDowncast(cached, to: CachedContainer<Key>.self)
+            return entry.source.container(entry.box)
         }
         return makeContainer(Key.self)
     }
@@ -417,7 +429,7 @@ final class RowDecoder: Decoder {
         if let position = containerTypes.firstIndex(of: key) {
             let box = boxes[position]
             lastKeyType = key
-            lastBox = box
+            lastCached = cachedContainers[position]
             return unsafeBitCast(box, to: KeyedDecodingContainer<Key>.self)
         }
         // A key type whose values are told apart by one byte (a synthesized CodingKeys enum) gets a tag
@@ -432,10 +444,12 @@ final class RowDecoder: Decoder {
             RowContainer<Key>(row: self, handle: handle, active: UnsafePointer(active), tags: table))
         if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
             let box = unsafeBitCast(container, to: AnyObject.self)
+            let cached = CachedContainer<Key>(box: box)
             containerTypes.append(key)
             boxes.append(box)
+            cachedContainers.append(cached)
             lastKeyType = key
-            lastBox = box
+            lastCached = cached
         }
         return container
     }
@@ -450,6 +464,41 @@ final class RowDecoder: Decoder {
         guard ColumnAccess.count(handle) > 0 else { throw failure("The row has no column to decode \(typeName) from") }
         return ColumnDecoder(row: self, index: 0)
     }
+}
+
+/// Hands out a cached keyed container again without looking up `KeyedDecodingContainer<Key>`'s type
+/// metadata. The decoder's `container(keyedBy:)` is generic code the compiler cannot specialise (it is
+/// called through `Decoder` from the caller's `init(from:)`), and a value of a generic standard library
+/// type can only be copied there through its metadata, which unspecialised code finds with a hash lookup
+/// in the runtime's cache, about 330 instructions per row (callgrind). Here the type is this protocol's
+/// associated type: unspecialised code reads it from the conformance's witness table, where the runtime
+/// keeps it once resolved (a few loads). The decoder reaches the source through `CachedContainer<Key>`,
+/// whose fields have one layout for every `Key`, so reading them needs no metadata either.
+private protocol ContainerSource<Container>: AnyObject {
+    associatedtype Container
+    /// `box` as the container it is the only stored property of: `box` must come from a `Container`.
+    func container(_ box: AnyObject) -> Container
+}
+
+extension ContainerSource {
+    // Kept generic over `Self` on purpose: a copy specialised for `KeyedContainerSource<Key>` would name
+    // `KeyedDecodingContainer<Key>` directly and look its metadata up again.
+    @_semantics("optimize.sil.specialize.generic.never")
+    @inline(never)
+    func container(_ box: AnyObject) -> Container { unsafeBitCast(box, to: Container.self) }
+}
+
+private final class KeyedContainerSource<Key: CodingKey>: ContainerSource {
+    typealias Container = KeyedDecodingContainer<Key>
+}
+
+/// One key type's container, kept by the decoder across rows: its box (`KeyedDecodingContainer`'s only
+/// stored property) and the source that hands it out as a `KeyedDecodingContainer<Key>`.
+private final class CachedContainer<Key: CodingKey> {
+    let box: AnyObject
+    let source: any ContainerSource<KeyedDecodingContainer<Key>> = KeyedContainerSource<Key>()
+
+    init(box: AnyObject) { self.box = box }
 }
 
 /// The properties of a row: one column per key. Plain bytes (see `RowDecoder`): the decoder is held
@@ -532,7 +581,10 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         let index = try column(key)
         let value = ColumnValue(handle, index)
-        if T.self == Data.self, value.type == SQLITE_BLOB { return unsafeBitCast(value.data, to: T.self) }
+        if T.self == Data.self, value.type == SQLITE_BLOB {
+            var data = value.data
+            return take(&data, as: T.self)
+        }
         return try row.value(type, value, index)
     }
 
@@ -544,32 +596,32 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return try row.integer(I.self, value, index)
     }
 
-    /// The column of `key` and its value unless it is NULL or missing (nil then).
+    /// The column of `key`, its value and the value's type unless it is NULL or missing (nil then).
     @inline(__always)
-    private func present(_ key: Key) throws -> (ColumnValue, Int32)? {
+    private func present(_ key: Key) throws -> (ColumnValue, Int32, kind: Int32)? {
         let index = try lookup(key)
         guard index >= 0 else { return nil }
         let value = ColumnValue(handle, index)
-        return value.type == SQLITE_NULL ? nil : (value, index)
+        let kind = value.type
+        return kind == SQLITE_NULL ? nil : (value, index, kind)
     }
 
     func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
-        guard let (value, index) = try present(key) else { return nil }
+        guard let (value, index, _) = try present(key) else { return nil }
         return try row.bool(value, index)
     }
     func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        guard let (value, index) = try present(key) else { return nil }
-        if value.type == SQLITE_TEXT, let text = value.string { return text }
+        guard let (value, index, kind) = try present(key) else { return nil }
+        if kind == SQLITE_TEXT, let text = value.string { return text }
         return try row.string(value, index)
     }
     func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
-        guard let (value, index) = try present(key) else { return nil }
-        let kind = value.type
+        guard let (value, index, kind) = try present(key) else { return nil }
         if kind == SQLITE_FLOAT || kind == SQLITE_INTEGER { return value.double }
         return try row.double(value, index)
     }
     func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? {
-        guard let (value, index) = try present(key) else { return nil }
+        guard let (value, index, _) = try present(key) else { return nil }
         return Float(try row.double(value, index, as: Float.self))
     }
     func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try integerIfPresent(key) }
@@ -583,15 +635,18 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try integerIfPresent(key) }
     func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try integerIfPresent(key) }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        guard let (value, index) = try present(key) else { return nil }
-        if T.self == Data.self, value.type == SQLITE_BLOB { return unsafeBitCast(value.data, to: T.self) }
+        guard let (value, index, kind) = try present(key) else { return nil }
+        if T.self == Data.self, kind == SQLITE_BLOB {
+            var data = value.data
+            return take(&data, as: T.self)
+        }
         return try row.value(type, value, index)
     }
 
     @inline(__always)
     private func integerIfPresent<I: FixedWidthInteger>(_ key: Key) throws -> I? {
-        guard let (value, index) = try present(key) else { return nil }
-        if value.type == SQLITE_INTEGER, let result = I(exactly: value.int64) { return result }
+        guard let (value, index, kind) = try present(key) else { return nil }
+        if kind == SQLITE_INTEGER, let result = I(exactly: value.int64) { return result }
         return try row.integer(I.self, value, index)
     }
 
@@ -613,6 +668,17 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func superDecoder(forKey key: Key) throws -> any Decoder {
         ColumnDecoder(row: row, index: try column(key))
     }
+}
+
+/// The `Data` at `pointer` as `T`, which must be `Data`, moved out (an empty `Data` is left behind).
+/// `unsafeBitCast` to `T` copies through `T`'s value witnesses and then destroys the original: about 50
+/// instructions a BLOB more (callgrind). `&data` passed here gives the address without a generic call
+/// (`withUnsafeMutablePointer` is not inlined in this unspecialised code).
+@inline(__always)
+private func take<T>(_ pointer: UnsafeMutablePointer<Data>, as type: T.Type) -> T {
+    let result = UnsafeMutableRawPointer(pointer).assumingMemoryBound(to: T.self).move()
+    pointer.initialize(to: Data())
+    return result
 }
 
 /// One column as a single value: what an enum's raw value, an `Optional` or a `UUID` decodes from.
