@@ -15,6 +15,15 @@ final class CodableRowDecoderReuseTests: FMDBTempDBTestCase {
         var name: String
     }
 
+    /// The decoder tracks the containers it hands out by their one reference (to tell one kept past its
+    /// `init(from:)`): a standard library that lays `KeyedDecodingContainer` out otherwise must fail here,
+    /// not silently lose that check.
+    func testAKeyedContainerIsOneReferenceAsTheDecoderAssumes() {
+        enum Keys: String, CodingKey { case a, b }
+        XCTAssertEqual(MemoryLayout<KeyedDecodingContainer<Keys>>.size, MemoryLayout<AnyObject>.size)
+        XCTAssertEqual(MemoryLayout<KeyedDecodingContainer<Keys>>.alignment, MemoryLayout<AnyObject>.alignment)
+    }
+
     func testRowsDecodeThroughOneContainerAndTheDecoderIsFreedOnClose() throws {
         try db.executeUpdate("CREATE TABLE t (id INTEGER, name TEXT)", values: nil)
         try db.executeUpdate("INSERT INTO t VALUES (1, 'a'), (2, NULL), (3, 'c')", values: nil)

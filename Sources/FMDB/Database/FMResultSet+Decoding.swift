@@ -16,8 +16,9 @@ extension FMResultSet {
     /// - Optionals: NULL, or a column the query does not have, is `nil`.
     /// - Any other `Decodable` (a nested struct, an array, a dictionary): the column's TEXT as JSON.
     ///
-    /// Column names are resolved once per statement and kept while the result set is open, so
-    /// decoding row after row costs little more than reading the same columns by index.
+    /// Each key's column is resolved at the first row that asks for it and kept until the result set is
+    /// bound again or closed, so decoding row after row costs about 1.5 times reading the same columns by
+    /// index by hand (BENCHMARKS.md, "Codable rows").
     ///
     /// ```swift
     /// struct Person: Decodable { var id: Int64; var name: String; var email: String? }
@@ -450,6 +451,12 @@ final class RowDecoder: Decoder {
             cachedContainers.append(cached)
             lastKeyType = key
             lastCached = cached
+        } else {
+            // A standard library whose container is not one reference: this container cannot be tracked, so
+            // one kept past its `init(from:)` would not be seen. The decoder it points to is kept alive for
+            // good instead (a small leak, never a read of freed memory). `CodableRowDecoderReuseTests` pins the
+            // layout the tracking relies on.
+            _ = Unmanaged.passRetained(self)
         }
         return container
     }
