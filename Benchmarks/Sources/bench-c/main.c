@@ -1,5 +1,6 @@
 // bench-c: the workloads through SQLCipher's C API directly — the physical limit for a wrapper.
-// Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open service; MODE: plain encrypted passphrase)
+// Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open service version; MODE: plain encrypted
+//   passphrase)
 // Prints: seconds checksum maxrss_kb
 #include <sqlcipher/sqlite3.h>
 #include "CFMDBCrypto.h"
@@ -92,9 +93,19 @@ typedef struct {
     const char *path, *mode;
     long rows, thread;
     double deadline, checksum;
-    double *latencies;
-    long count, capacity, failures;
+    double *latencies, *writes;  /* every request's latency; the write transactions' again, apart */
+    long count, capacity, write_count, write_capacity, failures;
 } service_thread;
+
+/* Appends `value` to the growing array `*list` of `*count` (capacity `*capacity`). */
+static void append_latency(double **list, long *count, long *capacity, double value) {
+    if (*count == *capacity) {
+        *capacity = *capacity ? *capacity * 2 : 65536;
+        *list = realloc(*list, sizeof(double) * (size_t)*capacity);
+        if (!*list) { fprintf(stderr, "bench-c: out of memory\n"); exit(1); }
+    }
+    (*list)[(*count)++] = value;
+}
 
 static sqlite3 *service_writer;
 static sqlite3_stmt *service_update, *service_log, *service_begin, *service_commit;
@@ -117,7 +128,8 @@ static void *service_run(void *arg) {
         if (t0 >= me->deadline) break;
         uint64_t r = lcg(&state);
         long id = (long)(r % (uint64_t)me->rows) + 1;
-        if (r % 5 == 0) {
+        int write = r % 5 == 0;
+        if (write) {
             pthread_mutex_lock(&service_lock);
             int ok = step_reset(service_begin) == SQLITE_DONE;
             sqlite3_bind_int64(service_update, 1, id);
@@ -137,12 +149,9 @@ static void *service_run(void *arg) {
             }
             sqlite3_reset(read);
         }
-        if (me->count == me->capacity) {
-            me->capacity = me->capacity ? me->capacity * 2 : 65536;
-            me->latencies = realloc(me->latencies, sizeof(double) * (size_t)me->capacity);
-            if (!me->latencies) die(NULL, "out of memory");
-        }
-        me->latencies[me->count++] = now() - t0;
+        double latency = now() - t0;
+        append_latency(&me->latencies, &me->count, &me->capacity, latency);
+        if (write) append_latency(&me->writes, &me->write_count, &me->write_capacity, latency);
     }
     sqlite3_finalize(read);
     sqlite3_close(db);
@@ -152,6 +161,11 @@ static void *service_run(void *arg) {
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The `permille`th per-mille of `count` sorted latencies, in microseconds (0 with none). */
+static double percentile_us(const double *sorted, long count, long permille) {
+    return count ? sorted[count * permille / 1000] * 1e6 : 0;
 }
 
 static void service(const char *path, const char *mode) {
@@ -196,18 +210,26 @@ static void service(const char *path, const char *mode) {
         checksum += all[t].checksum;
     }
     double elapsed = now() - start;
+    long writes = 0;
+    for (long t = 0; t < threads; t++) writes += all[t].write_count;
     double *merged = malloc(sizeof(double) * (size_t)(total ? total : 1));
-    if (!merged) die(NULL, "out of memory");
-    long k = 0;
+    double *merged_writes = malloc(sizeof(double) * (size_t)(writes ? writes : 1));
+    if (!merged || !merged_writes) die(NULL, "out of memory");
+    long k = 0, kw = 0;
     for (long t = 0; t < threads; t++) {
         memcpy(merged + k, all[t].latencies, sizeof(double) * (size_t)all[t].count);
         k += all[t].count;
+        memcpy(merged_writes + kw, all[t].writes, sizeof(double) * (size_t)all[t].write_count);
+        kw += all[t].write_count;
         free(all[t].latencies);
+        free(all[t].writes);
     }
     qsort(merged, (size_t)total, sizeof(double), compare_doubles);
-    double p50 = total ? merged[total / 2] * 1e6 : 0, p99 = total ? merged[total * 99 / 100] * 1e6 : 0;
-    printf("%.6f %.2f %ld tps=%.0f p50_us=%.1f p99_us=%.1f requests=%ld failures=%ld\n", elapsed, checksum,
-           peak_rss_kb(), total / elapsed, p50, p99, total, failures);
+    qsort(merged_writes, (size_t)writes, sizeof(double), compare_doubles);
+    printf("%.6f %.2f %ld tps=%.0f p50_us=%.1f p99_us=%.1f p99_write_us=%.1f requests=%ld writes=%ld failures=%ld\n",
+           elapsed, checksum, peak_rss_kb(), total / elapsed, percentile_us(merged, total, 500),
+           percentile_us(merged, total, 990), percentile_us(merged_writes, writes, 990), total, writes, failures);
+    free(merged_writes);
     free(merged);
     free(all);
     free(ids);
@@ -322,6 +344,17 @@ int main(int argc, char **argv) {
         sqlite3_close(db);
     } else if (strcmp(workload, "service") == 0) {
         service(path, mode);
+        return 0;
+    } else if (strcmp(workload, "version") == 0) {
+        /* The SQLCipher this executable runs (PRAGMA cipher_version): Scripts/bench checks it is the line it
+           built against. */
+        sqlite3 *db = open_db(path, mode);
+        sqlite3_stmt *stmt;
+        if (sqlite3_prepare_v2(db, "PRAGMA cipher_version", -1, &stmt, NULL) != SQLITE_OK) die(db, "cipher_version");
+        if (sqlite3_step(stmt) != SQLITE_ROW) die(db, "cipher_version");
+        printf("%s\n", (const char *)sqlite3_column_text(stmt, 0));
+        sqlite3_finalize(stmt);
+        sqlite3_close(db);
         return 0;
     } else if (strcmp(workload, "open") == 0) {
         start = now();
