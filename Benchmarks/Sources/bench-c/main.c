@@ -95,7 +95,18 @@ typedef struct {
     double deadline, checksum;
     double *latencies, *writes;  /* every request's latency; the write transactions' again, apart */
     long count, capacity, write_count, write_capacity, failures;
+    long read_misses, write_misses;  /* page cache misses (BENCH_CACHE_MISSES=1) */
 } service_thread;
+
+/* BENCH_CACHE_MISSES=1: count each request's page cache misses (each one on a keyed file is a page read,
+   authenticated and decrypted), the connection's SQLITE_DBSTATUS_CACHE_MISS read and reset after it. */
+static int count_misses;
+
+static long take_misses(sqlite3 *db) {
+    int current = 0, highwater = 0;
+    sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_MISS, &current, &highwater, 1);
+    return current;
+}
 
 /* Appends `value` to the growing array `*list` of `*count` (capacity `*capacity`). */
 static void append_latency(double **list, long *count, long *capacity, double value) {
@@ -137,6 +148,7 @@ static void *service_run(void *arg) {
             ok = ok && step_reset(service_update) == SQLITE_DONE && step_reset(service_log) == SQLITE_DONE;
             ok = ok && step_reset(service_commit) == SQLITE_DONE;
             if (!ok) { sqlite3_exec(service_writer, "ROLLBACK", NULL, NULL, NULL); me->failures++; }
+            if (count_misses) me->write_misses += take_misses(service_writer);
             pthread_mutex_unlock(&service_lock);
         } else {
             sqlite3_bind_int64(read, 1, id);
@@ -148,6 +160,7 @@ static void *service_run(void *arg) {
                 me->failures++;
             }
             sqlite3_reset(read);
+            if (count_misses) me->read_misses += take_misses(db);
         }
         double latency = now() - t0;
         append_latency(&me->latencies, &me->count, &me->capacity, latency);
@@ -173,6 +186,7 @@ static void service(const char *path, const char *mode) {
     long rows = env_long("BENCH_SERVICE_ROWS", 10000);
     double seconds = (double)env_long("BENCH_SECONDS", 5);
     if (threads < 1) threads = 1;
+    count_misses = env_long("BENCH_CACHE_MISSES", 0) != 0;
     service_writer = open_db(path, mode);
     sqlite3 *w = service_writer;
     if (sqlite3_exec(w, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, s TEXT);"
@@ -193,6 +207,7 @@ static void service(const char *path, const char *mode) {
         sqlite3_prepare_v2(w, "COMMIT", -1, &service_commit, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "UPDATE t SET a = a + 1 WHERE id = ?", -1, &service_update, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "INSERT INTO log (t_id) VALUES (?)", -1, &service_log, NULL) != SQLITE_OK) die(w, "prepare writes");
+    (void)take_misses(w);  /* the seeding's misses are not the service's */
     service_thread *all = calloc((size_t)threads, sizeof *all);
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
     if (!all || !ids) die(NULL, "out of memory");
@@ -201,10 +216,12 @@ static void service(const char *path, const char *mode) {
         all[t] = (service_thread){.path = path, .mode = mode, .rows = rows, .thread = t, .deadline = start + seconds};
         pthread_create(&ids[t], NULL, service_run, &all[t]);
     }
-    long total = 0, failures = 0;
+    long total = 0, failures = 0, read_misses = 0, write_misses = 0;
     double checksum = 0;
     for (long t = 0; t < threads; t++) {
         pthread_join(ids[t], NULL);
+        read_misses += all[t].read_misses;
+        write_misses += all[t].write_misses;
         total += all[t].count;
         failures += all[t].failures;
         checksum += all[t].checksum;
@@ -226,9 +243,14 @@ static void service(const char *path, const char *mode) {
     }
     qsort(merged, (size_t)total, sizeof(double), compare_doubles);
     qsort(merged_writes, (size_t)writes, sizeof(double), compare_doubles);
-    printf("%.6f %.2f %ld tps=%.0f p50_us=%.1f p99_us=%.1f p99_write_us=%.1f requests=%ld writes=%ld failures=%ld\n",
+    printf("%.6f %.2f %ld tps=%.0f p50_us=%.1f p99_us=%.1f p99_write_us=%.1f requests=%ld writes=%ld failures=%ld",
            elapsed, checksum, peak_rss_kb(), total / elapsed, percentile_us(merged, total, 500),
            percentile_us(merged, total, 990), percentile_us(merged_writes, writes, 990), total, writes, failures);
+    if (count_misses) {
+        printf(" misses_per_read=%.3f misses_per_write=%.3f", (double)read_misses / (double)(total - writes ? total - writes : 1),
+               (double)write_misses / (double)(writes ? writes : 1));
+    }
+    printf("\n");
     free(merged_writes);
     free(merged);
     free(all);

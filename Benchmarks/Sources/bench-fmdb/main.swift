@@ -422,6 +422,10 @@ case ("service", "pool"), ("service", "slots"):
     }
     let results = ServiceResults()
     let actions = Protected<[Double]>([])
+    // BENCH_CACHE_MISSES=1: each request's page cache misses (on a keyed file, each is a page read,
+    // authenticated and decrypted): SQLITE_DBSTATUS_CACHE_MISS read and reset at the end of every block.
+    let countMisses = envInt("BENCH_CACHE_MISSES", 0) != 0
+    let misses = Protected<[Int]>([0, 0])
     let threads = ServiceWorkload.threads
     let start = now()
     let deadline = start + ServiceWorkload.seconds
@@ -436,6 +440,7 @@ case ("service", "pool"), ("service", "slots"):
             var completions: [Double] = []
             var total = 0.0
             var failures = 0
+            var (readMisses, writeMisses) = (0, 0)
             latencies.reserveCapacity(200_000)
             writeLatencies.reserveCapacity(50_000)
             completions.reserveCapacity(200_000)
@@ -450,13 +455,16 @@ case ("service", "pool"), ("service", "slots"):
                         try pool.inTransaction(.immediate) { db in
                             try db.executeUpdate("UPDATE t SET a = a + 1 WHERE id = ?", values: [id])
                             try db.executeUpdate("INSERT INTO log (t_id) VALUES (?)", values: [id])
+                            if countMisses { writeMisses += takeMisses(db) }
                         }
                     } else {
                         total += try pool.inDatabase { db in
                             db.shouldCacheStatements = true
                             let rs = try db.executeQuery("SELECT a, s FROM t WHERE id = ?", values: [id])
                             defer { rs.close() }
-                            return try rs.nextWithError() ? Double(rs.longLongInt(forColumnIndex: 0)) : 0
+                            let value = try rs.nextWithError() ? Double(rs.longLongInt(forColumnIndex: 0)) : 0
+                            if countMisses { readMisses += takeMisses(db) }
+                            return value
                         }
                     }
                 } catch {
@@ -470,6 +478,10 @@ case ("service", "pool"), ("service", "slots"):
             results.add(
                 latencies: latencies, writeLatencies: writeLatencies, completions: completions, checksum: total,
                 failures: failures)
+            misses.withLock {
+                $0[0] += readMisses
+                $0[1] += writeMisses
+            }
         }.start()
     }
     if slotted {
@@ -496,6 +508,13 @@ case ("service", "pool"), ("service", "slots"):
         ServiceWorkload.summary(
             latencies: results.latencies, writeLatencies: results.writeLatencies, elapsed: elapsed)
         + " failures=\(results.failures)"
+    if countMisses {
+        let (reads, writes) = (results.latencies.count - results.writeLatencies.count, results.writeLatencies.count)
+        let (readMisses, writeMisses) = misses.withLock { ($0[0], $0[1]) }
+        extra += String(
+            format: " misses_per_read=%.3f misses_per_write=%.3f", Double(readMisses) / Double(max(reads, 1)),
+            Double(writeMisses) / Double(max(writes, 1)))
+    }
     let marks = actions.withLock { $0 }
     if marks.count == 4 {
         let completions = results.completions
@@ -513,6 +532,14 @@ default:
 }
 
 print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()) + extra)
+
+/// The connection's page cache misses since the last call (SQLITE_DBSTATUS_CACHE_MISS, read and reset).
+@Sendable func takeMisses(_ db: FMDatabase) -> Int {
+    guard let handle = db.sqliteHandle else { return 0 }
+    var (current, highwater): (Int32, Int32) = (0, 0)
+    sqlite3_db_status(OpaquePointer(handle), SQLITE_DBSTATUS_CACHE_MISS, &current, &highwater, 1)
+    return Int(current)
+}
 
 /// Sets up each new connection of the plain W6 pool (the keyed pools use `prepareDatabase`).
 final class ServiceSetUp: FMDatabasePoolDelegate {
