@@ -1,7 +1,9 @@
 // bench-c: the workloads through SQLCipher's C API directly — the physical limit for a wrapper.
 // Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open service version; MODE: plain encrypted
 //   passphrase)
-// Prints: seconds checksum maxrss_kb
+// Prints: seconds checksum maxrss_kb (service, W6: also tps, p50_us, p99_us, p99_write_us, requests, writes,
+//   failures; BENCH_CACHE_MISSES=1 adds page cache misses per read and per write, BENCH_KEY_CHECK=1 runs a keyed
+//   FMDB pool's per-block key check before each request)
 #include <sqlcipher/sqlite3.h>
 #include "CFMDBCrypto.h"
 #include <stdint.h>
@@ -101,6 +103,11 @@ typedef struct {
 /* BENCH_CACHE_MISSES=1: count each request's page cache misses (each one on a keyed file is a page read,
    authenticated and decrypted), the connection's SQLITE_DBSTATUS_CACHE_MISS read and reset after it. */
 static int count_misses;
+/* BENCH_KEY_CHECK=1: before each request, step and reset `PRAGMA schema_version` on the connection that
+   serves it (prepared once), as a keyed FMDB queue or pool checks before each block that its connection
+   still holds the file's key: an extra read transaction per request, measured apart from the wrapper. */
+static int key_check;
+static sqlite3_stmt *service_writer_check;
 
 static long take_misses(sqlite3 *db) {
     int current = 0, highwater = 0;
@@ -131,8 +138,9 @@ static int step_reset(sqlite3_stmt *stmt) {
 static void *service_run(void *arg) {
     service_thread *me = arg;
     sqlite3 *db = open_db(me->path, me->mode);
-    sqlite3_stmt *read;
+    sqlite3_stmt *read, *check;
     if (sqlite3_prepare_v2(db, "SELECT a, s FROM t WHERE id = ?", -1, &read, NULL) != SQLITE_OK) die(db, "prepare read");
+    if (sqlite3_prepare_v2(db, "PRAGMA schema_version", -1, &check, NULL) != SQLITE_OK) die(db, "prepare check");
     uint64_t state = 1000 + (uint64_t)me->thread;
     for (;;) {
         double t0 = now();
@@ -142,6 +150,7 @@ static void *service_run(void *arg) {
         int write = r % 5 == 0;
         if (write) {
             pthread_mutex_lock(&service_lock);
+            if (key_check && step_reset(service_writer_check) != SQLITE_ROW) me->failures++;
             int ok = step_reset(service_begin) == SQLITE_DONE;
             sqlite3_bind_int64(service_update, 1, id);
             sqlite3_bind_int64(service_log, 1, id);
@@ -151,6 +160,7 @@ static void *service_run(void *arg) {
             if (count_misses) me->write_misses += take_misses(service_writer);
             pthread_mutex_unlock(&service_lock);
         } else {
+            if (key_check && step_reset(check) != SQLITE_ROW) me->failures++;
             sqlite3_bind_int64(read, 1, id);
             int rc = sqlite3_step(read);
             if (rc == SQLITE_ROW) {
@@ -167,6 +177,7 @@ static void *service_run(void *arg) {
         if (write) append_latency(&me->writes, &me->write_count, &me->write_capacity, latency);
     }
     sqlite3_finalize(read);
+    sqlite3_finalize(check);
     sqlite3_close(db);
     return NULL;
 }
@@ -187,6 +198,7 @@ static void service(const char *path, const char *mode) {
     double seconds = (double)env_long("BENCH_SECONDS", 5);
     if (threads < 1) threads = 1;
     count_misses = env_long("BENCH_CACHE_MISSES", 0) != 0;
+    key_check = env_long("BENCH_KEY_CHECK", 0) != 0;
     service_writer = open_db(path, mode);
     sqlite3 *w = service_writer;
     if (sqlite3_exec(w, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, s TEXT);"
@@ -206,7 +218,8 @@ static void service(const char *path, const char *mode) {
     if (sqlite3_prepare_v2(w, "BEGIN IMMEDIATE", -1, &service_begin, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "COMMIT", -1, &service_commit, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "UPDATE t SET a = a + 1 WHERE id = ?", -1, &service_update, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w, "INSERT INTO log (t_id) VALUES (?)", -1, &service_log, NULL) != SQLITE_OK) die(w, "prepare writes");
+        sqlite3_prepare_v2(w, "INSERT INTO log (t_id) VALUES (?)", -1, &service_log, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w, "PRAGMA schema_version", -1, &service_writer_check, NULL) != SQLITE_OK) die(w, "prepare writes");
     (void)take_misses(w);  /* the seeding's misses are not the service's */
     service_thread *all = calloc((size_t)threads, sizeof *all);
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
