@@ -57,15 +57,21 @@ public enum ServiceWorkload {
     public static var rows: Int { envInt("BENCH_SERVICE_ROWS", 10_000) }
     public static let writeEvery: UInt64 = 5
 
-    /// "tps=... p50_us=... p99_us=... requests=..." for the request latencies (seconds) of all threads.
-    public static func summary(latencies: [Double], elapsed: Double) -> String {
+    /// "tps=... p50_us=... p99_us=... p99_write_us=... requests=... writes=..." for the request latencies
+    /// (seconds) of all threads, and the write transactions' among them apart.
+    public static func summary(latencies: [Double], writeLatencies: [Double], elapsed: Double) -> String {
         let sorted = latencies.sorted()
-        guard !sorted.isEmpty else { return " tps=0 p50_us=0 p99_us=0 requests=0" }
-        let p50 = sorted[sorted.count / 2] * 1e6
-        let p99 = sorted[min(sorted.count - 1, sorted.count * 99 / 100)] * 1e6
+        let writes = writeLatencies.sorted()
         return String(
-            format: " tps=%.0f p50_us=%.1f p99_us=%.1f requests=%d", Double(sorted.count) / elapsed, p50, p99,
-            sorted.count)
+            format: " tps=%.0f p50_us=%.1f p99_us=%.1f p99_write_us=%.1f requests=%d writes=%d",
+            Double(sorted.count) / elapsed, percentile(sorted, permille: 500), percentile(sorted, permille: 990),
+            percentile(writes, permille: 990), sorted.count, writes.count)
+    }
+
+    /// The `permille`th per-mille of sorted latencies (seconds), in microseconds; 0 with none (as bench-c).
+    static func percentile(_ sorted: [Double], permille: Int) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        return sorted[min(sorted.count - 1, sorted.count * permille / 1000)] * 1e6
     }
 
     /// Requests per second completed between `from` and `to` (times as `now()` gives them).
@@ -80,22 +86,28 @@ public final class ServiceResults: @unchecked Sendable {
     // @unchecked Sendable: every property is read and written under `lock`.
     private let lock = NSLock()
     private var latencyList: [Double] = []
+    private var writeLatencyList: [Double] = []
     private var completionList: [Double] = []
     private var sum = 0.0
     private var failed = 0
 
     public init() {}
 
-    public func add(latencies: [Double], completions: [Double], checksum: Double, failures: Int) {
+    /// One thread's results: every request's latency, the write transactions' again, apart.
+    public func add(
+        latencies: [Double], writeLatencies: [Double], completions: [Double], checksum: Double, failures: Int
+    ) {
         lock.lock()
         defer { lock.unlock() }
         latencyList += latencies
+        writeLatencyList += writeLatencies
         completionList += completions
         sum += checksum
         failed += failures
     }
 
     public var latencies: [Double] { lock.withLock { latencyList } }
+    public var writeLatencies: [Double] { lock.withLock { writeLatencyList } }
     public var completions: [Double] { lock.withLock { completionList } }
     public var checksum: Double { lock.withLock { sum } }
     public var failures: Int { lock.withLock { failed } }

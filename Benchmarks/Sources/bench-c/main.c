@@ -1,6 +1,9 @@
 // bench-c: the workloads through SQLCipher's C API directly — the physical limit for a wrapper.
-// Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open service; MODE: plain encrypted passphrase)
-// Prints: seconds checksum maxrss_kb
+// Usage: bench-c WORKLOAD MODE DBPATH   (WORKLOAD: insert scan lookup open service version; MODE: plain encrypted
+//   passphrase)
+// Prints: seconds checksum maxrss_kb (service, W6: also tps, p50_us, p99_us, p99_write_us, requests, writes,
+//   failures; BENCH_CACHE_MISSES=1 adds page cache misses per read and per write, BENCH_KEY_CHECK=1 runs a keyed
+//   FMDB pool's per-block key check before each request)
 #include <sqlcipher/sqlite3.h>
 #include "CFMDBCrypto.h"
 #include <stdint.h>
@@ -92,9 +95,35 @@ typedef struct {
     const char *path, *mode;
     long rows, thread;
     double deadline, checksum;
-    double *latencies;
-    long count, capacity, failures;
+    double *latencies, *writes;  /* every request's latency; the write transactions' again, apart */
+    long count, capacity, write_count, write_capacity, failures;
+    long read_misses, write_misses;  /* page cache misses (BENCH_CACHE_MISSES=1) */
 } service_thread;
+
+/* BENCH_CACHE_MISSES=1: count each request's page cache misses (each one on a keyed file is a page read,
+   authenticated and decrypted), the connection's SQLITE_DBSTATUS_CACHE_MISS read and reset after it. */
+static int count_misses;
+/* BENCH_KEY_CHECK=1: before each request, step and reset `PRAGMA schema_version` on the connection that
+   serves it (prepared once), as a keyed FMDB queue or pool checks before each block that its connection
+   still holds the file's key: an extra read transaction per request, measured apart from the wrapper. */
+static int key_check;
+static sqlite3_stmt *service_writer_check;
+
+static long take_misses(sqlite3 *db) {
+    int current = 0, highwater = 0;
+    sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_MISS, &current, &highwater, 1);
+    return current;
+}
+
+/* Appends `value` to the growing array `*list` of `*count` (capacity `*capacity`). */
+static void append_latency(double **list, long *count, long *capacity, double value) {
+    if (*count == *capacity) {
+        *capacity = *capacity ? *capacity * 2 : 65536;
+        *list = realloc(*list, sizeof(double) * (size_t)*capacity);
+        if (!*list) { fprintf(stderr, "bench-c: out of memory\n"); exit(1); }
+    }
+    (*list)[(*count)++] = value;
+}
 
 static sqlite3 *service_writer;
 static sqlite3_stmt *service_update, *service_log, *service_begin, *service_commit;
@@ -109,24 +138,29 @@ static int step_reset(sqlite3_stmt *stmt) {
 static void *service_run(void *arg) {
     service_thread *me = arg;
     sqlite3 *db = open_db(me->path, me->mode);
-    sqlite3_stmt *read;
+    sqlite3_stmt *read, *check;
     if (sqlite3_prepare_v2(db, "SELECT a, s FROM t WHERE id = ?", -1, &read, NULL) != SQLITE_OK) die(db, "prepare read");
+    if (sqlite3_prepare_v2(db, "PRAGMA schema_version", -1, &check, NULL) != SQLITE_OK) die(db, "prepare check");
     uint64_t state = 1000 + (uint64_t)me->thread;
     for (;;) {
         double t0 = now();
         if (t0 >= me->deadline) break;
         uint64_t r = lcg(&state);
         long id = (long)(r % (uint64_t)me->rows) + 1;
-        if (r % 5 == 0) {
+        int write = r % 5 == 0;
+        if (write) {
             pthread_mutex_lock(&service_lock);
+            if (key_check && step_reset(service_writer_check) != SQLITE_ROW) me->failures++;
             int ok = step_reset(service_begin) == SQLITE_DONE;
             sqlite3_bind_int64(service_update, 1, id);
             sqlite3_bind_int64(service_log, 1, id);
             ok = ok && step_reset(service_update) == SQLITE_DONE && step_reset(service_log) == SQLITE_DONE;
             ok = ok && step_reset(service_commit) == SQLITE_DONE;
             if (!ok) { sqlite3_exec(service_writer, "ROLLBACK", NULL, NULL, NULL); me->failures++; }
+            if (count_misses) me->write_misses += take_misses(service_writer);
             pthread_mutex_unlock(&service_lock);
         } else {
+            if (key_check && step_reset(check) != SQLITE_ROW) me->failures++;
             sqlite3_bind_int64(read, 1, id);
             int rc = sqlite3_step(read);
             if (rc == SQLITE_ROW) {
@@ -136,15 +170,14 @@ static void *service_run(void *arg) {
                 me->failures++;
             }
             sqlite3_reset(read);
+            if (count_misses) me->read_misses += take_misses(db);
         }
-        if (me->count == me->capacity) {
-            me->capacity = me->capacity ? me->capacity * 2 : 65536;
-            me->latencies = realloc(me->latencies, sizeof(double) * (size_t)me->capacity);
-            if (!me->latencies) die(NULL, "out of memory");
-        }
-        me->latencies[me->count++] = now() - t0;
+        double latency = now() - t0;
+        append_latency(&me->latencies, &me->count, &me->capacity, latency);
+        if (write) append_latency(&me->writes, &me->write_count, &me->write_capacity, latency);
     }
     sqlite3_finalize(read);
+    sqlite3_finalize(check);
     sqlite3_close(db);
     return NULL;
 }
@@ -154,11 +187,18 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The `permille`th per-mille of `count` sorted latencies, in microseconds (0 with none). */
+static double percentile_us(const double *sorted, long count, long permille) {
+    return count ? sorted[count * permille / 1000] * 1e6 : 0;
+}
+
 static void service(const char *path, const char *mode) {
     long threads = env_long("BENCH_THREADS", sysconf(_SC_NPROCESSORS_ONLN));
     long rows = env_long("BENCH_SERVICE_ROWS", 10000);
     double seconds = (double)env_long("BENCH_SECONDS", 5);
     if (threads < 1) threads = 1;
+    count_misses = env_long("BENCH_CACHE_MISSES", 0) != 0;
+    key_check = env_long("BENCH_KEY_CHECK", 0) != 0;
     service_writer = open_db(path, mode);
     sqlite3 *w = service_writer;
     if (sqlite3_exec(w, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, s TEXT);"
@@ -178,7 +218,9 @@ static void service(const char *path, const char *mode) {
     if (sqlite3_prepare_v2(w, "BEGIN IMMEDIATE", -1, &service_begin, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "COMMIT", -1, &service_commit, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "UPDATE t SET a = a + 1 WHERE id = ?", -1, &service_update, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w, "INSERT INTO log (t_id) VALUES (?)", -1, &service_log, NULL) != SQLITE_OK) die(w, "prepare writes");
+        sqlite3_prepare_v2(w, "INSERT INTO log (t_id) VALUES (?)", -1, &service_log, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w, "PRAGMA schema_version", -1, &service_writer_check, NULL) != SQLITE_OK) die(w, "prepare writes");
+    (void)take_misses(w);  /* the seeding's misses are not the service's */
     service_thread *all = calloc((size_t)threads, sizeof *all);
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
     if (!all || !ids) die(NULL, "out of memory");
@@ -187,27 +229,42 @@ static void service(const char *path, const char *mode) {
         all[t] = (service_thread){.path = path, .mode = mode, .rows = rows, .thread = t, .deadline = start + seconds};
         pthread_create(&ids[t], NULL, service_run, &all[t]);
     }
-    long total = 0, failures = 0;
+    long total = 0, failures = 0, read_misses = 0, write_misses = 0;
     double checksum = 0;
     for (long t = 0; t < threads; t++) {
         pthread_join(ids[t], NULL);
+        read_misses += all[t].read_misses;
+        write_misses += all[t].write_misses;
         total += all[t].count;
         failures += all[t].failures;
         checksum += all[t].checksum;
     }
     double elapsed = now() - start;
+    long writes = 0;
+    for (long t = 0; t < threads; t++) writes += all[t].write_count;
     double *merged = malloc(sizeof(double) * (size_t)(total ? total : 1));
-    if (!merged) die(NULL, "out of memory");
-    long k = 0;
+    double *merged_writes = malloc(sizeof(double) * (size_t)(writes ? writes : 1));
+    if (!merged || !merged_writes) die(NULL, "out of memory");
+    long k = 0, kw = 0;
     for (long t = 0; t < threads; t++) {
         memcpy(merged + k, all[t].latencies, sizeof(double) * (size_t)all[t].count);
         k += all[t].count;
+        memcpy(merged_writes + kw, all[t].writes, sizeof(double) * (size_t)all[t].write_count);
+        kw += all[t].write_count;
         free(all[t].latencies);
+        free(all[t].writes);
     }
     qsort(merged, (size_t)total, sizeof(double), compare_doubles);
-    double p50 = total ? merged[total / 2] * 1e6 : 0, p99 = total ? merged[total * 99 / 100] * 1e6 : 0;
-    printf("%.6f %.2f %ld tps=%.0f p50_us=%.1f p99_us=%.1f requests=%ld failures=%ld\n", elapsed, checksum,
-           peak_rss_kb(), total / elapsed, p50, p99, total, failures);
+    qsort(merged_writes, (size_t)writes, sizeof(double), compare_doubles);
+    printf("%.6f %.2f %ld tps=%.0f p50_us=%.1f p99_us=%.1f p99_write_us=%.1f requests=%ld writes=%ld failures=%ld",
+           elapsed, checksum, peak_rss_kb(), total / elapsed, percentile_us(merged, total, 500),
+           percentile_us(merged, total, 990), percentile_us(merged_writes, writes, 990), total, writes, failures);
+    if (count_misses) {
+        printf(" misses_per_read=%.3f misses_per_write=%.3f", (double)read_misses / (double)(total - writes ? total - writes : 1),
+               (double)write_misses / (double)(writes ? writes : 1));
+    }
+    printf("\n");
+    free(merged_writes);
     free(merged);
     free(all);
     free(ids);
@@ -322,6 +379,17 @@ int main(int argc, char **argv) {
         sqlite3_close(db);
     } else if (strcmp(workload, "service") == 0) {
         service(path, mode);
+        return 0;
+    } else if (strcmp(workload, "version") == 0) {
+        /* The SQLCipher this executable runs (PRAGMA cipher_version): Scripts/bench checks it is the line it
+           built against. */
+        sqlite3 *db = open_db(path, mode);
+        sqlite3_stmt *stmt;
+        if (sqlite3_prepare_v2(db, "PRAGMA cipher_version", -1, &stmt, NULL) != SQLITE_OK) die(db, "cipher_version");
+        if (sqlite3_step(stmt) != SQLITE_ROW) die(db, "cipher_version");
+        printf("%s\n", (const char *)sqlite3_column_text(stmt, 0));
+        sqlite3_finalize(stmt);
+        sqlite3_close(db);
         return 0;
     } else if (strcmp(workload, "open") == 0) {
         start = now();

@@ -11,6 +11,8 @@
 //   WORKLOAD service (W6): VARIANT pool (a pool serving reads and write transactions from one thread per
 //     core, BENCH_SECONDS) | slots (encrypted: the same on a slotted database, through a slot change and a
 //     data-key rotation); prints also tps, p50_us, p99_us, failures (and requests/s through each action)
+//     (BENCH_SLOT_KDF_ITERATIONS=N: the slots use PBKDF2 with N iterations, for a quick smoke run)
+//   WORKLOAD version: prints the linked SQLCipher's PRAGMA cipher_version (MODE and VARIANT unused)
 //   WORKLOAD pool: VARIANT queue (1 thread, FMDatabaseQueue) | pool (2 threads, FMDatabasePool, WAL)
 //   BENCH_FMDB_CACHE_SIZE=N: `PRAGMA cache_size = N` after keying (-2000: SQLite's default instead of the
 //     library's 8 MiB keyed cache), so the cache's cost in time and peak memory can be measured
@@ -363,6 +365,14 @@ case ("keycheck", "schema-version"):
     }
     db.close()
 
+case ("version", _):
+    // The SQLCipher this executable runs: Scripts/bench checks it is the line it built against.
+    let db = FMDatabase(path: path)
+    guard db.open(), let version = db.cipherVersion else { fail("cipher_version: \(db.lastErrorMessage())") }
+    db.close()
+    print(version)
+    exit(0)
+
 case ("service", "pool"), ("service", "slots"):
     // W6: a keyed WAL pool serving point reads and small write transactions (an UPDATE and an INSERT) from
     // one thread per core for BENCH_SECONDS. "slots": on a slotted database (scrypt slot), with an operator's
@@ -370,6 +380,12 @@ case ("service", "pool"), ("service", "slots"):
     // (not through the pool, as fmdb-cipher would do them).
     let slotted = variant == "slots"
     let serviceRows = ServiceWorkload.rows
+    // BENCH_SLOT_KDF_ITERATIONS=N: the slots' KDF is PBKDF2 with N iterations instead of the default scrypt, so
+    // the smoke run's slot change takes milliseconds (its times mean nothing anyway).
+    let slotKDF =
+        ProcessInfo.processInfo.environment["BENCH_SLOT_KDF_ITERATIONS"].flatMap(Int.init).map {
+            KeySlotKDF.unsafePBKDF2SHA512(iterations: $0)
+        } ?? .default
     let setUp: @Sendable (FMDatabase) throws -> Void = { db in
         db.shouldCacheStatements = true
         try db.executeUpdate("PRAGMA synchronous = NORMAL", values: nil)
@@ -379,9 +395,9 @@ case ("service", "pool"), ("service", "slots"):
     do {
         if slotted {
             if mode != "encrypted" { fail("service slots runs encrypted") }
-            try KeySlots.createDatabase(at: path, secret: .passphrase("service"))
+            try KeySlots.createDatabase(at: path, secret: .passphrase("service"), kdf: slotKDF)
             _ = try KeySlots.addSlot(
-                to: path, unlockingWith: .passphrase("service"), newSecret: .passphrase("operator"))
+                to: path, unlockingWith: .passphrase("service"), newSecret: .passphrase("operator"), kdf: slotKDF)
             pool = try FMDatabasePool(
                 path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("service")), prepareDatabase: setUp)
         } else if mode == "encrypted" {
@@ -406,6 +422,10 @@ case ("service", "pool"), ("service", "slots"):
     }
     let results = ServiceResults()
     let actions = Protected<[Double]>([])
+    // BENCH_CACHE_MISSES=1: each request's page cache misses (on a keyed file, each is a page read,
+    // authenticated and decrypted): SQLITE_DBSTATUS_CACHE_MISS read and reset at the end of every block.
+    let countMisses = envInt("BENCH_CACHE_MISSES", 0) != 0
+    let misses = Protected<[Int]>([0, 0])
     let threads = ServiceWorkload.threads
     let start = now()
     let deadline = start + ServiceWorkload.seconds
@@ -416,28 +436,35 @@ case ("service", "pool"), ("service", "slots"):
             defer { group.leave() }
             var lcg = LCG(state: 1000 + UInt64(thread))
             var latencies: [Double] = []
+            var writeLatencies: [Double] = []
             var completions: [Double] = []
             var total = 0.0
             var failures = 0
+            var (readMisses, writeMisses) = (0, 0)
             latencies.reserveCapacity(200_000)
+            writeLatencies.reserveCapacity(50_000)
             completions.reserveCapacity(200_000)
             while true {
                 let t0 = now()
                 if t0 >= deadline { break }
                 let r = lcg.next()
                 let id = Int64(r % UInt64(serviceRows)) + 1
+                let isWrite = r % ServiceWorkload.writeEvery == 0
                 do {
-                    if r % ServiceWorkload.writeEvery == 0 {
+                    if isWrite {
                         try pool.inTransaction(.immediate) { db in
                             try db.executeUpdate("UPDATE t SET a = a + 1 WHERE id = ?", values: [id])
                             try db.executeUpdate("INSERT INTO log (t_id) VALUES (?)", values: [id])
+                            if countMisses { writeMisses += takeMisses(db) }
                         }
                     } else {
                         total += try pool.inDatabase { db in
                             db.shouldCacheStatements = true
                             let rs = try db.executeQuery("SELECT a, s FROM t WHERE id = ?", values: [id])
                             defer { rs.close() }
-                            return try rs.nextWithError() ? Double(rs.longLongInt(forColumnIndex: 0)) : 0
+                            let value = try rs.nextWithError() ? Double(rs.longLongInt(forColumnIndex: 0)) : 0
+                            if countMisses { readMisses += takeMisses(db) }
+                            return value
                         }
                     }
                 } catch {
@@ -445,9 +472,16 @@ case ("service", "pool"), ("service", "slots"):
                 }
                 let t1 = now()
                 latencies.append(t1 - t0)
+                if isWrite { writeLatencies.append(t1 - t0) }
                 completions.append(t1)
             }
-            results.add(latencies: latencies, completions: completions, checksum: total, failures: failures)
+            results.add(
+                latencies: latencies, writeLatencies: writeLatencies, completions: completions, checksum: total,
+                failures: failures)
+            misses.withLock {
+                $0[0] += readMisses
+                $0[1] += writeMisses
+            }
         }.start()
     }
     if slotted {
@@ -455,7 +489,8 @@ case ("service", "pool"), ("service", "slots"):
         Thread.sleep(forTimeInterval: ServiceWorkload.seconds / 3)
         do {
             let a = now()
-            _ = try KeySlots.changeSlot(of: path, from: .passphrase("operator"), to: .passphrase("operator-2"))
+            _ = try KeySlots.changeSlot(
+                of: path, from: .passphrase("operator"), to: .passphrase("operator-2"), kdf: slotKDF)
             let b = now()
             Thread.sleep(forTimeInterval: max(0, start + 2 * ServiceWorkload.seconds / 3 - now()))
             let c = now()
@@ -469,7 +504,17 @@ case ("service", "pool"), ("service", "slots"):
     group.wait()
     elapsed = now() - start
     checksum = results.checksum
-    extra = ServiceWorkload.summary(latencies: results.latencies, elapsed: elapsed) + " failures=\(results.failures)"
+    extra =
+        ServiceWorkload.summary(
+            latencies: results.latencies, writeLatencies: results.writeLatencies, elapsed: elapsed)
+        + " failures=\(results.failures)"
+    if countMisses {
+        let (reads, writes) = (results.latencies.count - results.writeLatencies.count, results.writeLatencies.count)
+        let (readMisses, writeMisses) = misses.withLock { ($0[0], $0[1]) }
+        extra += String(
+            format: " misses_per_read=%.3f misses_per_write=%.3f", Double(readMisses) / Double(max(reads, 1)),
+            Double(writeMisses) / Double(max(writes, 1)))
+    }
     let marks = actions.withLock { $0 }
     if marks.count == 4 {
         let completions = results.completions
@@ -487,6 +532,14 @@ default:
 }
 
 print(String(format: "%.6f %.2f %d", elapsed, checksum, maxRSS()) + extra)
+
+/// The connection's page cache misses since the last call (SQLITE_DBSTATUS_CACHE_MISS, read and reset).
+@Sendable func takeMisses(_ db: FMDatabase) -> Int {
+    guard let handle = db.sqliteHandle else { return 0 }
+    var (current, highwater): (Int32, Int32) = (0, 0)
+    sqlite3_db_status(OpaquePointer(handle), SQLITE_DBSTATUS_CACHE_MISS, &current, &highwater, 1)
+    return Int(current)
+}
 
 /// Sets up each new connection of the plain W6 pool (the keyed pools use `prepareDatabase`).
 final class ServiceSetUp: FMDatabasePoolDelegate {

@@ -119,6 +119,7 @@ do {
                 defer { group.leave() }
                 var lcg = LCG(state: 1000 + UInt64(thread))
                 var latencies: [Double] = []
+                var writeLatencies: [Double] = []
                 var completions: [Double] = []
                 var total = 0.0
                 var failures = 0
@@ -127,8 +128,9 @@ do {
                     if t0 >= deadline { break }
                     let r = lcg.next()
                     let id = Int64(r % UInt64(serviceRows)) + 1
+                    let isWrite = r % ServiceWorkload.writeEvery == 0
                     do {
-                        if r % ServiceWorkload.writeEvery == 0 {
+                        if isWrite {
                             try pool.write { db in
                                 try db.cachedStatement(sql: "UPDATE t SET a = a + 1 WHERE id = ?").execute(arguments: [
                                     id
@@ -147,16 +149,21 @@ do {
                     }
                     let t1 = now()
                     latencies.append(t1 - t0)
+                    if isWrite { writeLatencies.append(t1 - t0) }
                     completions.append(t1)
                 }
-                results.add(latencies: latencies, completions: completions, checksum: total, failures: failures)
+                results.add(
+                    latencies: latencies, writeLatencies: writeLatencies, completions: completions, checksum: total,
+                    failures: failures)
             }.start()
         }
         group.wait()
         elapsed = now() - start
         checksum = results.checksum
         extra =
-            ServiceWorkload.summary(latencies: results.latencies, elapsed: elapsed) + " failures=\(results.failures)"
+            ServiceWorkload.summary(
+                latencies: results.latencies, writeLatencies: results.writeLatencies, elapsed: elapsed)
+            + " failures=\(results.failures)"
     default:
         FileHandle.standardError.write(Data("bench-grdb: unknown workload \(workload)\n".utf8))
         exit(64)
