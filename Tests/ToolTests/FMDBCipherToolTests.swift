@@ -56,8 +56,9 @@ final class FMDBCipherToolTests: ToolTestCase {
 
         let write = try run(
             ["sql", typo, "insert into t values (2)", "--key-env", "K", "--read-only"], env: ["K": "k1"])
-        XCTAssertEqual(write.status, 74, write.stderr)  // read-only, as the exit table says
-        XCTAssertTrue(write.stderr.contains("readonly"), write.stderr)
+        // A write refused under --read-only is an SQL error (exit 1), not an I/O error.
+        XCTAssertEqual(write.status, 1, write.stderr)
+        XCTAssertTrue(write.stderr.contains("answers queries only"), write.stderr)
         let read = try run(
             ["sql", typo, "select count(*) from t", "--key-env", "K", "--read-only", "--csv"], env: ["K": "k1"])
         XCTAssertEqual(read.status, 0, read.stderr)
