@@ -39,9 +39,15 @@ public final class FMPrivateFile {
 
     /// Checks the destination and makes the private directory and the empty file.
     ///
-    /// - Parameter source: the file the output is made from (a database whose rows it holds), if any: the
-    ///   destination must not be it (`.sameFile`, whatever `replacingExisting`), and the output's mode is no
-    ///   looser than the source's.
+    /// - Parameters:
+    ///   - destination: where ``commit()`` puts the file.
+    ///   - replacingExisting: whether something already at `destination` may be replaced (a symbolic link
+    ///     there is replaced, never followed).
+    ///   - source: the file the output is made from (a database whose rows it holds), if any: the
+    ///     destination must not be it nor one of its own files (its key slot file, journal, WAL: `.sameFile`,
+    ///     whatever `replacingExisting`), and the output's mode is no looser than the source's.
+    ///   - onStage: told when the private directory is made and when a signal handler may no longer remove
+    ///     it (see the type's discussion).
     /// - Throws: ``FMDatabaseError`` with ``FMDatabaseError/copyFailure`` `.destinationExists` (something is at
     ///   the destination and `replacingExisting` is false) or `.cannotCreate`.
     public init(
