@@ -12,8 +12,7 @@ struct Export: ParsableCommand {
             with a non-default --new-cipher-page-size or --new-kdf-iter needs the same settings to open (here \
             --cipher-page-size / --kdf-iter; in the sqlcipher shell PRAGMA cipher_page_size / PRAGMA kdf_iter \
             after PRAGMA key); the exact flags that open DEST are said on standard error when DEST is written, \
-            as for every new file whose settings are not its format's defaults. --new-page-size is the old name \
-            of --new-cipher-page-size (deprecated).
+            as for every new file whose settings are not its format's defaults.
 
             A slotted SRC (keys) opened through a slot (found without --kdf, or --kdf slot, slot-raw or \
             slot-recovery) with no --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
