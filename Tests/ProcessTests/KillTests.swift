@@ -25,10 +25,11 @@ final class KillTests: FMDBCipherTestCase {
     var kills: Int { ProcessInfo.processInfo.environment["FMDB_KILLS"].flatMap(Int.init) ?? 15 }
 
     /// Starts `executable`, waits `delay` seconds, SIGKILLs it, returns its stdout (TestSupport's helper).
-    func runAndKill(_ executable: String, _ arguments: [String], after delay: Double, env: [String: String] = [:])
-        throws -> (output: String, killed: Bool)
-    {
-        try TestSupport.runAndKill(executable, arguments, after: delay, environment: env)
+    func runAndKill(
+        _ executable: String, _ arguments: [String], after delay: Double, onceItPrints: Bool = false,
+        env: [String: String] = [:]
+    ) throws -> (output: String, killed: Bool) {
+        try TestSupport.runAndKill(executable, arguments, after: delay, onceItPrints: onceItPrints, environment: env)
     }
 
     func open(_ path: String, hexKey: String) -> FMDatabase? {
@@ -49,16 +50,18 @@ final class KillTests: FMDBCipherTestCase {
         for mode in ["wal", "delete"] {
             let path = directory.path("writes-\(mode).db")
             var acknowledged = Set<Int>()
-            // Short random delays; on a loaded machine the writer may commit little before them, so rounds go
-            // on (up to 3 * kills, the delay growing) until it has made progress worth checking.
-            var round = 0
-            while round < kills || (acknowledged.count <= kills && round < 3 * kills) {
-                defer { round += 1 }
-                let stretch = round < kills ? 1.0 : 4.0
-                let delay = Double.random(in: 0.02...0.15, using: &rng) * stretch
-                let (output, killed) = try runAndKill(helper, ["writer", path, mode, Self.keyA], after: delay)
+            // Every other round's delay counts from the writer's first acknowledgement, so however loaded the
+            // machine, those rounds kill a writer that has committed (each adds at least one acknowledgement);
+            // the rounds between count from its start, so kills also land while it opens and keys the file.
+            for round in 0..<kills {
+                let afterProgress = round % 2 == 1
+                let delay = Double.random(in: 0.02...0.15, using: &rng)
+                let (output, killed) = try runAndKill(
+                    helper, ["writer", path, mode, Self.keyA], after: delay, onceItPrints: afterProgress)
                 if killed { totalKills += 1 }
-                acknowledged.formUnion(output.split(separator: "\n").compactMap { Int($0) })
+                let acks = output.split(separator: "\n").compactMap { Int($0) }
+                if afterProgress { XCTAssertFalse(acks.isEmpty, "\(mode) round \(round): the writer acknowledged") }
+                acknowledged.formUnion(acks)
                 let db = try XCTUnwrap(
                     open(path, hexKey: Self.keyA), "\(mode) round \(round): the database opens with its key")
                 XCTAssertEqual(db.string(forQuery: "PRAGMA integrity_check"), "ok", "\(mode) round \(round)")
@@ -80,7 +83,7 @@ final class KillTests: FMDBCipherTestCase {
                 XCTAssertTrue(
                     missing.isEmpty, "\(mode) round \(round): acknowledged but missing: \(missing.sorted().prefix(5))")
             }
-            XCTAssertGreaterThan(acknowledged.count, kills, "the writer made progress in \(mode) mode")
+            XCTAssertGreaterThanOrEqual(acknowledged.count, kills / 2, "the writer made progress in \(mode) mode")
         }
         XCTAssertGreaterThanOrEqual(totalKills, 2 * kills - 2, "the kills landed while the writer ran")
     }

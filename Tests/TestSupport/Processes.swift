@@ -1,11 +1,13 @@
 import Foundation
 
 /// Starts `executable`, waits up to `delay` seconds, SIGKILLs it if it is still running, and returns its
-/// standard output and whether it was killed. `environment` is merged over this process's.
+/// standard output and whether it was killed. `onceItPrints`: the delay starts when the child has written its
+/// first output instead of when it starts. `environment` is merged over this process's.
 public func runAndKill(
     _ executable: String,
     _ arguments: [String],
     after delay: Double,
+    onceItPrints: Bool = false,
     environment: [String: String] = [:]
 ) throws -> (output: String, killed: Bool) {
     let scratch = try TemporaryDirectory("fmdb-kill-output")
@@ -23,6 +25,16 @@ public func runAndKill(
     process.standardOutput = handle
     process.standardError = FileHandle.nullDevice
     try process.run()
+    if onceItPrints {
+        // The delay counts from the child's first output (its first acknowledged step), so on a loaded
+        // machine a kill still lands after it made progress. Bounded, so a child that never prints ends.
+        let patience = Date().addingTimeInterval(120)
+        while process.isRunning, Date() < patience,
+            ((try? FileManager.default.attributesOfItem(atPath: out.path)[.size] as? Int) ?? 0) == 0
+        {
+            Thread.sleep(forTimeInterval: 0.002)
+        }
+    }
     // Polled, so a child that finishes early is not waited for the whole delay.
     let deadline = Date().addingTimeInterval(delay)
     while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.002) }
