@@ -77,7 +77,7 @@ enum SlotDiscovery {
         for (kdf, secret) in candidates {
             switch unlock(KeySlotKeyProvider(secret: secret), database) {
             case .opened: return kdf
-            case .refused(let error): refusal = refusal ?? error
+            case .refused(let error): refusal = refusal.map { Self.preferred($0, error) } ?? error
             }
         }
         throw refusal ?? FMDatabaseError(code: SQLITE_NOTADB)
