@@ -33,15 +33,40 @@ struct CLIError: Error, CustomStringConvertible {
 
     static func usage(_ message: String) -> CLIError { CLIError(message, code: Exit.usage) }
 
+    /// The slots of `slotFile` were not tried in turn: their key derivations together exceed the library's
+    /// budget (`FMDatabaseError.exceedsKeySlotWorkBudget`). A usage error: the operator names the slot.
+    /// `keys` commands try every slot of the key's kind (they take no slot id): said when one stopped.
+    static func overKeySlotWorkBudget(_ slotFile: String, context: String) -> CLIError {
+        let remedy =
+            context.hasPrefix("keys ")
+            ? "keys commands try the slots in turn and cannot name one: if that slot file belongs to the database, "
+                + "it opens through one slot with --slot ID (sql, check, export, ...), but its slots cannot be changed "
+                + "by keys; if not, move it away"
+            : "if that slot file belongs to the database, open through one slot with --slot ID (ids: fmdb-cipher keys "
+                + "list); if not, move it away"
+        return CLIError.usage(
+            "\(context): the key slots in \(slotFile) were not tried: their key derivations together exceed the work "
+                + "one open may spend trying slots in turn (that of one scrypt slot of N=2^22, r=8); " + remedy)
+    }
+
     /// Maps a library error to the tool's exit code, with a message that says what to do.
     static func from(_ error: Error, context: String) -> CLIError {
         if let cli = error as? CLIError { return cli }
         let ns = error as NSError
         guard let code = FMResultCode(error) else { return CLIError("\(context): \(ns.localizedDescription)") }
         let message = "\(context): \(ns.localizedDescription)"
+        let library = error as? FMDatabaseError
+        if library?.exceedsKeySlotWorkBudget == true, let slotFile = library?.keySlotFile {
+            return .overKeySlotWorkBudget(slotFile, context: context)
+        }
         switch code {
         case .notADatabase:
-            // Said by the code, not by SQLite's text: one message whichever layer reported it.
+            // Said by the code, not by SQLite's text: one message whichever layer reported it; a slot unlock
+            // names the slot file it tried.
+            if let slotFile = library?.keySlotFile {
+                return CLIError(
+                    "\(context): wrong key: no key slot in \(slotFile) accepts it (SQLITE_NOTADB)", code: Exit.wrongKey)
+            }
             return CLIError("\(context): wrong key, or not an encrypted database (SQLITE_NOTADB)", code: Exit.wrongKey)
         case .corrupt where (error as? FMDatabaseError)?.isDamagedKeySlotFile == true:
             // The slot file's structure or tag is bad: damage, not a wrong key (no slot accepting the

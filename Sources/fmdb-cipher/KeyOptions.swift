@@ -141,6 +141,13 @@ struct KeyOptions: ParsableArguments {
             valueName: "N"))
     var kdfIterations: Int?
 
+    @Option(
+        name: .customLong("slot"),
+        help: ArgumentHelp(
+            "Open a slotted database through this key slot only (an id from keys list): one key derivation, whatever the other slots cost.",
+            valueName: "ID"))
+    var slotID: Int?
+
     var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
 
     var source: KeySource? { from.source }
@@ -151,6 +158,13 @@ struct KeyOptions: ParsableArguments {
             try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
         } catch let error as CLIError {
             throw ValidationError(error.message)
+        }
+        if let slotID {
+            guard slotID > 0 else { throw ValidationError("--slot takes a slot id, a number from 1 (see keys list)") }
+            guard kdf == .passphrase || kdf.opensSlot else {
+                throw ValidationError(
+                    "--slot opens through a key slot: give no --kdf, or slot, slot-raw or slot-recovery")
+            }
         }
     }
 }

@@ -81,6 +81,8 @@ struct Rekey: ParsableCommand {
         if !dataKey, !slotKeyFiles.isEmpty || dropOtherSlots {
             throw ValidationError("--slot-key-file and --drop-other-slots go with --data-key")
         }
+        // A rekey unlocks the slot file as a whole (every secret given is matched against every slot).
+        if key.slotID != nil { throw ValidationError("rekey does not take --slot") }
         // --data-key unlocks a slot: its raw key is slot-raw, as in every command that opens a slot.
         if dataKey, key.kdf == .raw { Deprecation.warn("rekey --data-key --kdf raw", use: "--kdf slot-raw") }
     }

@@ -9,6 +9,11 @@ import Foundation
 /// the secret decides. When no slot accepts it, `KeyOptions` tries it as the plain key of `--kdf`'s default (a
 /// passphrase) before calling it wrong: a stray or planted slot file beside a single-key database must not make
 /// its right key fail.
+///
+/// What a planted slot file can cost is bounded: a slot file group or others can change, or owned by someone
+/// other than root, this user or the database's owner, is not used (the library writes slot files 0600, as
+/// their writer); the library refuses to try in turn slots whose key derivations together exceed its budget
+/// (`FMDatabaseError.exceedsKeySlotWorkBudget`), before any is tried; and no slot is unlocked twice in one open.
 enum SlotDiscovery {
     /// Whether `path` has a key slot file beside it (lstat: a link is "something there" too).
     static func hasSlotFile(_ path: String) -> Bool {
@@ -16,99 +21,215 @@ enum SlotDiscovery {
         return lstat(KeySlots.slotFilePath(forDatabaseAt: path), &status) == 0
     }
 
-    /// The slot kind of `material` on `database`: `.slot`, `.slotRaw` or `.slotRecovery`.
-    static func kind(of material: KeyMaterial, on database: String) -> KDF {
-        // A damaged slot file: opening through a slot says how (exit 2), which is the truth.
-        guard let slots = try? KeySlots.list(forDatabaseAt: database) else { return .slot }
-        let kinds = Set(slots.map(\.kind))
-        var candidates: [(KDF, KeySlotSecret)] = []
-        if kinds.contains(.passphrase) { candidates.append((.slot, .passphrase(material: material))) }
-        if kinds.contains(.rawKey), let raw = try? KeySlotSecret.rawKey(material: material) {
-            candidates.append((.slotRaw, raw))
+    /// Why the slot file beside `database` is not used (nil: it may be): group or others can change it, or it
+    /// is owned by someone other than root, this user or the database's owner. The library writes every slot
+    /// file 0600, owned by its writer, so neither happens to a slot file it made; the key files the tool reads
+    /// are refused on the same mode rule. Anything else (missing, not a regular file) is the library's to say.
+    static func distrust(_ database: String) -> String? {
+        var slot = stat()
+        guard lstat(KeySlots.slotFilePath(forDatabaseAt: database), &slot) == 0, (slot.st_mode & S_IFMT) == S_IFREG
+        else { return nil }
+        if slot.st_mode & 0o022 != 0 {
+            return
+                "it has mode 0\(String(slot.st_mode & 0o7777, radix: 8)): group or others can change it (chmod 600 it)"
         }
-        if kinds.contains(.recoveryKey), let recovery = try? KeySlotSecret.recoveryKey(material: material) {
-            candidates.append((.slotRecovery, recovery))
-        }
-        // None possible: as a passphrase, which no slot accepts (wrong key, exit 65).
-        guard candidates.count > 1 else { return candidates.first?.0 ?? .slot }
-        for (kdf, secret) in candidates where unlocks(secret, database) { return kdf }
-        return candidates[0].0
-    }
-
-    /// The first slot kind of `database` whose slot accepts `material`, with the provider that unlocked it (it
-    /// keeps the key it derived, so the open that follows derives nothing again); nil when no slot accepts it.
-    /// A slot file that cannot be read counts as accepting: the open through a slot says why (exit 2).
-    static func unlocking(_ material: KeyMaterial, on database: String) -> (kdf: KDF, provider: any KeyProvider)? {
-        guard let slots = try? KeySlots.list(forDatabaseAt: database) else {
-            return (.slot, KeySlotKeyProvider(secret: .passphrase(material: material)))
-        }
-        let kinds = Set(slots.map(\.kind))
-        var candidates: [(KDF, KeySlotSecret)] = []
-        if kinds.contains(.passphrase) { candidates.append((.slot, .passphrase(material: material))) }
-        if kinds.contains(.rawKey), let raw = try? KeySlotSecret.rawKey(material: material) {
-            candidates.append((.slotRaw, raw))
-        }
-        if kinds.contains(.recoveryKey), let recovery = try? KeySlotSecret.recoveryKey(material: material) {
-            candidates.append((.slotRecovery, recovery))
-        }
-        for (kdf, secret) in candidates {
-            let provider = KeySlotKeyProvider(secret: secret)
-            if unlocks(provider, database) { return (kdf, provider) }
+        var owner = stat()
+        let databaseOwner = stat(database, &owner) == 0 ? owner.st_uid : nil
+        guard slot.st_uid == 0 || slot.st_uid == geteuid() || slot.st_uid == databaseOwner else {
+            return "it is owned by user id \(slot.st_uid): not root, this user or the database's owner"
         }
         return nil
     }
 
-    /// Whether some slot of `database` accepts `secret`. An error other than "no slot accepts it" counts as
-    /// yes: the open that follows reports it.
-    private static func unlocks(_ secret: KeySlotSecret, _ database: String) -> Bool {
-        unlocks(KeySlotKeyProvider(secret: secret), database)
+    /// Refuses (exit 66) a slot file `distrust` names, for an open that can only go through it.
+    static func requireTrusted(_ database: String) throws {
+        if let reason = distrust(database) {
+            throw CLIError(
+                "the key slot file \(KeySlots.slotFilePath(forDatabaseAt: database)) is not used: \(reason)",
+                code: Exit.noInput)
+        }
     }
 
-    private static func unlocks(_ provider: KeySlotKeyProvider, _ database: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: database) else { return true }
+    /// The slot kinds `material` could open in `slots`, in the order they are tried.
+    private static func candidates(_ material: KeyMaterial, _ slots: [KeySlotInfo]) -> [(KDF, KeySlotSecret)] {
+        let kinds = Set(slots.map(\.kind))
+        var candidates: [(KDF, KeySlotSecret)] = []
+        if kinds.contains(.passphrase) { candidates.append((.slot, .passphrase(material: material))) }
+        if kinds.contains(.rawKey), let raw = try? KeySlotSecret.rawKey(material: material) {
+            candidates.append((.slotRaw, raw))
+        }
+        if kinds.contains(.recoveryKey), let recovery = try? KeySlotSecret.recoveryKey(material: material) {
+            candidates.append((.slotRecovery, recovery))
+        }
+        return candidates
+    }
+
+    /// The slot kind of `material` on `database`: `.slot`, `.slotRaw` or `.slotRecovery`. With several kinds
+    /// possible each is unlocked in turn; when none accepts the secret this throws the wrong key (or the
+    /// work budget) at once, rather than letting the command unlock every slot again to find it out.
+    static func kind(of material: KeyMaterial, on database: String) throws -> KDF {
+        // A damaged slot file: opening through a slot says how (exit 2), which is the truth.
+        guard let slots = try? KeySlots.list(forDatabaseAt: database) else { return .slot }
+        let candidates = candidates(material, slots)
+        // None possible: as a passphrase, which no slot accepts (wrong key, exit 65).
+        guard candidates.count > 1 else { return candidates.first?.0 ?? .slot }
+        var refusal: Error?
+        for (kdf, secret) in candidates {
+            switch unlock(KeySlotKeyProvider(secret: secret), database) {
+            case .opened: return kdf
+            case .refused(let error): refusal = refusal.map { Self.preferred($0, error) } ?? error
+            }
+        }
+        throw refusal ?? FMDatabaseError(code: SQLITE_NOTADB)
+    }
+
+    /// What trying a database's slots found.
+    enum Outcome {
+        /// A slot accepted the secret: its kind, and the provider that unlocked it (it keeps the key it
+        /// derived, so the open that follows derives nothing again).
+        case opened(kdf: KDF, provider: any KeyProvider)
+        /// No slot accepts the secret (or none could be tried: over the budget, or the file not used); the
+        /// error to report when the secret does not open the database otherwise either.
+        case refused(Error)
+    }
+
+    /// Tries `material` on the slots of `database`, each possible kind in turn. A slot file that cannot be read
+    /// counts as opened: the open through a slot says why (exit 2).
+    static func unlocking(_ material: KeyMaterial, on database: String) -> Outcome {
+        guard let slots = try? KeySlots.list(forDatabaseAt: database) else {
+            return .opened(kdf: .slot, provider: KeySlotKeyProvider(secret: .passphrase(material: material)))
+        }
+        var refusal: Error?
+        for (kdf, secret) in candidates(material, slots) {
+            let provider = KeySlotKeyProvider(secret: secret)
+            switch unlock(provider, database) {
+            case .opened: return .opened(kdf: kdf, provider: provider)
+            // Over the budget for one kind: the others (raw and recovery keys, an HMAC each) are still tried.
+            case .refused(let error): refusal = refusal.map { Self.preferred($0, error) } ?? error
+            }
+        }
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
+        return .refused(
+            refusal
+                ?? CLIError(
+                    "\(database): wrong key: no key slot in \(slotFile) accepts it (SQLITE_NOTADB)", code: Exit.wrongKey
+                ))
+    }
+
+    /// Of two refusals, the one to report: the work budget (the operator must act) before a wrong key.
+    private static func preferred(_ first: Error, _ second: Error) -> Error {
+        (second as? FMDatabaseError)?.exceedsKeySlotWorkBudget == true ? second : first
+    }
+
+    private enum Attempt {
+        case opened
+        case refused(Error)
+    }
+
+    /// Whether some slot of `database` accepts `provider`'s secret. An error other than "no slot accepts it"
+    /// or the work budget counts as opened: the open that follows reports it.
+    private static func unlock(_ provider: KeySlotKeyProvider, _ database: String) -> Attempt {
+        guard let handle = FileHandle(forReadingAtPath: database) else { return .opened }
         defer { try? handle.close() }
-        guard let salt = try? handle.read(upToCount: 16), salt.count == 16 else { return true }
+        guard let salt = try? handle.read(upToCount: 16), salt.count == 16 else { return .opened }
         do {
             _ = try provider.key(for: KeyRequest(databasePath: database, salt: salt))
-            return true
+            return .opened
+        } catch let error as FMDatabaseError
+            where error.resultCode == SQLITE_NOTADB || error.exceedsKeySlotWorkBudget
+        {
+            return .refused(error)
         } catch {
-            return !(FMResultCode.notADatabase ~= error)
+            return .opened
         }
+    }
+
+    /// The provider of slot `id` of `database` only (`--slot ID`): one key derivation, whatever the other slots
+    /// cost. The kind is `kdf` when it names one, else the slot's own.
+    static func opening(slot id: Int, kdf: KDF, _ database: String, with material: KeyMaterial) throws -> (
+        kdf: KDF, provider: any KeyProvider
+    ) {
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
+        guard hasSlotFile(database) else {
+            throw CLIError.usage("--slot: \(database) has no key slot file (\(slotFile))")
+        }
+        try requireTrusted(database)
+        let slots: [KeySlotInfo]
+        do {
+            slots = try KeySlots.list(forDatabaseAt: database)
+        } catch {
+            throw CLIError.from(error, context: database)
+        }
+        guard let slot = slots.first(where: { $0.id == id }) else {
+            throw CLIError.usage("--slot: \(slotFile) has no slot \(id) (fmdb-cipher keys list shows the ids)")
+        }
+        let kind: KDF
+        if kdf.opensSlot {
+            kind = kdf
+        } else {
+            switch slot.kind {
+            case .passphrase: kind = .slot
+            case .rawKey: kind = .slotRaw
+            case .recoveryKey: kind = .slotRecovery
+            }
+        }
+        return (kind, KeySlotKeyProvider(secret: try kind.slotSecret(material), slotID: id))
     }
 }
 
 extension KeyOptions {
-    /// How `material` opens the existing database at `database`, and its provider: as `--kdf` says, except
-    /// that an encrypted database with a key slot file beside it, given no `--kdf` (or `--kdf passphrase`,
-    /// which cannot open a slotted database), is opened through its slots (`SlotDiscovery`). When no slot
-    /// accepts the secret it is tried as a passphrase (`--kdf`'s default) with the settings given; if that
-    /// opens the file, the slot file does not belong to it, which a warning says. Otherwise the slots decide
-    /// (a wrong key, exit 65).
+    /// How `material` opens the existing database at `database`, and its provider: as `--kdf` says (through
+    /// slot `--slot` only, when given), except that an encrypted database with a key slot file beside it, given
+    /// no `--kdf` (or `--kdf passphrase`, which cannot open a slotted database), is opened through its slots
+    /// (`SlotDiscovery`). When no slot accepts the secret (or the slot file is not used, or its slots together
+    /// exceed the library's work budget) it is tried as a passphrase (`--kdf`'s default) with the settings
+    /// given; if that opens the file, the slot file does not belong to it, which a warning says. Otherwise the
+    /// slots' answer is the error: a wrong key (exit 65), the work budget (exit 64), a slot file not used (66).
     func opening(_ database: String, with material: KeyMaterial) throws -> (kdf: KDF, provider: any KeyProvider) {
-        guard kdf == .passphrase, FileKind(path: database).isEncrypted, SlotDiscovery.hasSlotFile(database) else {
+        if let slotID { return try SlotDiscovery.opening(slot: slotID, kdf: kdf, database, with: material) }
+        guard FileKind(path: database).isEncrypted, SlotDiscovery.hasSlotFile(database) else {
             return (kdf, try kdf.provider(material))
         }
-        if let found = SlotDiscovery.unlocking(material, on: database) { return found }
+        if kdf.opensSlot { try SlotDiscovery.requireTrusted(database) }
+        guard kdf == .passphrase else { return (kdf, try kdf.provider(material)) }
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
+        let distrust = SlotDiscovery.distrust(database)
+        let refusal: Error
+        if let distrust {
+            refusal = CLIError("the key slot file \(slotFile) is not used: \(distrust)", code: Exit.noInput)
+        } else {
+            switch SlotDiscovery.unlocking(material, on: database) {
+            case .opened(let kdf, let provider): return (kdf, provider)
+            case .refused(let error): refusal = error
+            }
+        }
         let passphrase = PassphraseKeyProvider(material: material)
         if let db = try? DatabaseFiles.open(database, provider: passphrase, settings: settings, readOnly: true) {
             db.close()
+            let why =
+                if let distrust {
+                    "the key slot file \(slotFile) is not used (\(distrust))"
+                } else if (refusal as? FMDatabaseError)?.exceedsKeySlotWorkBudget == true {
+                    "the key slots in \(slotFile) were not tried (their key derivations together exceed the budget)"
+                } else {
+                    "no key slot in \(slotFile) accepts the key"
+                }
             Output.message(
-                "fmdb-cipher: warning: no key slot in \(KeySlots.slotFilePath(forDatabaseAt: database)) accepts the "
-                    + "key, but it opens \(database) as a passphrase: that slot file does not belong to \(database) "
-                    + "(move it away)")
+                "fmdb-cipher: warning: \(why), but it opens \(database) as a passphrase: that slot file does not "
+                    + "belong to \(database) (move it away)")
             return (.passphrase, passphrase)
         }
-        let kind = SlotDiscovery.kind(of: material, on: database)
-        return (kind, try kind.provider(material))
+        throw CLIError.from(refusal, context: database)
     }
 
     /// The kind of slot key `material` is on the slotted `database`, for a command that only ever unlocks a slot
     /// (`rekey --data-key`): as `--kdf` says, else found from the slot kinds present; never a passphrase fallback.
-    func slotKind(opening database: String, with material: KeyMaterial) -> KDF {
+    func slotKind(opening database: String, with material: KeyMaterial) throws -> KDF {
+        try SlotDiscovery.requireTrusted(database)
         guard kdf == .passphrase, FileKind(path: database).isEncrypted, SlotDiscovery.hasSlotFile(database) else {
             return kdf
         }
-        return SlotDiscovery.kind(of: material, on: database)
+        return try SlotDiscovery.kind(of: material, on: database)
     }
 
     /// The provider of `material` for the existing database at `database` (see `opening(_:with:)`).

@@ -80,10 +80,11 @@ struct SlotKeyOptions: ParsableArguments {
     func validate() throws { kind?.warnIfDeprecated(option: "--kdf") }
 
     /// How `material` unlocks a slot of `database`: as --kdf says, else found from the slot kinds present
-    /// (`SlotDiscovery`).
-    func kdf(opening database: String, with material: KeyMaterial) -> KDF {
+    /// (`SlotDiscovery`). A slot file group or others can change, or owned by another user, is refused (exit 66).
+    func kdf(opening database: String, with material: KeyMaterial) throws -> KDF {
+        try SlotDiscovery.requireTrusted(database)
         if let kind { return kind.kdf }
-        return SlotDiscovery.kind(of: material, on: database)
+        return try SlotDiscovery.kind(of: material, on: database)
     }
 }
 

@@ -50,6 +50,19 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     /// was altered. A secret that no slot accepts is `SQLITE_NOTADB` instead.
     public var isDamagedKeySlotFile: Bool { marked(.damagedKeySlotFile) }
 
+    /// True when an unlock refused to try the slots of a key slot file one after another because their key
+    /// derivations together exceed the work one unlock may spend (code `SQLITE_PERM`): none was tried. A file
+    /// planted beside a database to make every open slow looks like this; a real one opens by naming the slot
+    /// (`KeySlotKeyProvider(secret:slotID:)`). The budget is the work of one scrypt slot of N=2^22, r=8, p=1:
+    /// every single slot, and every file of up to 64 slots at the library's default KDFs, is within it.
+    public var exceedsKeySlotWorkBudget: Bool { marked(.keySlotWorkBudgetExceeded) }
+
+    /// The key slot file an error of a slot unlock is about (no slot accepts the secret, or the work budget
+    /// was exceeded): for messages that name it.
+    package var keySlotFile: String? { userInfo[Self.keySlotFileKey] as? String }
+
+    private static let keySlotFileKey = "keySlotFile"
+
     /// Why a ``FMDatabaseCopy`` refused or failed, when the copy itself decided it (DEST exists, SRC is
     /// damaged, the copy did not verify, ...); nil for an error SQLite or the file system reported, whose
     /// code says what happened.
@@ -61,6 +74,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     enum Mark: String {
         case rekeyOutcomeUnchecked
         case damagedKeySlotFile
+        case keySlotWorkBudgetExceeded
     }
 
     private func marked(_ mark: Mark) -> Bool { userInfo[mark.rawValue] as? Bool ?? false }
@@ -70,7 +84,10 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         self.init(code: code, message: message, sql: sql, marks: [])
     }
 
-    init(code: Int32, message: String?, sql: String? = nil, marks: [Mark], copyFailure: FMDatabaseCopy.Failure? = nil) {
+    init(
+        code: Int32, message: String?, sql: String? = nil, marks: [Mark], copyFailure: FMDatabaseCopy.Failure? = nil,
+        keySlotFile: String? = nil
+    ) {
         let text = message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
         self.message = text
@@ -80,6 +97,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         if let sql { info["sql"] = sql }
         for mark in marks { info[mark.rawValue] = true }
         if let copyFailure { info[FMDatabaseCopy.Failure.userInfoKey] = copyFailure.rawValue }
+        if let keySlotFile { info[Self.keySlotFileKey] = keySlotFile }
         super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
     }
 

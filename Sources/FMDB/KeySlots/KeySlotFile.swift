@@ -264,9 +264,11 @@ struct KeySlotFile: Equatable {
         let dataKeys: [Int: SecureBytes]
     }
 
-    /// Tries `secret` on every slot of its kind (or only `slotID`); nil when none opens.
+    /// Tries `secret` on every slot of its kind (or only `slotID`); nil when none opens. Callers that have not
+    /// verified the file's tag bound the loop first (`KeySlotWorkBudget.check`).
     func unlock(with secret: KeySlotSecret, slotID: Int? = nil) throws -> Unlocked? {
         for slot in body.slots where slot.kind == secret.kind.rawValue && (slotID == nil || slot.id == slotID) {
+            KeySlotWorkBudget.meter?.record(slot.kdf)
             let kek = try Self.keyEncryptionKey(for: secret, parameters: slot.kdf)
             var keys: [Int: SecureBytes] = [:]
             for wrap in slot.wraps {

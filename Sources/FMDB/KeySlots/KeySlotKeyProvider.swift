@@ -27,7 +27,9 @@ import Foundation
 ///
 /// Errors: no slot file (SQLITE_CANTOPEN); a file damaged, altered, truncated or of another database
 /// (SQLITE_CORRUPT, or SQLITE_NOTADB when the salt names another database); no slot accepts the
-/// secret (SQLITE_NOTADB); no database, or an empty one (SQLITE_CANTOPEN: create it with
+/// secret (SQLITE_NOTADB, naming the slot file); slots of the secret's kind whose key derivations together
+/// exceed the work one unlock may spend trying them in turn, when no `slotID` is given (SQLITE_PERM,
+/// `FMDatabaseError.exceedsKeySlotWorkBudget`: none was tried; name the slot); no database, or an empty one (SQLITE_CANTOPEN: create it with
 /// `KeySlots.createDatabase`, or ask for it with ``creatingDatabase(at:)``).
 ///
 /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
@@ -54,7 +56,12 @@ public final class KeySlotKeyProvider: KeyProvider {
     /// The one database (standardized path) this provider may create under the slot file beside it.
     private let newDatabasePath: String?
 
-    /// A provider for `secret`, trying every slot of its kind, or only slot `slotID` when given.
+    /// A provider for `secret`, trying every slot of its kind in turn (within the work budget: see
+    /// `FMDatabaseError.exceedsKeySlotWorkBudget`), or only slot `slotID` when given.
+    /// - Parameters:
+    ///   - secret: the passphrase, raw key or recovery key that opens a slot.
+    ///   - slotID: the id of the one slot to try (``KeySlots/list(forDatabaseAt:)``); nil tries every slot of
+    ///     the secret's kind.
     public init(secret: KeySlotSecret, slotID: Int? = nil) {
         self.secret = secret
         self.slotID = slotID

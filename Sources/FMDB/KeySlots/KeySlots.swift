@@ -602,13 +602,16 @@ public enum KeySlots {
                 message: "The key slot file \(slotPath) belongs to another database (its salt is not this database's)."
             )
         }
+        // Trying slots in turn is bounded before any key derivation: a planted file cannot make it slow.
+        if slotID == nil { try KeySlotWorkBudget.check(parsed.file, kind: secret.kind, slotPath: slotPath) }
         guard let unlocked = try parsed.file.unlock(with: secret, slotID: slotID) else {
+            let what = secret.kind == .rawKey ? "raw key" : secret.kind == .recoveryKey ? "recovery key" : "passphrase"
             throw FMDatabaseError(
                 code: SQLITE_NOTADB,
                 message:
-                    "No key slot accepts this \(secret.kind == .rawKey ? "raw key" : secret.kind == .recoveryKey ? "recovery key" : "passphrase") "
-                    + "(wrong key, or the slot was altered)."
-            )
+                    "No key slot \(slotID.map { "\($0) " } ?? "")in \(slotPath) accepts this \(what) "
+                    + "(wrong key, or the slot was altered).",
+                marks: [], keySlotFile: slotPath)
         }
         for generation in parsed.file.generations {
             guard let key = unlocked.dataKeys[generation],
