@@ -335,7 +335,7 @@ final class KeySlotTests: FMDBCipherTestCase {
         XCTAssertEqual(try KeySlots.list(forDatabaseAt: scryptPath).map(\.kdf), ["scrypt N=32768 r=8 p=1"])
         // The same bounds when a slot is made: no trap on a caller's r·p either.
         for kdf in [
-            KeySlotKDF.scrypt(r: 1 << 63, p: 2), .scrypt(n: 1 << 23), .scrypt(r: 1 << 16),
+            KeySlotKDF.scrypt(r: 1 << 63, p: 2), .scrypt(n: 1 << 23), .scrypt(r: 1 << 16), .scrypt(n: 1 << 16, r: 1),
             .unsafePBKDF2SHA512(iterations: 999),
         ] {
             assertFails(SQLITE_MISUSE) {

@@ -343,6 +343,8 @@ enum KeySlotKDFBounds {
     static func scryptProblem(n: UInt64, r: UInt64, p: UInt64) -> String? {
         guard scryptN.contains(n), n & (n - 1) == 0 else { return "scrypt N must be a power of two from 2^14 to 2^22" }
         guard scryptRP.contains(r), scryptRP.contains(p) else { return "scrypt r and p must be 1 to 65535" }
+        // RFC 7914: N < 2^(16·r), which OpenSSL enforces at derivation; only r = 1 can break it here.
+        guard r >= 2 || n < 1 << 16 else { return "scrypt N must be below 2^(16 r): below 2^16 when r is 1" }
         let rp = r.multipliedReportingOverflow(by: p)
         guard !rp.overflow, rp.partialValue < scryptRTimesPLimit else { return "scrypt r times p must be below 2^30" }
         let work = n.multipliedReportingOverflow(by: rp.partialValue)
