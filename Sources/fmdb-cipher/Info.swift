@@ -7,7 +7,8 @@ struct Info: ParsableCommand {
         abstract: "Show whether a database is encrypted, and with its key: cipher settings, journal mode, tables.",
         discussion: """
             Without a key option only the file's header is read (no key needed, no prompt), and the key \
-            slots beside it, if any (ids, kinds, KDFs; never a secret). With a key: the derivation the open \
+            slots beside it, if any (ids, kinds, KDFs; never a secret), and why they are not used when the \
+            slot file is one others can change or another user owns. With a key: the derivation the open \
             went through (key_derivation; kdf_iter only for a passphrase SQLCipher derives itself), whether \
             the settings were given or the format's defaults, and "open with:", the flags besides the key \
             that open the file (the file does not record them). A slotted database is opened through its \
@@ -51,6 +52,10 @@ struct Info: ParsableCommand {
                         ["id": $0.id, "kind": $0.kind.rawValue, "kdf": $0.kdf] as [String: Any]
                     }
                     lines.append("key slots: \(slotPath)")
+                    if let reason = SlotDiscovery.distrust(database) {
+                        info["key_slots_not_used"] = reason
+                        lines.append("  not used to open the database: \(reason)")
+                    }
                     lines += RowFormat.table(
                         columns: ["id", "kind", "kdf"], rows: slots.map { [String($0.id), $0.kind.rawValue, $0.kdf] }
                     ).map { "  " + $0 }

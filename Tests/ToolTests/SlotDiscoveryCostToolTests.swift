@@ -118,7 +118,14 @@ final class SlotDiscoveryCostToolTests: ToolTestCase {
             ["keys", "change", database, "--key-env", "K", "--new-key-env", "N"],
             env: ["K": "first passphrase", "N": "a new passphrase"])
         XCTAssertEqual(keys.status, 66, keys.stderr)
+        // info still lists the slots, and says why they are not used.
+        let info = try run(["info", database])
+        XCTAssertEqual(info.status, 0, info.stderr)
+        XCTAssertTrue(info.stdout.contains("not used to open the database: it has mode 0664"), info.stdout)
+        let json = try run(["info", database, "--json"])
+        XCTAssertTrue(json.stdout.contains("\"key_slots_not_used\""), json.stdout)
         XCTAssertEqual(chmod(slotFile, 0o600), 0)
+        XCTAssertFalse(try run(["info", database]).stdout.contains("not used"))
 
         // Owned by someone else than root, this user or the database's owner (only root can make one here).
         if geteuid() == 0 {
