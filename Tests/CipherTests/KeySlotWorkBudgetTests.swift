@@ -100,6 +100,38 @@ final class KeySlotWorkBudgetTests: FMDBCipherTestCase {
                 file(Array(repeating: scrypt(1 << 22, 8), count: 3)), kind: .rawKey, slotPath: "x-keyslots"))
     }
 
+    /// The library never writes a file its own unlock would refuse to try in turn: a slot that would put its
+    /// kind over the budget is refused, and the file is left as it was. (A small limit stands in for 2^25,
+    /// which only slots of seconds and gigabytes each could reach.)
+    func testASlotThatWouldPutItsKindOverTheBudgetIsNotWritten() throws {
+        let database = path("slotted.db")
+        let cheap = KeySlotKDF.unsafePBKDF2SHA512(iterations: 1_000)  // 2,000 units
+        try KeySlots.createDatabase(at: database, secret: .passphrase("alpha"), kdf: cheap)
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
+        try KeySlotWorkBudget.$limitInThisTask.withValue(5_000) {
+            try KeySlots.addSlot(
+                to: database, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("beta"), kdf: cheap)
+            let before = try Data(contentsOf: URL(fileURLWithPath: slotFile))
+            XCTAssertThrowsError(
+                try KeySlots.addSlot(
+                    to: database, unlockingWith: .passphrase("alpha"), newSecret: .passphrase("gamma"), kdf: cheap)
+            ) { error in
+                XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, "\(error)")
+            }
+            XCTAssertThrowsError(
+                try KeySlots.changeSlot(
+                    of: database, from: .passphrase("beta"), to: .passphrase("delta"),
+                    kdf: .unsafePBKDF2SHA512(iterations: 2_000))
+            ) { error in
+                XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, "\(error)")
+            }
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: slotFile)), before, "nothing written")
+            // A recovery slot costs no key derivation: it fits whatever the passphrase slots cost.
+            XCTAssertNoThrow(try KeySlots.addRecoverySlot(to: database, unlockingWith: .passphrase("beta")))
+            XCTAssertEqual(try KeySlots.list(forDatabaseAt: database).count, 3)
+        }
+    }
+
     func testADatabaseOfSeveralDefaultSlotsOpensThroughItsLastSlot() throws {
         let database = path("slotted.db")
         try KeySlots.createDatabase(at: database, secret: .passphrase("first passphrase"))

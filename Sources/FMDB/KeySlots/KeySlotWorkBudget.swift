@@ -17,7 +17,10 @@ import Foundation
 /// 32,768,000) — is tried as before. A file beyond it opens with a slot id (one slot, one derivation).
 enum KeySlotWorkBudget {
     /// The most work one unlock may spend trying slots in turn.
-    static let limit: UInt64 = 1 << 25
+    static var limit: UInt64 { limitInThisTask ?? 1 << 25 }
+
+    /// A smaller limit for the current task (tests: files over it are made with cheap KDFs).
+    @TaskLocal static var limitInThisTask: UInt64?
     /// The cost of one PBKDF2-HMAC-SHA512 iteration, in scrypt N·r·p units.
     static let pbkdf2UnitsPerIteration: UInt64 = 2
 
@@ -38,19 +41,35 @@ enum KeySlotWorkBudget {
         }
     }
 
-    /// Throws when trying every slot of `kind` in `file` (at `slotPath`) would exceed the budget.
-    static func check(_ file: KeySlotFile, kind: KeySlotKind, slotPath: String) throws {
+    /// The work of trying every slot of `kind` in `file`, and how many there are.
+    static func total(_ file: KeySlotFile, kind: KeySlotKind) -> (work: UInt64, slots: Int) {
         let slots = file.body.slots.filter { $0.kind == kind.rawValue }
         var total: UInt64 = 0
         for slot in slots {
             let sum = total.addingReportingOverflow(cost(of: slot.kdf))
             total = sum.overflow ? UInt64.max : sum.partialValue
         }
-        guard total > limit else { return }
+        return (total, slots.count)
+    }
+
+    /// Throws (`SQLITE_MISUSE`) when a slot just made or changed in `file` puts the slots of `kind` over the
+    /// budget: the library never writes a file its own unlock would refuse to try in turn.
+    static func refuseGrowth(_ file: KeySlotFile, kind: KeySlotKind) throws {
+        guard total(file, kind: kind).work > limit else { return }
+        throw FMDatabaseError.misuse(
+            "With this slot the \(kind.rawValue) slots' key derivations together would exceed the work one unlock "
+                + "may spend trying slots in turn (that of one scrypt slot of N=2^22, r=8): nothing was written. "
+                + "Use a cheaper KDF (the default), or remove a slot first.")
+    }
+
+    /// Throws when trying every slot of `kind` in `file` (at `slotPath`) would exceed the budget.
+    static func check(_ file: KeySlotFile, kind: KeySlotKind, slotPath: String) throws {
+        let (work, count) = total(file, kind: kind)
+        guard work > limit else { return }
         throw FMDatabaseError(
             code: SQLITE_PERM,
             message:
-                "The key slot file \(slotPath) holds \(slots.count) \(kind.rawValue) slots whose key derivations together "
+                "The key slot file \(slotPath) holds \(count) \(kind.rawValue) slots whose key derivations together "
                 + "exceed the work one unlock may spend trying slots in turn (that of one scrypt slot of N=2^22, r=8): "
                 + "none was tried. If the file belongs to this database, name the slot to try "
                 + "(KeySlotKeyProvider(secret:slotID:), fmdb-cipher --slot ID); if not, move it away.",

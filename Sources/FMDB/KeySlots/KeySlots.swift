@@ -242,8 +242,9 @@ public enum KeySlots {
     /// ```
     /// - Returns: the new slot.
     /// - Throws: `FMDatabaseError` (SQLITE_NOTADB when no slot accepts `secret`; SQLITE_MISUSE when
-    ///   `newSecret` already opens a slot: a second slot for one secret could not be revoked on its own;
-    ///   see `KeySlotKeyProvider`).
+    ///   `newSecret` already opens a slot: a second slot for one secret could not be revoked on its own; or
+    ///   when the new slot would put the slots of its kind over the work an unlock may spend trying them in
+    ///   turn; see `KeySlotKeyProvider`).
     @discardableResult
     public static func addSlot(
         to path: String, unlockingWith secret: KeySlotSecret, newSecret: KeySlotSecret, kdf: KeySlotKDF = .default
@@ -256,6 +257,7 @@ public enum KeySlots {
             try refuseSecretThatOpensASlot(newSecret, in: file)
             let slot = try file.makeSlot(id: nextID(file), secret: newSecret, kdf: kdf, dataKeys: keys)
             file.body.slots.append(slot)
+            try KeySlotWorkBudget.refuseGrowth(file, kind: newSecret.kind)
             return info(slot)
         }
     }
@@ -326,7 +328,9 @@ public enum KeySlots {
     /// The revocation is checked on the slot file as written: `old` opens no slot afterwards. When `old`
     /// opens several slots (made for one secret before `addSlot` refused that), the first is changed and
     /// the others are removed.
-    /// - Throws: `FMDatabaseError`: SQLITE_MISUSE when `new` already opens a slot; see `KeySlotKeyProvider`.
+    /// - Throws: `FMDatabaseError`: SQLITE_MISUSE when `new` already opens a slot, or when the changed slot
+    ///   would put the slots of its kind over the work an unlock may spend trying them in turn; see
+    ///   `KeySlotKeyProvider`.
     /// - Note: someone who kept a copy of the old slot file and knows the old secret can still unwrap
     ///   the data key from that copy. Use `rotateDataKey` when that matters.
     @discardableResult
@@ -349,6 +353,7 @@ public enum KeySlots {
             let slot = try file.makeSlot(id: unlockedID, secret: new, kdf: kdf, dataKeys: keys)
             file.body.slots[index] = slot
             file.body.slots.removeAll { duplicates.contains($0.id) }
+            try KeySlotWorkBudget.refuseGrowth(file, kind: new.kind)
             return info(slot)
         }
     }
