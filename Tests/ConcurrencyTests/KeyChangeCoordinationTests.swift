@@ -13,8 +13,8 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     }
 
     /// A WAL database under key byte 1 with a table `t`.
-    func makeKeyed() throws -> String {
-        let path = directory.path("keyed.db")
+    func makeKeyed(_ name: String = "keyed.db") throws -> String {
+        let path = directory.path(name)
         let queue = try FMDatabaseQueue(path: path, keyProvider: Self.provider(1))
         try queue.inDatabase { db in
             XCTAssertEqual(db.string(forQuery: "pragma journal_mode = wal"), "wal")
@@ -103,6 +103,167 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         }
         XCTAssertEqual(runs.withLock { $0 }, 1)
         XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
+    }
+
+    /// The claim that lets a queue or pool skip its key check before an immediate or exclusive transaction:
+    /// on a connection that last read the file under the old key, BEGIN IMMEDIATE and BEGIN EXCLUSIVE fail
+    /// with SQLITE_NOTADB (they read the header page under the connection's key), while BEGIN DEFERRED
+    /// succeeds and only the first statement of its block fails. In WAL and rollback-journal mode.
+    func testAnImmediateOrExclusiveBeginReadsTheHeaderUnderTheConnectionsKeyAndADeferredOneDoesNot() throws {
+        for journalMode in ["wal", "delete"] {
+            let path = directory.path("begin-\(journalMode).db")
+            let setUp = FMDatabase(path: path)
+            XCTAssertTrue(setUp.open())
+            try setUp.setKey(using: Self.provider(1))
+            XCTAssertEqual(setUp.string(forQuery: "pragma journal_mode = \(journalMode)"), journalMode)
+            try setUp.executeUpdate("create table t (v integer)", values: nil)
+            setUp.close()
+
+            let db = FMDatabase(path: path)
+            XCTAssertTrue(db.open())
+            defer { db.close() }
+            try db.setKey(using: Self.provider(1))
+            XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 0)  // The header page is in its cache.
+            try Self.rekeyElsewhere(path, from: 1, to: 2)
+
+            for kind in [FMDBTransactionKind.immediate, .exclusive] {
+                XCTAssertThrowsError(try db.inTransaction(kind) { _ in XCTFail("\(kind): the block ran") }) {
+                    XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB), "\(journalMode) \(kind)")
+                }
+                XCTAssertFalse(db.isInTransaction)
+            }
+            let runs = Locked(0)
+            XCTAssertThrowsError(
+                try db.inTransaction(.deferred) { db in
+                    runs.withLock { $0 += 1 }
+                    try db.executeUpdate("insert into t values (1)", values: nil)
+                }
+            ) { XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB), "\(journalMode) deferred") }
+            XCTAssertEqual(runs.withLock { $0 }, 1, "\(journalMode): BEGIN DEFERRED read nothing, its block ran")
+        }
+    }
+
+    /// A pool on "the key file" (`Harness.keyByte`) with an idle connection under key 1, after the file was
+    /// rekeyed to key 2 by another connection and the key file updated, as an operator's script does.
+    func makePoolWithAnIdleConnectionUnderTheOldKey(_ name: String) throws -> FMDatabasePool {
+        let path = try makeKeyed(name)
+        let harness = Harness(path: path)
+        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+        XCTAssertEqual(pool.countOfCheckedInDatabases, 1)
+        try Self.rekeyElsewhere(path, from: 1, to: 2)
+        harness.keyByte.withLock { $0 = 2 }
+        return pool
+    }
+
+    func testPoolImmediateAndExclusiveTransactionsMeetingAnIdleConnectionUnderTheOldKeyRunOnce() throws {
+        for kind in [FMDBTransactionKind.immediate, .exclusive] {
+            let pool = try makePoolWithAnIdleConnectionUnderTheOldKey("pool-\(kind).db")
+            let runs = Locked(0)
+            try pool.inTransaction(kind) { db in
+                runs.withLock { $0 += 1 }
+                try db.executeUpdate("insert into t values (1)", values: nil)
+            }
+            XCTAssertEqual(runs.withLock { $0 }, 1, "\(kind)")
+            XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, "\(kind)")
+        }
+        // The FMDB forms (inTransaction is exclusive).
+        let forms: [(String, (FMDatabasePool, (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Void)] = [
+            ("inImmediateTransaction", { $0.inImmediateTransaction($1) }),
+            ("inExclusiveTransaction", { $0.inExclusiveTransaction($1) }),
+            ("inTransaction", { $0.inTransaction($1) }),
+        ]
+        for (name, form) in forms {
+            let pool = try makePoolWithAnIdleConnectionUnderTheOldKey("pool-\(name).db")
+            let runs = Locked(0)
+            form(pool) { db, _ in
+                runs.withLock { $0 += 1 }
+                XCTAssertTrue(db.executeUpdate("insert into t values (1)"), name)
+            }
+            XCTAssertNil(pool.lastError, name)
+            XCTAssertEqual(runs.withLock { $0 }, 1, name)
+            XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, name)
+        }
+    }
+
+    func testPoolDeferredTransactionMeetingAnIdleConnectionUnderTheOldKeyRunsOnceOnANewConnection() throws {
+        // A deferred BEGIN reads nothing: the connection is checked before it (RunningAService.md: no request
+        // fails because of an idle connection under the old key).
+        let pool = try makePoolWithAnIdleConnectionUnderTheOldKey("pool-deferred.db")
+        let runs = Locked(0)
+        try pool.inTransaction(.deferred) { db in
+            runs.withLock { $0 += 1 }
+            try db.executeUpdate("insert into t values (1)", values: nil)
+        }
+        XCTAssertEqual(runs.withLock { $0 }, 1)
+        pool.inDeferredTransaction { db, _ in
+            runs.withLock { $0 += 1 }
+            XCTAssertTrue(db.executeUpdate("insert into t values (2)"))
+        }
+        XCTAssertNil(pool.lastError)
+        XCTAssertEqual(runs.withLock { $0 }, 2)
+        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
+    }
+
+    /// A queue on "the key file" whose connection is open under key 1, after the file was rekeyed to key 2
+    /// elsewhere and the key file updated.
+    func makeQueueWithAConnectionUnderTheOldKey(_ name: String) throws -> FMDatabaseQueue {
+        let path = try makeKeyed(name)
+        let harness = Harness(path: path)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+        try Self.rekeyElsewhere(path, from: 1, to: 2)
+        harness.keyByte.withLock { $0 = 2 }
+        return queue
+    }
+
+    func testQueueTransactionsMeetingAConnectionUnderTheOldKeyRunOnce() async throws {
+        for kind in [FMDBTransactionKind.immediate, .exclusive, .deferred] {
+            let queue = try makeQueueWithAConnectionUnderTheOldKey("queue-\(kind).db")
+            let runs = Locked(0)
+            try queue.inTransaction(kind) { db in
+                runs.withLock { $0 += 1 }
+                try db.executeUpdate("insert into t values (1)", values: nil)
+            }
+            try await queue.performTransaction(kind) { db in
+                runs.withLock { $0 += 1 }
+                try db.executeUpdate("insert into t values (2)", values: nil)
+            }
+            XCTAssertEqual(runs.withLock { $0 }, 2, "\(kind)")
+            XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2, "\(kind)")
+        }
+        let forms: [(String, (FMDatabaseQueue, (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Void)] = [
+            ("inImmediateTransaction", { $0.inImmediateTransaction($1) }),
+            ("inExclusiveTransaction", { $0.inExclusiveTransaction($1) }),
+            ("inTransaction", { $0.inTransaction($1) }),
+            ("inDeferredTransaction", { $0.inDeferredTransaction($1) }),
+        ]
+        for (name, form) in forms {
+            let queue = try makeQueueWithAConnectionUnderTheOldKey("queue-\(name).db")
+            let runs = Locked(0)
+            form(queue) { db, _ in
+                runs.withLock { $0 += 1 }
+                XCTAssertTrue(db.executeUpdate("insert into t values (1)"), name)
+            }
+            XCTAssertNil(queue.lastError, name)
+            XCTAssertEqual(runs.withLock { $0 }, 1, name)
+            XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, name)
+        }
+    }
+
+    /// The skip itself: a connection that only served immediate and exclusive transactions never prepared
+    /// the key check (its statement is cached on the connection from the first check on).
+    func testNoKeyCheckRunsBeforeAnImmediateOrExclusiveTransaction() throws {
+        let path = try makeKeyed()
+        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        let checkSQL = "PRAGMA schema_version"
+        for kind in [FMDBTransactionKind.immediate, .exclusive, .immediate] {
+            try pool.inTransaction(kind) { db in XCTAssertNil(db.statementCache.take(checkSQL), "pool \(kind)") }
+            try queue.inTransaction(kind) { db in XCTAssertNil(db.statementCache.take(checkSQL), "queue \(kind)") }
+        }
+        try pool.inTransaction(.deferred) { db in XCTAssertNotNil(db.statementCache.take(checkSQL), "pool deferred") }
+        try queue.inTransaction(.deferred) { db in XCTAssertNotNil(db.statementCache.take(checkSQL), "queue deferred") }
     }
 
     func testAQueuePerformTransactionStoppedByAKeyChangeElsewhereThrowsTheKeyChangedError() async throws {

@@ -318,8 +318,10 @@ public final class FMDatabasePool: @unchecked Sendable {
         logger.error("FMDatabasePool \(what) for \(path ?? ":memory:"): \(message)")
     }
 
-    /// Checks a connection out for the calling thread, waiting while the limit is reached.
-    private func checkOut() throws -> FMDatabase {
+    /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:
+    /// whether an idle keyed connection is checked against the file's key first (false only before a BEGIN
+    /// that reads the header itself: see `withTransactionDatabase`).
+    private func checkOut(checksKey: Bool) throws -> FMDatabase {
         let me = pthread_self()
         condition.lock()
         var isNew = false
@@ -360,7 +362,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.unlock()
 
         let db: FMDatabase
-        if let candidate, provider == nil || !candidate.database.isUnderAnotherKey() {
+        if let candidate, provider == nil || !checksKey || !candidate.database.isUnderAnotherKey() {
             db = candidate.database
         } else {
             if let candidate {
@@ -445,11 +447,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         let cause: FMDatabaseError
     }
 
-    /// `blockStarted`: for a transaction, whether its block has started (see `withTransactionDatabase`).
-    private func withDatabase<T>(blockStarted: (() -> Bool)? = nil, _ body: (FMDatabase) throws -> T) throws -> T {
+    /// `blockStarted`: for a transaction, whether its block has started; `checksKey`: whether an idle
+    /// connection's key is checked before `body` (see `withTransactionDatabase`).
+    private func withDatabase<T>(
+        blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, _ body: (FMDatabase) throws -> T
+    ) throws -> T {
         let db: FMDatabase
         do {
-            db = try checkOut()
+            db = try checkOut(checksKey: checksKey)
         } catch {
             record(error)
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
@@ -464,20 +469,33 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
     }
 
-    /// Runs a transaction (`body` calls `markStarted` as its block starts) on a connection. When its BEGIN
-    /// met the file under a key the connection does not hold, its block has not run: the key changed
-    /// elsewhere while BEGIN waited for the write lock (a rekey holds it throughout). The connection is
-    /// dropped as after any key change, and the transaction begins once more, on a new connection keyed
-    /// with the provider asked again; its block still runs at most once.
-    private func withTransactionDatabase<T>(_ body: (FMDatabase, _ markStarted: () -> Void) throws -> T) throws -> T {
+    /// Runs a transaction of `kind` (`body` calls `markStarted` as its block starts) on a connection. When
+    /// its BEGIN met the file under a key the connection does not hold, its block has not run: the key
+    /// changed elsewhere since the connection last read the file, or while BEGIN waited for the write lock
+    /// (a rekey holds it throughout). The connection is dropped as after any key change, and the
+    /// transaction begins once more, on a new connection keyed with the provider asked again; its block
+    /// still runs at most once.
+    ///
+    /// An immediate or exclusive BEGIN starts a read of the file at once, which reads the header page under
+    /// the connection's key (SQLITE_NOTADB under another): it is its own key check, so the connection is
+    /// not checked before it (one read transaction fewer per write). A deferred BEGIN reads nothing; the
+    /// block's first statement would be the first to meet another key, so its connection is checked first.
+    private func withTransactionDatabase<T>(
+        _ kind: FMDBTransactionKind, _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
+    ) throws -> T {
         var started = false
+        let checksKey = kind == .deferred
         do {
-            return try withDatabase(blockStarted: { started }) { db in try body(db) { started = true } }
+            return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
+                try body(db) { started = true }
+            }
         } catch is KeyChangedBeforeBlock {
             // Checked in: the connection was closed and the provider asked again. Once more.
         }
         do {
-            return try withDatabase(blockStarted: { started }) { db in try body(db) { started = true } }
+            return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
+                try body(db) { started = true }
+            }
         } catch let again as KeyChangedBeforeBlock {
             throw FMDatabase.keyChangedError(path: path, cause: again.cause)
         }
@@ -532,7 +550,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         do {
             try inTurn {
                 do {
-                    try withTransactionDatabase { db, markStarted in
+                    try withTransactionDatabase(kind) { db, markStarted in
                         var started = false
                         do {
                             try db.runTransaction(kind: kind) { db, rollback in
@@ -706,7 +724,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
         try inTurn {
-            try withTransactionDatabase { db, markStarted in
+            try withTransactionDatabase(kind) { db, markStarted in
                 try db.inTransaction(kind) { db in
                     markStarted()
                     return try block(db)
@@ -777,7 +795,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 DispatchQueue.global().async {
                     let result = Result {
                         try self.inTurn {
-                            try self.withTransactionDatabase { db, markStarted in
+                            try self.withTransactionDatabase(kind) { db, markStarted in
                                 if cancellation.isCancelled { throw CancellationError() }
                                 return try db.inTransaction(kind) { db in
                                     markStarted()

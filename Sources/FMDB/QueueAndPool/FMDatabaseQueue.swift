@@ -225,8 +225,10 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
-    /// The open database, opening and keying it when needed. Runs on the queue.
-    private func openDatabase() throws -> FMDatabase {
+    /// The open database, opening and keying it when needed. `checksKey`: whether an open keyed connection
+    /// is checked against the file's key first (false only before a BEGIN that reads the header itself: see
+    /// `runTransaction`). Runs on the queue.
+    private func openDatabase(checksKey: Bool = true) throws -> FMDatabase {
         if let adopted = adoptedProvider.withLock({ state in
             defer { state = nil }; return state
         }) {
@@ -235,7 +237,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             closeDatabase()
         }
         if let database, database.isOpen {
-            guard keyProvider != nil, database.isUnderAnotherKey() else {
+            guard keyProvider != nil, checksKey, database.isUnderAnotherKey() else {
                 database.lend()
                 return database
             }
@@ -323,15 +325,22 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
-    /// Runs a transaction (`body` calls `markStarted` as its block starts) on the queue's connection. When
-    /// its BEGIN met the file under a key the connection does not hold, its block has not run: the key
-    /// changed elsewhere while BEGIN waited for the write lock (a rekey holds it throughout). The connection
-    /// is closed as after any key change, and the transaction begins once more on a new one keyed with the
-    /// provider asked again; its block still runs at most once. Runs on the queue.
-    private func runTransaction<T>(_ body: (FMDatabase, _ markStarted: () -> Void) throws -> T) throws -> T {
+    /// Runs a transaction of `kind` (`body` calls `markStarted` as its block starts) on the queue's
+    /// connection. When its BEGIN met the file under a key the connection does not hold, its block has not
+    /// run: the key changed elsewhere since the connection last read the file, or while BEGIN waited for
+    /// the write lock (a rekey holds it throughout). The connection is closed as after any key change, and
+    /// the transaction begins once more on a new one keyed with the provider asked again; its block still
+    /// runs at most once. Runs on the queue.
+    ///
+    /// An immediate or exclusive BEGIN starts a read of the file at once, which reads the header page under
+    /// the connection's key (SQLITE_NOTADB under another): it is its own key check, so the connection is
+    /// not checked before it. A deferred BEGIN reads nothing, so its connection is checked first.
+    private func runTransaction<T>(
+        _ kind: FMDBTransactionKind, _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
+    ) throws -> T {
         var started = false
         for attempt in 1...2 {
-            let db = try openDatabase()
+            let db = try openDatabase(checksKey: kind == .deferred)
             defer { tidy(db) }
             do {
                 return try body(db) { started = true }
@@ -396,9 +405,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     {
         onQueue {
             do {
-                let db = try openDatabase()
-                try db.runTransaction(kind: kind, block)
-                tidy(db)
+                try runTransaction(kind) { db, markStarted in
+                    try db.runTransaction(kind: kind) { db, rollback in
+                        markStarted()
+                        block(db, rollback)
+                    }
+                }
             } catch {
                 record(error)
             }
@@ -606,7 +618,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
         try onQueue {
-            try runTransaction { db, markStarted in
+            try runTransaction(kind) { db, markStarted in
                 try db.inTransaction(kind) { db in
                     markStarted()
                     return try block(db)
@@ -679,7 +691,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 dispatchQueue.async {
                     let result = Result { () throws -> T in
-                        try self.runTransaction { db, markStarted in
+                        try self.runTransaction(kind) { db, markStarted in
                             if cancellation.isCancelled { throw CancellationError() }
                             return try db.inTransaction(kind) { db in
                                 markStarted()
