@@ -294,9 +294,7 @@ final class StagingCleanup {
         case .removedInterruptedCopy(let directory):
             Output.message("fmdb-cipher: note: removed \(directory), the unfinished copy of a run that was killed")
         case .creatingStagingDirectory:
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+            var signals = Self.fatalSignals()
             blocked = pthread_sigmask(SIG_BLOCK, &signals, &savedMask) == 0
         case .stagingDirectory(let directory):
             if let directory { cleanupSlot = fmdb_tool_cleanup_register(directory) }
@@ -306,14 +304,20 @@ final class StagingCleanup {
             // The point of no return: from here DEST is being put in place or is. SIGINT, SIGTERM and SIGHUP stay
             // blocked for the rest of the run, so the exit status says what was done (a signal now would exit
             // 128+n over a finished file; a pending one is dropped when the process exits).
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+            var signals = Self.fatalSignals()
             pthread_sigmask(SIG_BLOCK, &signals, nil)
             fmdb_tool_cleanup_unregister(cleanupSlot)
             cleanupSlot = -1
         default: break
         }
+    }
+
+    /// The signals whose handler removes the private directory: SIGINT, SIGTERM and SIGHUP.
+    private static func fatalSignals() -> sigset_t {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+        return signals
     }
 }
 
