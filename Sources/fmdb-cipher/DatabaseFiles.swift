@@ -162,16 +162,66 @@ struct DatabaseCopy {
     func perform(_ body: (@escaping (FMDatabaseCopy.Stage) -> Void) throws -> FMDatabaseCopy.Report?) throws
         -> FMDatabaseCopy.Report?
     {
-        let stages = CopyStages(
-            progress: ProgressReporter(quiet: quiet, lines: progressLines), verb: verb, source: source)
+        let stages = makeStages()
         let found: FMDatabaseCopy.Report?
         do {
             found = try body { stages.reached($0) }
         } catch {
-            stages.failed()
-            throw cliError(error, at: stages.stage)
+            throw failed(error, stages)
         }
         guard let report = found else { return nil }
+        finished(report, stages)
+        return report
+    }
+
+    /// `rekey --backup`: the library's rekey after a backup (`FMDatabaseCopy.rekeyWithBackup`), from the old key
+    /// (SRC's and DEST's) to `newProvider`. The backup has every copy's progress line, signal clean-up, messages
+    /// and exit codes; a failure to open the database for the rekey is said as `DatabaseFiles.open` says it.
+    /// `rekeyStarting` is called with the database's format right before the rekey; an error of the rekey itself
+    /// is thrown as the library threw it, for the caller to say.
+    func rekey(
+        from oldProvider: any KeyProvider, to newProvider: any KeyProvider, busyTimeout: TimeInterval,
+        rekeyStarting: @escaping (CipherFormat?) -> Void
+    ) throws -> FMRekeyOutcome {
+        let stages = makeStages()
+        // The step under way, told by the library's hooks: an error is said as that step's.
+        var step = RekeyStep.backup
+        do {
+            return try FMDatabaseCopy.rekeyWithBackup(
+                source, keyProvider: oldProvider, settings: sourceSettings, to: newProvider, backup: destination,
+                replacingExisting: force, busyTimeout: busyTimeout, onStage: { stages.reached($0) },
+                onBackup: { report in
+                    step = .opening
+                    finished(report, stages)
+                    if !quiet { Output.message("backup written to \(destination)") }
+                },
+                onRekey: { format in
+                    step = .rekey
+                    rekeyStarting(format)
+                })
+        } catch {
+            switch step {
+            case .backup: throw failed(error, stages)
+            case .opening: throw CLIError.from(error, context: source)
+            case .rekey: throw error
+            }
+        }
+    }
+
+    private enum RekeyStep { case backup, opening, rekey }
+
+    private func makeStages() -> CopyStages {
+        CopyStages(progress: ProgressReporter(quiet: quiet, lines: progressLines), verb: verb, source: source)
+    }
+
+    /// The copy failed: its progress line ends, and its error is said in the tool's terms.
+    private func failed(_ error: Error, _ stages: CopyStages) -> CLIError {
+        stages.failed()
+        return cliError(error, at: stages.stage)
+    }
+
+    /// The copy is verified and in place: its last progress line, and what it did, on standard error.
+    private func finished(_ report: FMDatabaseCopy.Report, _ stages: CopyStages) {
         stages.completed()
         if report.removedDestinationSlotFile {
             Output.message(
@@ -188,7 +238,6 @@ struct DatabaseCopy {
                     verb, total / 1e6, copySeconds, total / 1e6 / max(copySeconds, 1e-9),
                     seconds(report.sourceCheckDuration), seconds(report.verificationDuration)))
         }
-        return report
     }
 
     private func seconds(_ duration: Duration) -> Double {
@@ -245,9 +294,7 @@ final class StagingCleanup {
         case .removedInterruptedCopy(let directory):
             Output.message("fmdb-cipher: note: removed \(directory), the unfinished copy of a run that was killed")
         case .creatingStagingDirectory:
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+            var signals = Self.fatalSignals()
             blocked = pthread_sigmask(SIG_BLOCK, &signals, &savedMask) == 0
         case .stagingDirectory(let directory):
             if let directory { cleanupSlot = fmdb_tool_cleanup_register(directory) }
@@ -257,14 +304,20 @@ final class StagingCleanup {
             // The point of no return: from here DEST is being put in place or is. SIGINT, SIGTERM and SIGHUP stay
             // blocked for the rest of the run, so the exit status says what was done (a signal now would exit
             // 128+n over a finished file; a pending one is dropped when the process exits).
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+            var signals = Self.fatalSignals()
             pthread_sigmask(SIG_BLOCK, &signals, nil)
             fmdb_tool_cleanup_unregister(cleanupSlot)
             cleanupSlot = -1
         default: break
         }
+    }
+
+    /// The signals whose handler removes the private directory: SIGINT, SIGTERM and SIGHUP.
+    private static func fatalSignals() -> sigset_t {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+        return signals
     }
 }
 

@@ -123,24 +123,32 @@ struct Rekey: ParsableCommand {
                 )
             }
 
-            if let backup {
-                try DatabaseCopy(
-                    source: database, sourceProvider: oldProvider, sourceSettings: key.settings,
-                    destination: backup, destinationProvider: oldProvider, settings: key.settings,
-                    force: force, quiet: quiet, verb: "backup"
-                ).run()
-                if !quiet { Output.message("backup written to \(backup)") }
-            }
-
-            let db = try DatabaseFiles.open(database, provider: oldProvider, settings: key.settings)
-            defer { db.close() }
             let progress = ProgressReporter(quiet: quiet, lines: self.progress)
-            progress.start("rekey", totalBytes: Double(fileSize(database)), measure: RekeyProgress(database).measure)
+            var format: CipherFormat?
+            let rekeyStarting = { (opened: CipherFormat?) in
+                format = opened
+                progress.start(
+                    "rekey", totalBytes: Double(fileSize(database)), measure: RekeyProgress(database).measure)
+            }
             // The library's safe rekey: which key opens the file afterwards is checked on a fresh
             // connection, so a throw always means "not done, the old key still opens it".
             let outcome: FMRekeyOutcome
             do {
-                outcome = try db.rekeySafely(using: newProvider, busyTimeout: busyTimeout)
+                if let backup {
+                    outcome = try DatabaseCopy(
+                        source: database, sourceProvider: oldProvider, sourceSettings: key.settings,
+                        destination: backup, destinationProvider: oldProvider, settings: key.settings,
+                        force: force, quiet: quiet, verb: "backup"
+                    ).rekey(from: oldProvider, to: newProvider, busyTimeout: busyTimeout, rekeyStarting: rekeyStarting)
+                } else {
+                    let db = try DatabaseFiles.open(database, provider: oldProvider, settings: key.settings)
+                    defer { db.close() }
+                    rekeyStarting(db.cipherFormat)
+                    outcome = try db.rekeySafely(using: newProvider, busyTimeout: busyTimeout)
+                }
+            } catch let error as CLIError {
+                // Said already: the backup, or opening the database for the rekey.
+                throw error
             } catch let error as FMDatabaseError where error.rekeyOutcomeUnchecked {
                 progress.finish("rekey: outcome not checked")
                 throw CLIError(
@@ -168,7 +176,7 @@ struct Rekey: ParsableCommand {
             }
             if !quiet { Output.message("rekeyed \(database)") }
             var settings = key.settings
-            settings.format = db.cipherFormat
+            settings.format = format
             OpeningFlags.note(database, kdf: newKDF, settings: settings)
         }
     }

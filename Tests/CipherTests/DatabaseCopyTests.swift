@@ -271,6 +271,40 @@ final class DatabaseCopyTests: FMDBCipherTestCase {
         XCTAssertEqual(try rows(path("app.db"), newKey), 20, "not rekeyed")
     }
 
+    /// The hooks of a rekey with a backup, in order: the backup's stages, the backup's report once it is in place
+    /// (the rekey not started: the database still opens with the old key), then the database's format right
+    /// before the rekey. A backup that fails calls neither of the last two.
+    func testRekeyWithBackupTellsTheBackupsStagesThenItsReportThenTheRekeysStart() throws {
+        let key = try XCTUnwrap(key)
+        let newKey = try XCTUnwrap(otherKey)
+        try FMDatabaseCopy.encrypt(try makePlaintext(), to: path("app.db"), keyProvider: key)
+        let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: path("app.db"))[.size] as? Int)
+        var events: [String] = []
+        let outcome = try FMDatabaseCopy.rekeyWithBackup(
+            path("app.db"), keyProvider: key, to: newKey, backup: path("app.db.bak"),
+            onStage: { stage in
+                if case .copying = stage { events.append("copying") }
+                if stage == .publishing { events.append("publishing") }
+            },
+            onBackup: { report in
+                events.append("backup \(report.sourceBytes)")
+                XCTAssertEqual(try? self.rows(self.path("app.db.bak"), key), 20, "the backup is in place")
+                XCTAssertEqual(try? self.rows(self.path("app.db"), key), 20, "not rekeyed yet")
+            },
+            onRekey: { format in events.append("rekey \(format == CipherFormat.linkedDefault)") })
+        XCTAssertEqual(outcome, .done)
+        XCTAssertEqual(
+            events, ["copying", "publishing", "backup \(size)", "rekey true"])
+        XCTAssertEqual(try rows(path("app.db"), newKey), 20)
+
+        events = []
+        XCTAssertThrowsError(
+            try FMDatabaseCopy.rekeyWithBackup(
+                path("app.db"), keyProvider: newKey, to: key, backup: path("app.db.bak"),
+                onBackup: { _ in events.append("backup") }, onRekey: { _ in events.append("rekey") }))
+        XCTAssertEqual(events, [], "a backup refused (something is at its path) calls neither hook")
+    }
+
     func testAMissingOrEmptySourceIsRefusedAndNothingIsCreated() throws {
         let key = try XCTUnwrap(key)
         XCTAssertThrowsError(try FMDatabaseCopy.encrypt(path("typo.db"), to: path("app.db"), keyProvider: key)) {

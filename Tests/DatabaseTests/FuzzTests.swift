@@ -7,7 +7,7 @@ import XCTest
 /// indexes, and call orders (closed databases, closed result sets, nested queries). Every call either
 /// succeeds or fails with a clean error: no crash, and a failure always leaves a real SQLite code.
 /// FMDB_FUZZ_CASES sets the number of cases (default 100,000); the seed is fixed.
-final class FuzzTests: XCTestCase {
+final class FuzzTests: FMDBCipherTestCase {
     var rng = SeededGenerator(seed: 20261122)
 
     let tables = ["t", "u", "missing", "T", "sqlite_master", "\"odd name\""]
@@ -92,8 +92,7 @@ final class FuzzTests: XCTestCase {
 
     func testRandomAPIUseNeverCrashes() throws {
         let cases = ProcessInfo.processInfo.environment["FMDB_FUZZ_CASES"].flatMap(Int.init) ?? 100_000
-        let directory = try TemporaryDirectory("fmdb-fuzz")
-        let db = FMDatabase(path: directory.path("fuzz.db"))
+        let db = FMDatabase(path: path("fuzz.db"))
         db.logsErrors = false
         XCTAssertTrue(db.open())
         limitLength(db)

@@ -4,9 +4,8 @@ import TestSupport
 import XCTest
 
 /// The examples of the README and of FMDB.docc/GettingStarted.md, compiled and run as written (keep them in step).
-final class ReadmeExamplesTests: XCTestCase {
+final class ReadmeExamplesTests: FMDBCipherTestCase {
     func testReadmeUsage() throws {
-        let directory = try TemporaryDirectory()
         let path = directory.path("app.sqlite")
 
         // README: Open, key, write, read

@@ -4,7 +4,7 @@ import TestSupport
 import XCTest
 
 /// Errors are matched by code with `~=`, in `switch` and `catch`, never by domain strings.
-final class ResultCodeTests: XCTestCase {
+final class ResultCodeTests: FMDBCipherTestCase {
     func testACatchClauseMatchesTheErrorsCode() throws {
         let db = FMDatabase()
         XCTAssertTrue(db.open())
@@ -52,8 +52,7 @@ final class ResultCodeTests: XCTestCase {
     }
 
     func testADamagedKeySlotFileIsMarkedAndAWrongSecretIsNot() throws {
-        let directory = try TemporaryDirectory("fmdb-result-codes")
-        let path = directory.path("slots.db")
+        let path = self.path("slots.db")
         let cheap = KeySlotKDF.unsafePBKDF2SHA512(iterations: 1_000)
         try KeySlots.createDatabase(at: path, secret: .passphrase("right"), kdf: cheap)
         XCTAssertThrowsError(try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("wrong")) { _ in }) {

@@ -345,8 +345,7 @@ final class RekeyOutcomeTests: FMDBCipherTestCase {
     /// A rekey that took but whose connection could not be reopened: a non-empty WAL beside the file is a
     /// pending checkpoint, never "done"; no WAL, or an empty one, is done.
     func testARekeyWithoutAConnectionIsCheckpointPendingWhileTheWALHoldsFrames() throws {
-        let directory = try TemporaryDirectory("fmdb-rekey-no-connection")
-        let path = directory.path("db")
+        let path = self.path("db")
         XCTAssertEqual(FMDatabase.outcomeWithoutAConnection(databasePath: path), .done, "no WAL")
         XCTAssertTrue(FileManager.default.createFile(atPath: path + "-wal", contents: Data()))
         XCTAssertEqual(FMDatabase.outcomeWithoutAConnection(databasePath: path), .done, "an empty WAL")

@@ -6,11 +6,10 @@ import XCTest
 /// SQLCipher 4.6 writes "ERROR CORE ... hmac check failed" to standard error for every page it cannot
 /// authenticate; the library reports a wrong key as error 26 instead and turns that log off once per
 /// process. The first keyed open of a fresh process must already be quiet, whichever way it keys.
-final class SQLCipherLogTests: XCTestCase {
+final class SQLCipherLogTests: FMDBCipherTestCase {
     func testAWrongKeyAtTheFirstOpenOfAProcessLogsNothingToStandardError() throws {
-        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
-        let dir = try TemporaryDirectory()
-        let path = dir.path("enc.db")
+        let helper = try builtHelper()
+        let path = self.path("enc.db")
         let db = FMDatabase(path: path)
         XCTAssertTrue(db.open())
         XCTAssertTrue(db.setKey("the right key"))

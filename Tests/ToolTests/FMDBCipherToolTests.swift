@@ -163,6 +163,33 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertEqual(rowCount(path("backup.db"), key: "k1"), 50, "the backup keeps the old key")
     }
 
+    /// `rekey --backup` says each step when it is done, in order (the backup's figures, where it was written,
+    /// the rekey's progress, the rekey); a backup that is refused stops it before the rekey starts.
+    func testRekeyWithBackupSaysEachStepInOrderAndARefusedBackupStopsBeforeTheRekey() throws {
+        let enc = try makePassphraseEncrypted()
+        let backup = path("backup.db")
+        XCTAssertTrue(FileManager.default.createFile(atPath: backup, contents: Data("keep".utf8)))
+        let arguments = ["rekey", enc, "--key-env", "OLD", "--new-key-env", "NEW", "--backup", backup, "--progress"]
+        let env = ["OLD": "k1", "NEW": "k2"]
+        let refused = try run(arguments, env: env)
+        XCTAssertEqual(refused.status, 73, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("use --force"), refused.stderr)
+        XCTAssertFalse(refused.stderr.contains("progress rekey"), "the rekey did not start: \(refused.stderr)")
+        XCTAssertEqual(rowCount(enc, key: "k1"), 50, "not rekeyed")
+        XCTAssertEqual(FileManager.default.contents(atPath: backup), Data("keep".utf8), "nothing replaced")
+
+        let done = try run(arguments + ["--force"], env: env)
+        XCTAssertEqual(done.status, 0, done.stderr)
+        let said = [
+            "backup: ", "backup written to \(backup)", "progress rekey 0 ", "progress rekey 100 ", "rekeyed \(enc)",
+        ].map { done.stderr.range(of: $0)?.lowerBound }
+        XCTAssertFalse(said.contains(nil), done.stderr)
+        let positions = said.compactMap { $0 }
+        XCTAssertEqual(positions, positions.sorted(), "each step said once done, in order: \(done.stderr)")
+        XCTAssertEqual(rowCount(enc, key: "k2"), 50)
+        XCTAssertEqual(rowCount(backup, key: "k1"), 50)
+    }
+
     func testRekeyWithBothKeysOnStandardInputAndWALCheckpoint() throws {
         let enc = try makePassphraseEncrypted()
         let db = FMDatabase(path: enc)

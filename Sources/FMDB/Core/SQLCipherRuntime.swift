@@ -37,3 +37,13 @@ extension SQLCipherRuntime {
         return facts
     }()
 }
+
+extension SQLCipherRuntime {
+    /// Whether the linked SQLite counts each statement's re-preparations (`SQLITE_STMTSTATUS_REPREPARE`, SQLite
+    /// 3.20 and later: SQLCipher 4.x). SQLite 3.15 (SQLCipher 3.4.1) has no such counter, and its
+    /// `sqlite3_stmt_status` would read past the end of its counters for that code: it is not asked there.
+    static let countsRepreparations = sqlite3_libversion_number() >= 3_020_000
+
+    /// `SQLITE_STMTSTATUS_REPREPARE`, which SQLite 3.15's header does not define.
+    static let statementStatusReprepare: Int32 = 5
+}

@@ -4,7 +4,8 @@ import Foundation
 /// One prepared `sqlite3_stmt`, finalized exactly once by this owner.
 ///
 /// Not Sendable. The column-name map is built once per statement (not per row or per lookup), so
-/// a cached statement reuses it for every query that uses it.
+/// a cached statement reuses it for every query that uses it; it is checked once per run against the
+/// columns SQLite gives the statement (which a schema change can change, see `mapsCheckedThisRun`).
 final class Statement {
     let connection: Connection
     private(set) var handle: OpaquePointer?
@@ -13,6 +14,8 @@ final class Statement {
     var inUse = false
     /// Owned by the statement cache (reset, not finalized, when a result set is done with it).
     var isCached = false
+    /// Whether the linked SQLite counts re-preparations (read once per process, kept here for the look-ups).
+    private let countsRepreparations = SQLCipherRuntime.countsRepreparations
 
     /// Column names as written, in order, and lowercased name to index; built on first use, once per
     /// statement.
@@ -23,11 +26,18 @@ final class Statement {
     /// The in-memory representation of each name in `columnNames` (see `columnIndex(forName:)`), in a
     /// buffer this statement owns, so reading it retains nothing.
     private var columnNameRepresentations = UnsafeMutableBufferPointer<StringRepresentation>(start: nil, count: 0)
-    /// The column count and the address of the first column's name when the maps were built. SQLite
-    /// prepares a statement again at its next step after a schema change, with the columns its SQL now
-    /// means (`SELECT *` after a table was recreated): the new names are allocated while the old ones still
-    /// exist, so the address differs, and the maps are built again.
-    private var mapsBuiltFor: (count: Int32, firstName: UnsafePointer<CChar>?) = (0, nil)
+    /// SQLite prepares a statement again inside `sqlite3_step`, at the first step of a run after a schema
+    /// change, with the columns its SQL now means (`SELECT *` after a table was recreated). The maps are
+    /// checked against the columns once a run is under way (see `dropColumnMapsIfPreparedAgain`), then trusted
+    /// until the run ends: true from that check until the next reset or the step that ends the run.
+    private var mapsCheckedThisRun = false
+    /// What the maps were built from, to tell whether SQLite prepared the statement again since: SQLite's
+    /// count of re-preparations (`SQLITE_STMTSTATUS_REPREPARE`, SQLite 3.20 and later), or else the names'
+    /// bytes, each with its NUL (an address proves nothing: after two re-preparations a new name may sit
+    /// where an old one was).
+    private var mapsBuiltAtPreparation: Int32 = 0
+    /// In a buffer this statement owns, so the check retains nothing.
+    private var mapsBuiltFromNames = UnsafeMutableBufferPointer<CChar>(start: nil, count: 0)
     /// Representation buffers of maps built before a schema change, freed on deinit: a result set may
     /// still hold one (`columnNameRepresentationTable()`).
     private var retiredRepresentations: [UnsafeMutableBufferPointer<StringRepresentation>] = []
@@ -42,6 +52,7 @@ final class Statement {
         finalize()
         columnNameRepresentations.deallocate()
         for buffer in retiredRepresentations { buffer.deallocate() }
+        mapsBuiltFromNames.deallocate()
     }
 
     func finalize() {
@@ -54,6 +65,7 @@ final class Statement {
     var isFinalized: Bool { handle == nil || connection.isClosed }
 
     func reset() {
+        mapsCheckedThisRun = false
         if let stmt = handle, !connection.isClosed { sqlite3_reset(stmt) }
     }
 
@@ -64,7 +76,11 @@ final class Statement {
     @inline(__always)
     func step() -> Int32 {
         guard let stmt = handle, !connection.isClosed else { return SQLITE_MISUSE }
-        return sqlite3_step(stmt)
+        let rc = sqlite3_step(stmt)
+        // The run is over: the next step starts another (SQLite resets the statement itself), which may
+        // prepare it again.
+        if rc != SQLITE_ROW { mapsCheckedThisRun = false }
+        return rc
     }
 
     var parameterCount: Int32 {
@@ -96,16 +112,65 @@ final class Statement {
         return String(cString: name)
     }
 
-    /// The first column's name as SQLite holds it (nil without columns or a statement).
-    private var firstColumnName: UnsafePointer<CChar>? {
-        guard let stmt = handle, sqlite3_column_count(stmt) > 0 else { return nil }
-        return sqlite3_column_name(stmt, 0)
+    /// Whether the statement is in a run: stepped, and neither reset nor run to its end. SQLite prepares a
+    /// statement again only at the first step of a run, so while this holds its columns stay as they are.
+    private var isRunning: Bool {
+        guard let stmt = handle, !connection.isClosed else { return false }
+        return sqlite3_stmt_busy(stmt) != 0
     }
 
-    /// Drops the maps when SQLite has prepared the statement again with other columns since they were built.
+    /// How many times SQLite has prepared the statement again (nil where SQLite does not count it).
+    private var preparationCount: Int32? {
+        guard countsRepreparations, let stmt = handle else { return nil }
+        return sqlite3_stmt_status(stmt, SQLCipherRuntime.statementStatusReprepare, 0)
+    }
+
+    /// Keeps the column names' bytes as SQLite holds them now, each with its NUL, in `mapsBuiltFromNames`.
+    private func keepNameBytes() {
+        mapsBuiltFromNames.deallocate()
+        mapsBuiltFromNames = UnsafeMutableBufferPointer(start: nil, count: 0)
+        guard let stmt = handle else { return }
+        let names = (0..<sqlite3_column_count(stmt)).map { sqlite3_column_name(stmt, $0) }
+        let buffer = UnsafeMutableBufferPointer<CChar>.allocate(
+            capacity: names.reduce(0) { $0 + ($1.map(strlen) ?? 0) + 1 })
+        var offset = 0
+        for name in names {
+            let length = name.map(strlen) ?? 0
+            if let name, let base = buffer.baseAddress { (base + offset).initialize(from: name, count: length) }
+            buffer[offset + length] = 0
+            offset += length + 1
+        }
+        mapsBuiltFromNames = buffer
+    }
+
+    /// Whether the columns' names are still, byte for byte, those `mapsBuiltFromNames` holds.
+    private func namesMatchBuiltMaps() -> Bool {
+        guard let stmt = handle else { return false }
+        let count = sqlite3_column_count(stmt)
+        guard var built = UnsafePointer(mapsBuiltFromNames.baseAddress) else { return count == 0 }
+        let end = built + mapsBuiltFromNames.count
+        for index in 0..<count {
+            guard var name = sqlite3_column_name(stmt, index) else { return false }
+            while true {
+                guard built < end, built.pointee == name.pointee else { return false }
+                built += 1
+                if name.pointee == 0 { break }
+                name += 1
+            }
+        }
+        return built == end
+    }
+
+    /// Drops the maps when SQLite has prepared the statement again since they were built: checked once a
+    /// run, at the first look-up after its first step (before it, the step may still prepare it again).
     private func dropColumnMapsIfPreparedAgain() {
-        guard columnNames != nil else { return }
-        if mapsBuiltFor.count == columnCount && mapsBuiltFor.firstName == firstColumnName { return }
+        guard columnNames != nil, !mapsCheckedThisRun else { return }
+        let unchanged =
+            if let count = preparationCount { count == mapsBuiltAtPreparation } else { namesMatchBuiltMaps() }
+        if unchanged {
+            mapsCheckedThisRun = isRunning
+            return
+        }
         columnNames = nil
         lowercasedColumns = [:]
         hasDuplicateNames = false
@@ -116,7 +181,8 @@ final class Statement {
     private func buildColumnMaps() -> [String] {
         dropColumnMapsIfPreparedAgain()
         if let columnNames { return columnNames }
-        mapsBuiltFor = (columnCount, firstColumnName)
+        if let count = preparationCount { mapsBuiltAtPreparation = count } else { keepNameBytes() }
+        mapsCheckedThisRun = isRunning
         var names: [String] = []
         var lowercased: [String: Int32] = [:]
         let count = columnCount

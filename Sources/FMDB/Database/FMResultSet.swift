@@ -35,7 +35,9 @@ public final class FMResultSet {
     /// The current row's column count, read once per row (not once per getter).
     private var rowColumnCount: Int32 = 0
     /// The statement's column-name representations (owned by the statement), fetched at the first
-    /// lookup by name; empty when lookups must compare strings (see `columnIndex(forName:)`).
+    /// lookup by name on a row, and kept for the rest of the run (SQLite may prepare the statement again,
+    /// with other columns, only at a run's first step); empty when lookups must compare strings (see
+    /// `columnIndex(forName:)`).
     private var nameTable = UnsafeBufferPointer<StringRepresentation>(start: nil, count: 0)
     private var nameTableFetched = false
     /// Made by `FMDatabase.prepare(_:)`: stays open at the end of its rows, to be bound and run again.
@@ -72,11 +74,8 @@ public final class FMResultSet {
         guard let statement else { return }
         self.statement = nil
         handle = nil
-        nameTable = UnsafeBufferPointer(start: nil, count: 0)
-        nameTableFetched = false
         rowColumnCount = 0
-        rowDecoder?.retire()
-        rowDecoder = nil
+        forgetColumnLookups()
         parent?.releaseStatement(statement)
         parent?.resultSetDidClose(self)
         parent = nil
@@ -150,14 +149,22 @@ public final class FMResultSet {
             }
             rowColumnCount = 0
             if rc == SQLITE_DONE {
-                // A reusable set keeps its statement; the next bind resets it.
-                if !isReusable { close() }
+                endRun(statement)
                 return rc
             }
             let error = statement.connection.error(code: rc, sql: statement.sql)
-            if isReusable { statement.reset() } else { close() }
+            endRun(statement)
             throw error
         }
+    }
+
+    /// The run is over: a set closes, unless reusable; a reusable one keeps its statement, reset, and forgets
+    /// its look-ups by name, since its next run (after a bind, or a `next()` that runs it again) may have other
+    /// columns.
+    private func endRun(_ statement: Statement) {
+        guard isReusable else { return close() }
+        statement.reset()
+        forgetColumnLookups()
     }
 
     /// Whether the last `next()` produced a row.
@@ -190,12 +197,7 @@ public final class FMResultSet {
                 statement.clearBindings()
                 lastStepCode = SQLITE_OK
                 rowColumnCount = 0
-                // The next run may have other columns (SQLite prepares the statement again after a schema
-                // change): names are looked up again, and the row decoder resolves them again.
-                nameTable = UnsafeBufferPointer(start: nil, count: 0)
-                nameTableFetched = false
-                rowDecoder?.retire()
-                rowDecoder = nil
+                forgetColumnLookups()
                 try body(statement)
             }
             return true
@@ -225,9 +227,20 @@ public final class FMResultSet {
         return columnIndexComparingNames(columnName)
     }
 
+    /// Forgets what this run looked up by name: the next run may have other columns (SQLite prepares the
+    /// statement again after a schema change), so names are looked up again, and the row decoder resolves
+    /// them again.
+    private func forgetColumnLookups() {
+        nameTable = UnsafeBufferPointer(start: nil, count: 0)
+        nameTableFetched = false
+        rowDecoder?.retire()
+        rowDecoder = nil
+    }
+
     private func columnIndexComparingNames(_ columnName: String) -> Int32 {
         guard let statement else { return -1 }
-        if !nameTableFetched {
+        // Only on a row: before the run's first step, that step may still prepare the statement again.
+        if !nameTableFetched, lastStepCode == SQLITE_ROW {
             nameTableFetched = true
             if let table = statement.columnNameRepresentationTable() {
                 nameTable = table

@@ -260,10 +260,21 @@ public struct FMDatabaseCopy {
         _ source: String, keyProvider: any KeyProvider, settings: CipherSettings = CipherSettings(),
         to destination: String, replacingExisting: Bool = false
     ) throws -> Report {
+        try backup(
+            source, keyProvider: keyProvider, settings: settings, to: destination, replacingExisting: replacingExisting,
+            onStage: nil)
+    }
+
+    /// The backup ``backup(_:keyProvider:settings:to:replacingExisting:)`` writes, telling `onStage` its stages.
+    private static func backup(
+        _ source: String, keyProvider: any KeyProvider, settings: CipherSettings, to destination: String,
+        replacingExisting: Bool, onStage: ((Stage) -> Void)?
+    ) throws -> Report {
         var copy = FMDatabaseCopy(
             from: source, keyProvider: keyProvider, settings: settings, to: destination,
             destinationKeyProvider: keyProvider, destinationSettings: settings)
         copy.replacesExisting = replacingExisting
+        copy.onStage = onStage
         if keyProvider is KeySlotKeyProvider,
             FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: source))
         {
@@ -280,22 +291,44 @@ public struct FMDatabaseCopy {
     /// ```swift
     /// let outcome = try FMDatabaseCopy.rekeyWithBackup(
     ///     "app.db", keyProvider: PassphraseKeyProvider("old"), to: PassphraseKeyProvider("new"),
-    ///     backup: "app.db.bak")
+    ///     backup: "app.db.bak",
+    ///     onBackup: { report in print("backup: \(report.sourceBytes) bytes") },
+    ///     onRekey: { _ in print("rekeying") })
     /// ```
+    /// - Parameters:
+    ///   - path: The encrypted database to rekey.
+    ///   - keyProvider: Its current key.
+    ///   - settings: The cipher settings it is opened with (the backup gets the same).
+    ///   - newKeyProvider: The new key.
+    ///   - backup: Where the backup goes.
+    ///   - replacingExisting: Replace what is at `backup` (see ``replacesExisting``).
+    ///   - busyTimeout: Seconds the rekey waits for other connections' locks.
+    ///   - onStage: Called with each ``Stage`` of the backup, as a copy's ``onStage``: a program that removes
+    ///     partial output on a signal registers the backup's private directory here.
+    ///   - onBackup: Called with the backup's ``Report`` once it is verified and in place, before the database
+    ///     is opened for the rekey: a program ends the backup's progress here.
+    ///   - onRekey: Called with the database's format once it is open under its old key, right before the
+    ///     rekey starts: a program starts the rekey's progress here.
     /// - Returns: `.done`, or `.checkpointPending` (the key changed; the WAL checkpoint is still to come).
     /// - Throws: ``FMDatabaseError``: a failed backup (nothing at `backup`, the database untouched); a rekey that
     ///   did not take (the old key still opens the database, and the backup is in place); an error whose
     ///   ``FMDatabaseError/rekeyOutcomeUnchecked`` is true when which key opens it could not be checked.
+    ///   Which hooks were called tells which step failed: before `onBackup`, the backup; between `onBackup` and
+    ///   `onRekey`, opening the database; after `onRekey`, the rekey.
     @discardableResult
     public static func rekeyWithBackup(
         _ path: String, keyProvider: any KeyProvider, settings: CipherSettings = CipherSettings(),
         to newKeyProvider: any KeyProvider, backup: String, replacingExisting: Bool = false,
-        busyTimeout: TimeInterval = 5
+        busyTimeout: TimeInterval = 5, onStage: ((Stage) -> Void)? = nil, onBackup: ((Report) -> Void)? = nil,
+        onRekey: ((CipherFormat?) -> Void)? = nil
     ) throws -> FMRekeyOutcome {
-        try Self.backup(
-            path, keyProvider: keyProvider, settings: settings, to: backup, replacingExisting: replacingExisting)
+        let report = try Self.backup(
+            path, keyProvider: keyProvider, settings: settings, to: backup, replacingExisting: replacingExisting,
+            onStage: onStage)
+        onBackup?(report)
         let db = try open(path, keyProvider: keyProvider, settings: settings, readOnly: false, creatingAttached: false)
         defer { db.close() }
+        onRekey?(db.cipherFormat)
         return try db.rekeySafely(using: newKeyProvider, busyTimeout: busyTimeout)
     }
 

@@ -76,6 +76,9 @@ final class PrivateOutput {
         report: @escaping (FMDatabaseCopy.Stage) -> Void
     ) throws {
         let dest = URL(fileURLWithPath: destination).standardizedFileURL
+        // What is at DEST (not followed if a link), read once for both checks below.
+        var status = stat()
+        let destinationExists = lstat(dest.path, &status) == 0
         if let source {
             let sourcePath = URL(fileURLWithPath: source).standardizedFileURL.path
             if dest.path == sourcePath {
@@ -86,15 +89,13 @@ final class PrivateOutput {
             // data key; a WAL replaced loses committed transactions.
             for suffix in Self.sourceSideFileSuffixes {
                 let side = sourcePath + suffix
-                var sideStatus = stat()
-                if dest.path == side || (lstat(dest.path, &sideStatus) == 0 && Self.sameFile(sideStatus, side)) {
+                if dest.path == side || (destinationExists && Self.sameFile(status, side)) {
                     throw FMDatabaseCopy.failure(
                         .sameFile, SQLITE_MISUSE, "DEST must not be one of SRC's own files (\(source)\(suffix))")
                 }
             }
         }
-        var status = stat()
-        if lstat(dest.path, &status) == 0 {
+        if destinationExists {
             if (status.st_mode & S_IFMT) == S_IFDIR {
                 throw FMDatabaseCopy.failure(.cannotCreate, SQLITE_CANTOPEN, "\(destination): is a directory")
             }
