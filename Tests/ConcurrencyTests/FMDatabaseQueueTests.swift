@@ -172,7 +172,7 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
         let group = DispatchGroup()
         let start = DispatchSemaphore(value: 0)
         // Block the queue, then make calls in a known order, one thread each: the next thread starts only
-        // once the one before it is blocked in its call (asleep, as /proc tells), waiting its turn.
+        // once the one before it is blocked in its call (asleep on a futex, as /proc tells), waiting its turn.
         let holding = DispatchSemaphore(value: 0)
         group.enter()
         Thread.detachNewThread {
@@ -200,7 +200,9 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
                     let stat = try? String(contentsOfFile: "/proc/\(task)/stat", encoding: .utf8),
                     let name = stat.lastIndex(of: ")")
                 {
-                    waiting = stat[name...].hasPrefix(") S")
+                    // Where it sleeps, when the kernel tells (not in a nanosleep, say): a queue's wait is a futex.
+                    let channel = (try? String(contentsOfFile: "/proc/\(task)/wchan", encoding: .utf8)) ?? ""
+                    waiting = stat[name...].hasPrefix(") S") && (channel.contains("futex") || channel == "0")
                 }
                 if !waiting { usleep(1_000) }
             }
