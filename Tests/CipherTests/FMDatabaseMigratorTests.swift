@@ -103,7 +103,7 @@ final class FMDatabaseMigratorTests: FMDBCipherTestCase {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let reached = waitForOutput(of: process, on: output, containing: "migrating", within: 30)
+        let reached = waitForOutput(of: process, on: output, containing: "migrating", within: 60)
         guard reached.found else {
             process.terminate()
             return XCTFail("the helper did not reach the migration: \(reached.seen)")

@@ -66,10 +66,12 @@ final class KeySlotTests: FMDBCipherTestCase {
         let provider = KeySlotKeyProvider(secret: .passphrase("beta"))
         let pool = try FMDatabasePool(path: path, keyProvider: provider)
         let opened = Locked(0)
-        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+        // Two blocks inside at once for certain: the pool opens a second connection.
+        let together = Rendezvous(parties: 2)
+        onThreads(8) { _ in
             pool.inDatabase { db in
                 if db.string(forQuery: "select a from t") == "slotted" { opened.withLock { $0 += 1 } }
-                usleep(100_000)
+                XCTAssertTrue(together.arrive(), "two blocks at once")
             }
         }
         XCTAssertEqual(opened.withLock { $0 }, 8)

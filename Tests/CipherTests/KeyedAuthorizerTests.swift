@@ -289,21 +289,29 @@ final class KeyedAuthorizerTests: FMDBCipherTestCase {
         let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell is installed with SQLCipher")
         let (db, path) = try makeKeyedDatabase(rows: 200)
         let hexKey = Self.rawKey.map { String(format: "%02x", $0) }.joined()
-        // The other process holds the write lock for a while (its input ends after the sleep).
+        // The other process holds the write lock until its input ends, which this test decides. Its BEGIN
+        // waits for the lock (.timeout) should this test's own probe below hold it at that moment.
         let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/bin/sh")
-        holder.arguments = [
-            "-c",
-            "(printf \"PRAGMA key = \\\"x'\(hexKey)'\\\";\\nBEGIN IMMEDIATE;\\nINSERT INTO t (v) VALUES ('other');\\n\"; sleep 3) | \(shell) \(path)",
-        ]
+        holder.executableURL = URL(fileURLWithPath: shell)
+        holder.arguments = [path]
+        let input = Pipe()
+        holder.standardInput = input
         holder.standardOutput = FileHandle.nullDevice
         holder.standardError = FileHandle.nullDevice
         try holder.run()
-        defer { if holder.isRunning { holder.terminate() }; holder.waitUntilExit() }
-        // Wait until it holds the lock.
+        defer {
+            try? input.fileHandleForWriting.close()
+            holder.waitUntilExit()
+        }
+        input.fileHandleForWriting.write(
+            Data(
+                ".timeout 60000\nPRAGMA key = \"x'\(hexKey)'\";\nBEGIN IMMEDIATE;\nINSERT INTO t (v) VALUES ('other');\n"
+                    .utf8))
+        // Wait until it holds the lock (up to a minute: the shell starts at its own pace on a loaded machine).
         db.maxBusyRetryTimeInterval = 0
         var locked = false
-        for _ in 0..<200 where !locked {
+        let patience = Date().addingTimeInterval(60)
+        while !locked, holder.isRunning, Date() < patience {
             if db.beginImmediateTransaction() {
                 XCTAssertTrue(db.rollback())
                 usleep(10_000)
@@ -315,6 +323,7 @@ final class KeyedAuthorizerTests: FMDBCipherTestCase {
         XCTAssertFalse(db.executeStatements("PRAGMA rekey = 'other'"))
         XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
         assertRefused(db, "PRAGMA rekey = 'other'")
+        try input.fileHandleForWriting.close()
         holder.waitUntilExit()
         db.maxBusyRetryTimeInterval = 2
         XCTAssertTrue(db.executeUpdate("INSERT INTO t (v) VALUES ('after')"))

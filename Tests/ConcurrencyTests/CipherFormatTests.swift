@@ -99,10 +99,12 @@ final class CipherFormatTests: FMDBCipherTestCase {
         let current = try makeDatabase("current.db", provider: PassphraseKeyProvider("p"))
         let provider = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p")
         let pool = try FMDatabasePool(path: current, keyProvider: provider)
-        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+        // Two blocks inside at once for certain: the pool opens a second connection.
+        let together = Rendezvous(parties: 2)
+        onThreads(8) { _ in
             pool.inDatabase { db in
                 XCTAssertEqual(db.string(forQuery: "select a from t"), "in default")
-                Thread.sleep(forTimeInterval: 0.02)
+                XCTAssertTrue(together.arrive(), "two blocks at once")
             }
         }
         XCTAssertGreaterThan(pool.countOfOpenDatabases, 1)
@@ -115,10 +117,11 @@ final class CipherFormatTests: FMDBCipherTestCase {
         let olderProvider = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: "p")
         let olderPool = try FMDatabasePool(path: older, keyProvider: olderProvider)
         let expected = olderFormat
-        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+        let olderTogether = Rendezvous(parties: 2)
+        onThreads(8) { _ in
             olderPool.inDatabase { db in
                 XCTAssertEqual(db.cipherFormat, expected)
-                Thread.sleep(forTimeInterval: 0.02)
+                XCTAssertTrue(olderTogether.arrive(), "two blocks at once")
             }
         }
         XCTAssertGreaterThan(olderPool.countOfOpenDatabases, 1)

@@ -66,15 +66,18 @@ final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
         }
     }
 
-    /// Runs 40 blocks, up to 4 at once, and returns how many saw `PRAGMA foreign_keys` off.
+    /// Runs 40 blocks, up to 4 at once (the first two wait for each other: at least two connections for
+    /// certain), and returns how many saw `PRAGMA foreign_keys` off.
     func blocksWithForeignKeysOff(_ pool: FMDatabasePool) async throws -> Int {
         pool.maximumNumberOfDatabasesToCreate = 4
         let off = Locked(0)
+        let together = Rendezvous(parties: 2)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<40 {
                 group.addTask {
                     try await pool.perform { db in
                         if db.int(forQuery: "PRAGMA foreign_keys") != 1 { off.withLock { $0 += 1 } }
+                        XCTAssertTrue(together.arrive(), "two blocks at once")
                         Thread.sleep(forTimeInterval: 0.001)
                     }
                 }

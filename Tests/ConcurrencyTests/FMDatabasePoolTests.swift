@@ -81,12 +81,16 @@ final class FMDatabasePoolTests: FMDBCipherTestCase {
             let (pool, _) = try makePool(mode, wal: true)
             pool.maximumNumberOfDatabasesToCreate = 2
             let peak = Locked((current: 0, max: 0))
-            DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            // Eight threads at once; the first two blocks wait for each other, so the limit is reached for
+            // certain (and a pool that let a third in would show it in `max`).
+            let together = Rendezvous(parties: 2)
+            onThreads(8) { _ in
                 pool.inDatabase { db in
                     peak.withLock {
                         $0.current += 1; $0.max = max($0.max, $0.current)
                     }
                     XCTAssertEqual(db.int(forQuery: "select count(*) from likefoo"), 3)
+                    XCTAssertTrue(together.arrive(), "two blocks at once")
                     Thread.sleep(forTimeInterval: 0.02)
                     peak.withLock { $0.current -= 1 }
                 }
@@ -339,16 +343,19 @@ final class FMDatabasePoolTests: FMDBCipherTestCase {
         // Eight threads inside the pool at once: eight connections.
         let gate = DispatchSemaphore(value: 0)
         for _ in 0..<8 {
-            DispatchQueue.global().async(group: barrier) {
+            barrier.enter()
+            Thread.detachNewThread {
                 pool.inDatabase { db in
                     opened.withLock { _ = $0.insert(ObjectIdentifier(db)) }
                     XCTAssertEqual(db.int(forQuery: "pragma temp_store"), 2, "keyed before its first statement")
                     XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
                     gate.wait()
                 }
+                barrier.leave()
             }
         }
-        while pool.countOfCheckedOutDatabases < 8 { Thread.sleep(forTimeInterval: 0.01) }
+        let patience = Date().addingTimeInterval(60)
+        while pool.countOfCheckedOutDatabases < 8, Date() < patience { Thread.sleep(forTimeInterval: 0.01) }
         for _ in 0..<8 { gate.signal() }
         barrier.wait()
         XCTAssertEqual(opened.withLock { $0.count }, 8)

@@ -7,23 +7,29 @@ import XCTest
 /// statement is interrupted, the transaction rolled back, the call throws CancellationError, and the
 /// connection stays usable. (Named for the queue and pool test filters.)
 final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
-    /// Tens of seconds of work unless interrupted.
+    /// Tens of seconds of work unless interrupted. It calls `running()` once, a few rows in: the statement is
+    /// stepping then, so an interrupt from that moment on reaches it. (One sent before its first step would
+    /// be dropped: SQLite clears the interrupt flag when a statement starts with none running.)
     static let longQuery =
-        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) SELECT count(*) FROM c"
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000 AND (x <> 1000 OR running())) SELECT count(*) FROM c"
 
-    /// What a long block saw: whether its long query started, and whether SQLite interrupted it.
+    /// What a long block saw: whether its long query is stepping, and whether SQLite interrupted it.
     struct Probe: Sendable {
-        let started = Locked(false)
+        let running = Locked(false)
         let interrupted = Locked(false)
     }
 
-    /// Inserts a row, then runs the long query; `probe.started` turns true just before the query, and
-    /// `probe.interrupted` when the query ends with `SQLITE_INTERRUPT` (it would otherwise run for tens of
-    /// seconds and return its count: the call's `CancellationError` alone cannot tell the two apart).
+    /// Inserts a row, then runs the long query; `probe.running` turns true from inside the query (its
+    /// `running()` function), and `probe.interrupted` when the query ends with `SQLITE_INTERRUPT` (it would
+    /// otherwise run for tens of seconds and return its count: the call's `CancellationError` alone cannot
+    /// tell the two apart).
     static func longBlock(_ probe: Probe) -> @Sendable (FMDatabase) throws -> Int32 {
         { db in
             try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)
-            probe.started.withLock { $0 = true }
+            db.makeFunctionNamed("running", arguments: 0) { [weak db] context, _, _ in
+                probe.running.withLock { $0 = true }
+                db?.resultInt(1, context: context)
+            }
             do {
                 let rs = try db.executeQuery(longQuery, values: nil)
                 _ = try rs.nextWithError()
@@ -35,16 +41,17 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         }
     }
 
-    /// Starts `call` in a task, cancels it once its long query runs, and returns how long the call took
-    /// to return after `cancel()` (printed, never asserted: a loaded machine sets it), the error it ended
-    /// with, and whether its query was interrupted.
+    /// Starts `call` in a task, cancels it once its long query is stepping, and returns how long the call
+    /// took to return after `cancel()` (printed, never asserted: a loaded machine sets it), the error it
+    /// ended with, and whether its query was interrupted. The wait for the query is bounded (a call that
+    /// never runs it is cancelled after a minute, and fails the test as not interrupted).
     func cancelWhileRunning(_ call: @escaping @Sendable (Probe) async throws -> Int32) async throws -> (
         TimeInterval, Error?, interrupted: Bool
     ) {
         let probe = Probe()
         let task = Task { try await call(probe) }
-        while !probe.started.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
-        try await Task.sleep(nanoseconds: 50_000_000)  // Well into the query.
+        let patience = Date().addingTimeInterval(60)
+        while !probe.running.withLock({ $0 }), Date() < patience { try await Task.sleep(nanoseconds: 1_000_000) }
         let start = Date()
         task.cancel()
         let result = await task.result

@@ -171,19 +171,45 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
         queue.inDatabase { db in db.executeUpdate("create table log (n integer)") }
         let group = DispatchGroup()
         let start = DispatchSemaphore(value: 0)
-        // Block the queue, then enqueue calls in a known order from one thread each, staggered.
-        DispatchQueue.global().async(group: group) {
-            queue.inDatabase { _ in start.wait() }
-        }
-        Thread.sleep(forTimeInterval: 0.05)
-        for n in 0..<5 {
-            DispatchQueue.global().async(group: group) {
-                queue.inDatabase { db in db.executeUpdate("insert into log values (?)", n) }
+        // Block the queue, then make calls in a known order, one thread each: the next thread starts only
+        // once the one before it is blocked in its call (asleep on a futex, as /proc tells), waiting its turn.
+        let holding = DispatchSemaphore(value: 0)
+        group.enter()
+        Thread.detachNewThread {
+            queue.inDatabase { _ in
+                holding.signal()
+                start.wait()
             }
-            Thread.sleep(forTimeInterval: 0.05)
+            group.leave()
+        }
+        XCTAssertEqual(holding.wait(timeout: .now() + 60), .success, "the first block runs")
+        for n in 0..<5 {
+            let calling = Locked<String?>(nil)
+            group.enter()
+            Thread.detachNewThread {
+                calling.withLock {
+                    $0 = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")
+                }
+                queue.inDatabase { db in db.executeUpdate("insert into log values (?)", n) }
+                group.leave()
+            }
+            let patience = Date().addingTimeInterval(60)
+            var waiting = false
+            while !waiting, Date() < patience {
+                if let task = calling.withLock({ $0 }),
+                    let stat = try? String(contentsOfFile: "/proc/\(task)/stat", encoding: .utf8),
+                    let name = stat.lastIndex(of: ")")
+                {
+                    // Where it sleeps, when the kernel tells (not in a nanosleep, say): a queue's wait is a futex.
+                    let channel = (try? String(contentsOfFile: "/proc/\(task)/wchan", encoding: .utf8)) ?? ""
+                    waiting = stat[name...].hasPrefix(") S") && (channel.contains("futex") || channel == "0")
+                }
+                if !waiting { usleep(1_000) }
+            }
+            XCTAssertTrue(waiting, "call \(n) waits for its turn")
         }
         start.signal()
-        group.wait()
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success)
         queue.inDatabase { db in
             XCTAssertEqual(
                 db.string(forQuery: "select group_concat(n) from (select n from log order by rowid)"), "0,1,2,3,4")
@@ -282,19 +308,31 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
 
     func testInterruptFromAnotherThread() throws {
         let queue = FMDatabaseQueue()
-        let started = DispatchSemaphore(value: 0)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { queue.interrupt() }
+        // The interrupt is sent once the query is stepping (its `running()` call): one sent before its first
+        // step would be dropped, as SQLite clears the flag when a statement starts with none running.
+        let running = DispatchSemaphore(value: 0)
+        let interrupted = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            XCTAssertEqual(running.wait(timeout: .now() + 60), .success, "the query runs")
+            queue.interrupt()
+            interrupted.signal()
+        }
         let result: Int32? = queue.inDatabase { db in
-            started.signal()
             db.logsErrors = false
+            db.makeFunctionNamed("running", arguments: 0) { [weak db] context, _, _ in
+                running.signal()
+                db?.resultInt(1, context: context)
+            }
             // An endless recursive query, stopped only by the interrupt.
             let value = db.int(
-                forQuery: "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c")
+                forQuery:
+                    "with recursive c(x) as (select 1 union all select x + 1 from c where x <> 1000 or running()) select count(*) from c"
+            )
             XCTAssertEqual(db.lastErrorCode(), SQLITE_INTERRUPT)
             return value
         }
         XCTAssertEqual(result, 0)
-        started.wait()
+        interrupted.wait()
     }
 
     func testCheckpoint() throws {

@@ -58,7 +58,7 @@ final class KeySlotKillTests: FMDBCipherTestCase {
         XCTAssertFalse(
             try runToolAndKill(
                 ["keys", "change", path, "--key-env", "OLD", "--new-key-env", "NEW", "--slot-kdf", "pbkdf2"],
-                after: 30, env: ["OLD": "p0", "NEW": "p-timed"]))
+                after: 120, env: ["OLD": "p0", "NEW": "p-timed"]))
         let duration = Date().timeIntervalSince(started)
         var current = "p-timed"
         var outcomes = [String: Int]()
@@ -91,10 +91,16 @@ final class KeySlotKillTests: FMDBCipherTestCase {
         var acknowledged = 0
         var outcomes = [String: Int]()
         for round in 0..<kills {
+            // Every other round's delay counts from the helper's first acknowledged change, so however loaded
+            // the machine, those rounds kill a helper that has made progress; the rounds between count from
+            // its start, so kills also land while it opens the slot file.
+            let afterProgress = round % 2 == 1
             let delay = Double.random(in: 0.05...0.4, using: &rng)
             let (output, killed) = try TestSupport.runAndKill(
-                helper, ["slot-changer", path, String(acknowledged)], after: delay)
-            let last = output.split(separator: "\n").compactMap { Int($0) }.last ?? acknowledged
+                helper, ["slot-changer", path, String(acknowledged)], after: delay, onceItPrints: afterProgress)
+            let acks = output.split(separator: "\n").compactMap { Int($0) }
+            if afterProgress { XCTAssertFalse(acks.isEmpty, "round \(round): the helper acknowledged a change") }
+            let last = acks.last ?? acknowledged
             // The change after the last acknowledged one may have landed before the kill.
             let current = opensSlot(path, "p\(last)") ? last : (opensSlot(path, "p\(last + 1)") ? last + 1 : nil)
             guard let current else {
@@ -109,7 +115,7 @@ final class KeySlotKillTests: FMDBCipherTestCase {
                 default: 0] += 1
             acknowledged = current
         }
-        XCTAssertGreaterThan(acknowledged, kills, "the helper made progress")
+        XCTAssertGreaterThanOrEqual(acknowledged, kills / 2, "the helper made progress")
         print("kill during slot file writes: \(acknowledged) changes, outcomes \(outcomes)")
     }
 
@@ -139,7 +145,7 @@ final class KeySlotKillTests: FMDBCipherTestCase {
         }
         let arguments = ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--quiet"]
         let started = Date()
-        XCTAssertFalse(try runToolAndKill(arguments, after: 60, env: ["K": "p0"]))
+        XCTAssertFalse(try runToolAndKill(arguments, after: 120, env: ["K": "p0"]))
         let duration = Date().timeIntervalSince(started)
         XCTAssertEqual(opens(dest, passphrase: "p0"), rows)
         var outcomes = [String: Int]()
@@ -199,7 +205,7 @@ final class KeySlotKillTests: FMDBCipherTestCase {
         let arguments = ["export", source, dest, "--kdf", "slot", "--key-env", "K", "--quiet", "--force"]
         try reset()
         let started = Date()
-        XCTAssertFalse(try runToolAndKill(arguments, after: 60, env: ["K": "p0"]))
+        XCTAssertFalse(try runToolAndKill(arguments, after: 120, env: ["K": "p0"]))
         let duration = Date().timeIntervalSince(started)
         XCTAssertEqual(opens(dest, passphrase: "p0"), rows)
         var outcomes = [String: Int]()

@@ -71,7 +71,7 @@ final class RekeyOutcomeTests: FMDBCipherTestCase {
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try process.run()
-            guard waitForOutput(of: process, on: output, containing: "holding", within: 20).found else {
+            guard waitForOutput(of: process, on: output, containing: "holding", within: 60).found else {
                 throw NSError(domain: "Holder", code: Int(process.isRunning ? 0 : process.terminationStatus))
             }
         }

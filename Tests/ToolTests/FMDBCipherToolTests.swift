@@ -576,22 +576,21 @@ final class FMDBCipherScriptTests: ToolTestCase {
 
     func testNoEchoPromptOnATerminal() throws {
         let plain = try makeBigPlaintext(rows: 5)
-        let script = try XCTUnwrap(which("script"))
-        // The answers arrive after the prompt (type-ahead is flushed when echo is turned off, as getpass does).
-        func run(_ command: String, answers: [String]) throws -> (status: Int32, output: String) {
-            let feed = answers.map { "sleep 0.6; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
-            let result = try runProcess("/bin/sh", ["-c", "(\(feed)) | \(script) -qec '\(command)' /dev/null"])
-            return (result.status, result.stdout + result.stderr)
+        // Each answer is typed once its prompt shows with echo off (type-ahead is flushed when echo is turned
+        // off, as getpass does).
+        func run(_ arguments: [String], answers: [String]) throws -> (status: Int32, output: String) {
+            let result = try runOnTerminal([tool] + arguments, answers: answers)
+            return (result.status, result.output)
         }
         let dest = directory.path("prompted.db")
-        var result = try run("\(tool!) encrypt \(plain) \(dest) --quiet", answers: ["typed-secret", "typed-secret"])
+        var result = try run(["encrypt", plain, dest, "--quiet"], answers: ["typed-secret", "typed-secret"])
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains("Repeat key"), "a new key is asked twice: \(result.output)")
         XCTAssertFalse(result.output.contains("typed-secret"), "the key is not echoed: \(result.output)")
-        result = try run("\(tool!) check \(dest)", answers: ["typed-secret"])
+        result = try run(["check", dest], answers: ["typed-secret"])
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains("ok"))
-        result = try run("\(tool!) encrypt \(plain) \(directory.path("other.db"))", answers: ["one", "two"])
+        result = try run(["encrypt", plain, directory.path("other.db")], answers: ["one", "two"])
         XCTAssertEqual(result.status, 64, "the two entries differ: \(result.output)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("other.db")))
     }

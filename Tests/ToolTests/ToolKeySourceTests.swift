@@ -96,10 +96,15 @@ final class ToolKeySourceTests: ToolTestCase {
         let echo = "stty -a | grep -o -- '-\\?echo ' | head -1"
         let shell = """
             '\(tool!)' sql '\(db)' 'select 1' </dev/tty & p=$!
-            for i in $(seq 100); do stty -a | grep -q -- '-echo ' && break; sleep 0.1; done
+            for i in $(seq 600); do stty -a | grep -q -- '-echo ' && break; sleep 0.1; done
             echo "during: $(\(echo))"; kill -TERM $p; wait $p; echo "status: $?"; echo "after: $(\(echo))"
             """
-        let result = try runProcess("/usr/bin/script", ["-qec", shell, "/dev/null"])
+        // script(1) forwards the end of its standard input to the terminal as an end of file, which would end
+        // the prompt before the signal when it comes late: its input is a pipe that stays open until it is done.
+        let driver = """
+            exec 3< <(sleep 600); /usr/bin/script -qec "$1" /dev/null <&3; status=$?; kill $! 2>/dev/null; exit $status
+            """
+        let result = try runProcess("/bin/bash", ["-c", driver, "bash", shell])
         let lines = result.stdout.replacingOccurrences(of: "\r", with: "")
         XCTAssertTrue(lines.contains("Enter key for"), lines)
         XCTAssertTrue(lines.contains("during: -echo"), lines)

@@ -111,50 +111,26 @@ final class ToolProcessHygieneTests: ToolTestCase {
 
     func testKeyStdinOnATerminalDoesNotEcho() throws {
         let enc = try makeEncrypted()
-        let script = try XCTUnwrap(which("script"))
-        // The key arrives after the tool turned echo off (type-ahead is flushed, as getpass does).
-        let command = "\(tool!) check \(enc) --kdf raw --key-stdin"
-        let result = try runProcess(
-            "/bin/sh", ["-c", "(sleep 0.8; printf '%s\\n' '\(Self.rawKey)') | \(script) -qec '\(command)' /dev/null"])
-        XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
-        XCTAssertTrue(result.stdout.contains("ok"), result.stdout)
+        // The key is typed once the tool turned echo off (type-ahead is flushed then, as getpass does).
+        let result = try runOnTerminal([tool, "check", enc, "--kdf", "raw", "--key-stdin"], answers: [Self.rawKey])
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.echoOffAtLastPrompt, "echo is off while the key is typed: \(result.output)")
+        XCTAssertTrue(result.output.contains("ok"), result.output)
         XCTAssertFalse(
-            result.stdout.contains(Self.rawKey), "the key typed on the terminal is not echoed: \(result.stdout)")
+            result.output.contains(Self.rawKey), "the key typed on the terminal is not echoed: \(result.output)")
     }
 
     /// Ctrl-C at the prompt ends the tool through its SIGINT handler (exit 130) and leaves the terminal echoing.
     func testControlCAtThePromptRestoresTheTerminal() throws {
         let enc = try makeEncrypted()
-        let python = try XCTUnwrap(which("python3"))
-        let driver = """
-            import os, pty, select, subprocess, sys, termios, time, fcntl
-            master, slave = pty.openpty()
-            def controlling():
-                os.setsid()
-                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-            child = subprocess.Popen(sys.argv[1:], stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling)
-            seen = b""
-            deadline = time.time() + 30
-            while b"Enter" not in seen and time.time() < deadline:
-                ready, _, _ = select.select([master], [], [], 0.1)
-                if ready:
-                    seen += os.read(master, 4096)
-            time.sleep(0.3)
-            echo_during = bool(termios.tcgetattr(slave)[3] & termios.ECHO)
-            os.write(master, b"\\x03")
-            status = child.wait(timeout=30)
-            echo_after = bool(termios.tcgetattr(slave)[3] & termios.ECHO)
-            print("prompted=%s status=%d echo_during=%s echo_after=%s" % (b"Enter" in seen, status, echo_during, echo_after))
-            """
-        let result = try runProcess(python, ["-c", driver, tool, "check", enc, "--kdf", "raw"])
-        XCTAssertEqual(result.status, 0, result.stderr)
-        XCTAssertTrue(result.stdout.contains("prompted=True"), result.stdout)
-        XCTAssertTrue(
-            result.stdout.contains("echo_during=False"), "echo is off while the key is typed: \(result.stdout)")
+        // Ctrl-C once the prompt is shown with echo off: the prompt's handlers are installed by then.
+        let result = try runOnTerminal([tool, "check", enc, "--kdf", "raw"], answers: [""], controlC: true)
+        XCTAssertTrue(result.output.contains("Enter"), "prompted: \(result.output)")
+        XCTAssertTrue(result.echoOffAtLastPrompt, "echo is off while the key is typed: \(result.output)")
         // The prompt hands the signal on to the tool's own handler, which ends it as every interrupted command
         // ends (128 + 2, after removing any partial output).
-        XCTAssertTrue(result.stdout.contains("status=130"), "the tool ends by its SIGINT handler: \(result.stdout)")
-        XCTAssertTrue(result.stdout.contains("echo_after=True"), "the terminal echoes again: \(result.stdout)")
+        XCTAssertEqual(result.status, 130, "the tool ends by its SIGINT handler: \(result.output)")
+        XCTAssertTrue(result.echoOnAfter, "the terminal echoes again: \(result.output)")
     }
 
     func testAKeyFileOthersCanReadGetsAWarningNamingItsMode() throws {
