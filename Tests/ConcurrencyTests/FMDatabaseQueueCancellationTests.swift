@@ -65,6 +65,63 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         print(String(format: "cancel-to-return %@: %.1f ms", what, elapsed * 1000))
     }
 
+    /// A cancellation that comes between two statements of a block stops the next one too: the block is
+    /// held between its statements until the task is cancelled, then starts a query of a few seconds, which
+    /// must end with `SQLITE_INTERRUPT` instead of its count (`sqlite3_interrupt` alone is dropped when no
+    /// statement runs).
+    func testACancellationBetweenStatementsStopsTheNextStatement() async throws {
+        let query =
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 30000000) SELECT count(*) FROM c"
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("between-queue.db")))
+        let pool = FMDatabasePool(path: directory.path("between-pool.db"))
+        defer {
+            queue.close()
+            pool.releaseAllDatabases()
+        }
+        let calls: [(String, @Sendable (@escaping @Sendable (FMDatabase) throws -> Int32) async throws -> Int32)] = [
+            ("queue.perform", { try await queue.perform($0) }),
+            ("queue.performTransaction", { try await queue.performTransaction(.immediate, $0) }),
+            ("pool.perform", { try await pool.perform($0) }),
+            ("pool.performTransaction", { try await pool.performTransaction(.immediate, $0) }),
+        ]
+        for (name, call) in calls {
+            let between = Locked(false)
+            let cancelled = Locked(false)
+            let interrupted = Locked(false)
+            let task = Task {
+                try await call { db in
+                    _ = db.int(forQuery: "SELECT 1")
+                    between.withLock { $0 = true }
+                    let patience = Date().addingTimeInterval(60)
+                    while !cancelled.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
+                    do {
+                        let rs = try db.executeQuery(query, values: nil)
+                        _ = try rs.nextWithError()
+                        return rs.int(forColumnIndex: 0)
+                    } catch let error as FMDatabaseError where error.resultCode == SQLITE_INTERRUPT {
+                        interrupted.withLock { $0 = true }
+                        throw error
+                    }
+                }
+            }
+            let patience = Date().addingTimeInterval(60)
+            while !between.withLock({ $0 }), Date() < patience { try await Task.sleep(nanoseconds: 1_000_000) }
+            task.cancel()
+            cancelled.withLock { $0 = true }
+            let result = await task.result
+            if case .success = result { XCTFail("\(name): a cancelled call must not succeed") }
+            XCTAssertTrue(interrupted.withLock { $0 }, "\(name): the statement started after the cancellation stopped")
+        }
+        // The check is gone once the call returned: the same connections run long statements to their end.
+        let count = try await queue.perform { db in
+            db.int(
+                forQuery:
+                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) SELECT count(*) FROM c"
+            )
+        }
+        XCTAssertEqual(count, 100_000)
+    }
+
     /// A block that closes and reopens its own connection, then is cancelled: the interrupt must not reach
     /// the closed (freed) handle. (AddressSanitizer reports the use after free this guards against.)
     func testCancellingABlockThatReopenedItsConnectionIsSafe() async throws {

@@ -7,7 +7,9 @@ import Foundation
 /// (`sqlite3_interrupt`, which SQLite allows from another thread while the connection is open): the
 /// running statement stops with `SQLITE_INTERRUPT`. The interrupt handle is only held between the start
 /// and the end of `run`, under the lock `cancel()` takes, so no interrupt can reach the connection after
-/// the block is done with it (when it may already serve another block, or be closed).
+/// the block is done with it (when it may already serve another block, or be closed). A statement the block
+/// starts after the cancellation stops too: while the block runs, SQLite's progress handler asks every 1,000
+/// virtual-machine steps whether the call was cancelled.
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
 ///
@@ -39,11 +41,16 @@ final class BlockCancellation: Sendable {
     ///   `CancellationError` in place of whatever `body` threw or returned when the call was cancelled
     ///   while it ran (inside a transaction, throwing rolls it back); otherwise what `body` throws.
     func run<T>(on db: FMDatabase, _ body: () throws -> T) throws -> T {
+        let handle = db.interruptHandle
         try state.withLock { state in
             if state.isCancelled { throw CancellationError() }
-            state.target = db.interruptHandle
+            state.target = handle
         }
+        // Statements the block starts after a cancellation stop too (`sqlite3_interrupt` only stops the one
+        // running). `self` outlives the check: it is removed below, before `run` returns.
+        handle?.installCancellationCheck(self)
         let result = Result { try body() }
+        handle?.removeCancellationCheck()
         let cancelled = state.withLock { state in
             state.target = nil
             return state.isCancelled

@@ -282,6 +282,20 @@ struct InterruptHandle: Sendable {
     func interrupt() {
         slot?.interrupt()
     }
+
+    /// From the connection's own thread: until `removeCancellationCheck()`, every statement of the connection
+    /// asks `cancellation` every 1,000 virtual-machine steps and stops with `SQLITE_INTERRUPT` once it is
+    /// cancelled. `sqlite3_interrupt` alone stops only the statements running when it is called (SQLite
+    /// clears it when the next statement starts while none runs), so a statement a block starts after the
+    /// cancellation would otherwise run to its end.
+    func installCancellationCheck(_ cancellation: BlockCancellation) {
+        slot?.setProgressHandler(Unmanaged.passUnretained(cancellation).toOpaque())
+    }
+
+    /// Removes what `installCancellationCheck` installed (nothing when the connection closed meanwhile).
+    func removeCancellationCheck() {
+        slot?.setProgressHandler(nil)
+    }
 }
 
 /// A connection's handle, for `sqlite3_interrupt` from other threads, until the connection closes.
@@ -303,10 +317,29 @@ final class InterruptSlot: Sendable {
         handle.withLock { if let pointer = $0.pointer { sqlite3_interrupt(pointer) } }
     }
 
+    /// Installs (`context` not nil: a `BlockCancellation` the caller keeps alive until it removes it) or
+    /// removes the cancellation check, while the handle is open.
+    func setProgressHandler(_ context: UnsafeMutableRawPointer?) {
+        handle.withLock { handle in
+            guard let pointer = handle.pointer else { return }
+            if let context {
+                sqlite3_progress_handler(pointer, 1_000, cancellationProgressHandler, context)
+            } else {
+                sqlite3_progress_handler(pointer, 0, nil, nil)
+            }
+        }
+    }
+
     /// No interrupt reaches the handle after this returns.
     func clear() {
         handle.withLock { $0 = Handle(pointer: nil) }
     }
+}
+
+/// SQLite's progress handler for `InterruptHandle.installCancellationCheck`: non-zero stops the statement.
+private func cancellationProgressHandler(_ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let context else { return 0 }
+    return Unmanaged<BlockCancellation>.fromOpaque(context).takeUnretainedValue().isCancelled ? 1 : 0
 }
 
 /// Facts about result codes and the linked library that need no connection.

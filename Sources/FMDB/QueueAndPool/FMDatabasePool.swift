@@ -740,7 +740,8 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// let count = try await pool.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
     /// ```
     ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`): it fails
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
+    /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
     /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
     /// it returned or threw). A call cancelled while it waits for a connection does not run the block. What
     /// the block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
@@ -776,7 +777,8 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// }
     /// ```
     ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), rolls the
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
+    /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
     /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
     /// and before COMMIT rolls back too. A call cancelled while it waits for its turn or a connection does
     /// not begin a transaction. The connection goes back to the pool, usable.

@@ -634,7 +634,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
     /// ```
     ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`): it fails
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
+    /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
     /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
     /// it returned or threw). A call cancelled before its turn on the queue does not run the block. What the
     /// block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
@@ -673,7 +674,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// }
     /// ```
     ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), rolls the
+    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
+    /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
     /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
     /// and before COMMIT rolls back too. A call cancelled before its turn does not begin a transaction. The
     /// connection stays usable.
