@@ -88,6 +88,40 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
     }
 
+    /// An idle connection under an old key uses one BEGIN, and a second key change while the next BEGIN
+    /// waits uses another: the transaction still begins on a third connection and runs its block once. The
+    /// idle connection has `crashOnErrors` set: its BEGIN meeting another key is the pool's key check, not
+    /// an error of the program's, so it does not stop the process.
+    func testAPoolTransactionOutlastsAStaleConnectionAndAnotherKeyChange() throws {
+        let path = try makeKeyed()
+        let keyByte = Locked<UInt8>(1)
+        let armed = Locked(false)
+        let provider = try ReloadableKeyProvider { try Self.provider(keyByte.withLock { $0 }) }
+        let pool = try FMDatabasePool(
+            path: path, keyProvider: provider, logsErrors: false,
+            prepareDatabase: { _ in
+                guard
+                    armed.withLock({ armed in
+                        defer { armed = false }; return armed
+                    })
+                else { return }
+                try Self.rekeyElsewhere(path, from: 2, to: 3)  // a second rotation, before this BEGIN
+                keyByte.withLock { $0 = 3 }
+            })
+        pool.inDatabase { db in db.crashOnErrors = true }  // the idle connection, under key 1
+        try Self.rekeyElsewhere(path, from: 1, to: 2)
+        keyByte.withLock { $0 = 2 }
+        armed.withLock { $0 = true }
+        let runs = Locked(0)
+        try pool.inTransaction(.immediate) { db in
+            runs.withLock { $0 += 1 }
+            try db.executeUpdate("insert into t values (1)", values: nil)
+        }
+        XCTAssertEqual(runs.withLock { $0 }, 1)
+        XCTAssertFalse(armed.withLock { $0 }, "the second key change happened")
+        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
+    }
+
     func testAQueueTransactionWhoseBeginMeetsAKeyChangedElsewhereRunsOnceOnANewConnection() async throws {
         let path = try makeKeyed()
         let harness = Harness(path: path)

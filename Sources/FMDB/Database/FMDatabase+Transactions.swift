@@ -2,8 +2,14 @@ import Foundation
 
 extension FMDatabase {
     func begin(_ kind: FMDBTransactionKind) throws {
+        defer { beginProbesKey = false }
         try runThrowing(kind.beginSQL)
     }
+
+    /// How many BEGINs a queue or pool transaction makes when each meets the file under a key changed
+    /// elsewhere (before its block runs): one for an idle connection still under an old key, and one for
+    /// each key change that lands while BEGIN waits for the write lock.
+    static let transactionAttemptsAcrossKeyChanges = 4
 
     /// FMDB's transaction block shape: begin, run, commit unless `rollback` was set.
     /// The block is not called when BEGIN fails.

@@ -51,6 +51,9 @@ public final class FMDatabase {
     public var logsErrors = true
     /// Stop the process on any error (a debugging aid the program opts into, as FMDB's).
     public var crashOnErrors = false
+
+    /// True while a queue's or pool's BEGIN serves as the connection's key check (see `begin(_:)`).
+    var beginProbesKey = false
     /// Set by `FMDatabasePool` while a block uses this connection.
     public var checkedOut = false
     /// Who may use the connection (QueueAndPool/FMDatabase+Lending.swift marks it): `notLent` when no
@@ -381,7 +384,9 @@ public final class FMDatabase {
             (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         lastErrorValue = value
-        if crashOnErrors {
+        // A queue's or pool's BEGIN that meets another key is its key check, handled by beginning again on
+        // a new connection: not an error of the program's.
+        if crashOnErrors, !(beginProbesKey && value.resultCode == SQLITE_NOTADB) {
             programmingError("FMDatabase.crashOnErrors is set and an error occurred: \(value)")
         }
     }

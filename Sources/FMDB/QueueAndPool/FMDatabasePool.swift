@@ -473,8 +473,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// its BEGIN met the file under a key the connection does not hold, its block has not run: the key
     /// changed elsewhere since the connection last read the file, or while BEGIN waited for the write lock
     /// (a rekey holds it throughout). The connection is dropped as after any key change, and the
-    /// transaction begins once more, on a new connection keyed with the provider asked again; its block
-    /// still runs at most once.
+    /// transaction begins again, on a new connection keyed with the provider asked again (up to
+    /// `FMDatabase.transactionAttemptsAcrossKeyChanges` BEGINs in all: an idle connection under an old key
+    /// uses one, each key change while BEGIN waits another); its block still runs at most once.
     ///
     /// An immediate or exclusive BEGIN starts a read of the file at once, which reads the header page under
     /// the connection's key (SQLITE_NOTADB under another): it is its own key check, so the connection is
@@ -485,20 +486,21 @@ public final class FMDatabasePool: @unchecked Sendable {
     ) throws -> T {
         var started = false
         let checksKey = kind == .deferred
-        do {
-            return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
-                try body(db) { started = true }
+        let attempts = FMDatabase.transactionAttemptsAcrossKeyChanges
+        for attempt in 1...attempts {
+            do {
+                return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
+                    db.beginProbesKey = !checksKey
+                    defer { db.beginProbesKey = false }
+                    return try body(db) { started = true }
+                }
+            } catch let again as KeyChangedBeforeBlock {
+                // Checked in: the connection was closed and the provider asked again. Once more, a bounded
+                // number of times.
+                if attempt == attempts { throw FMDatabase.keyChangedError(path: path, cause: again.cause) }
             }
-        } catch is KeyChangedBeforeBlock {
-            // Checked in: the connection was closed and the provider asked again. Once more.
         }
-        do {
-            return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
-                try body(db) { started = true }
-            }
-        } catch let again as KeyChangedBeforeBlock {
-            throw FMDatabase.keyChangedError(path: path, cause: again.cause)
-        }
+        throw FMDatabaseError.misuse("unreachable: a transaction is tried a bounded number of times")
     }
 
     // MARK: - FMDB API

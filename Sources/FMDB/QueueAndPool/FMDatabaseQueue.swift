@@ -329,8 +329,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// connection. When its BEGIN met the file under a key the connection does not hold, its block has not
     /// run: the key changed elsewhere since the connection last read the file, or while BEGIN waited for
     /// the write lock (a rekey holds it throughout). The connection is closed as after any key change, and
-    /// the transaction begins once more on a new one keyed with the provider asked again; its block still
-    /// runs at most once. Runs on the queue.
+    /// the transaction begins again on a new one keyed with the provider asked again (up to
+    /// `FMDatabase.transactionAttemptsAcrossKeyChanges` BEGINs in all); its block still runs at most once.
+    /// Runs on the queue.
     ///
     /// An immediate or exclusive BEGIN starts a read of the file at once, which reads the header page under
     /// the connection's key (SQLITE_NOTADB under another): it is its own key check, so the connection is
@@ -339,17 +340,20 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         _ kind: FMDBTransactionKind, _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
     ) throws -> T {
         var started = false
-        for attempt in 1...2 {
+        let attempts = FMDatabase.transactionAttemptsAcrossKeyChanges
+        for attempt in 1...attempts {
             let db = try openDatabase(checksKey: kind == .deferred)
             defer { tidy(db) }
             do {
+                db.beginProbesKey = kind != .deferred
+                defer { db.beginProbesKey = false }
                 return try body(db) { started = true }
             } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
                 // `tidy` closes the connection and asks the provider again.
-                if started || attempt == 2 { throw FMDatabase.keyChangedError(path: path, cause: error) }
+                if started || attempt == attempts { throw FMDatabase.keyChangedError(path: path, cause: error) }
             }
         }
-        throw FMDatabaseError.misuse("unreachable: a transaction is tried twice at most")
+        throw FMDatabaseError.misuse("unreachable: a transaction is tried a bounded number of times")
     }
 
     // MARK: - FMDB API
