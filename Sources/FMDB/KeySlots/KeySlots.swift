@@ -630,7 +630,7 @@ public enum KeySlots {
 
     /// Read-modify-write of the slot file under the lock: unlock with `secret`, settle a pending
     /// rotation, let `change` edit the file, write it atomically. When `revoking` (asked after `change`)
-    /// names a secret, the file as written is read back and must give it no slot.
+    /// names a secret, the file as written (its bytes, parsed again) must give it no slot.
     @discardableResult
     private static func modify<T>(
         _ path: String, unlockingWith secret: KeySlotSecret, revoking: () -> KeySlotSecret? = { nil },
@@ -646,11 +646,15 @@ public enum KeySlots {
             var file = opened.file
             let keys = [file.body.generation: key]
             let result = try change(&file, keys, opened.slotID)
-            let durability = try KeySlotStorage.writeAtomically(file.serialized(dataKeys: keys), to: slotPath)
+            let bytes = try file.serialized(dataKeys: keys)
+            let durability = try KeySlotStorage.writeAtomically(bytes, to: slotPath)
             KeySlotStorage.removeStaleTemporaries(of: slotPath)
             removeCreationLeftovers(of: path)
             if let revoked = revoking() {
-                let written = try KeySlotFile.parse(KeySlotStorage.read(slotPath)).file
+                // The bytes written, not the path read again: whoever can write the directory could swap
+                // another file in meanwhile (the lock is advisory), whose slots would cost key derivations
+                // nobody budgeted and decide an error about a change that took.
+                let written = try KeySlotFile.parse(bytes).file
                 let still = try written.slotIDs(openedBy: revoked)
                 guard still.isEmpty else {
                     throw FMDatabaseError(
