@@ -140,4 +140,14 @@ final class SlotDiscoveryCostToolTests: ToolTestCase {
             XCTAssertEqual(wrong.status, 66, wrong.stderr)
         }
     }
+
+    func testASlotWithoutAKeyIsAUsageError() throws {
+        let single = try makeSingleKey()
+        try PlantedSlotFile.write(besideDatabaseAt: single, count: 1, n: 1 << 14)
+        for command in [["info", single], ["check", try makePlaintext("other.db")], ["sql", single, "select 1"]] {
+            let result = try run(command + ["--slot", "3"])
+            XCTAssertEqual(result.status, 64, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("--slot opens through a key slot with its key"), result.stderr)
+        }
+    }
 }
