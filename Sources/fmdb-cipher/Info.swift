@@ -26,6 +26,11 @@ struct Info: ParsableCommand {
     @OptionGroup var key: KeyOptions
     @Flag(help: "Print JSON.") var json = false
 
+    func validate() throws {
+        // Without a key option info reads the header only and never prompts: a slot id there opens nothing.
+        if key.slotID != nil, key.source == nil { throw KeyOptions.slotWithoutKey }
+    }
+
     func run() throws {
         try runReportingErrors {
             let kind = try DatabaseFiles.requireInput(database)

@@ -148,6 +148,13 @@ struct KeyOptions: ParsableArguments {
             valueName: "ID"))
     var slotID: Int?
 
+    /// `--slot` given with no key option where no key is prompted for.
+    static var slotWithoutKey: ValidationError {
+        ValidationError(
+            "--slot opens through a key slot with its key: give --key-env VAR, --key-file PATH, --key-stdin or "
+                + "--key-credential NAME")
+    }
+
     var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
 
     var source: KeySource? { from.source }
@@ -165,6 +172,8 @@ struct KeyOptions: ParsableArguments {
                 throw ValidationError(
                     "--slot opens through a key slot: give no --kdf, or slot, slot-raw or slot-recovery")
             }
+            // Without a key (and no terminal to prompt on) nothing opens through the slot: said, not ignored.
+            if source == nil, isatty(STDIN_FILENO) != 1 { throw Self.slotWithoutKey }
         }
     }
 }

@@ -41,6 +41,30 @@ enum SlotDiscovery {
         return nil
     }
 
+    /// Why the slot file beside `database` cannot be used to open it, and the error that says so (nil: it may
+    /// be): not a regular file (a FIFO, a link, a directory: exit 66, and never opened, so nothing blocks), a
+    /// file `distrust` names (66), or one the library cannot read or parse (its own exit code: damaged is 2).
+    static func unusable(_ database: String) -> (reason: String, error: CLIError)? {
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
+        var slot = stat()
+        guard lstat(slotFile, &slot) == 0 else { return nil }
+        let reason: String
+        if (slot.st_mode & S_IFMT) != S_IFREG {
+            reason = "it is not a regular file"
+        } else if let distrust = distrust(database) {
+            reason = distrust
+        } else {
+            do {
+                _ = try KeySlots.list(forDatabaseAt: database)
+                return nil
+            } catch {
+                let failure = CLIError.from(error, context: slotFile)
+                return ("it cannot be read: \(failure.message)", failure)
+            }
+        }
+        return (reason, CLIError("the key slot file \(slotFile) is not used: \(reason)", code: Exit.noInput))
+    }
+
     /// Refuses (exit 66) a slot file `distrust` names, for an open that can only go through it.
     static func requireTrusted(_ database: String) throws {
         if let reason = distrust(database) {
@@ -94,7 +118,7 @@ enum SlotDiscovery {
     }
 
     /// Tries `material` on the slots of `database`, each possible kind in turn. A slot file that cannot be read
-    /// counts as opened: the open through a slot says why (exit 2).
+    /// (callers check `unusable` first; it may change since) counts as opened: the open through a slot says why.
     static func unlocking(_ material: KeyMaterial, on database: String) -> Outcome {
         guard let slots = try? KeySlots.list(forDatabaseAt: database) else {
             return .opened(kdf: .slot, provider: KeySlotKeyProvider(secret: .passphrase(material: material)))
@@ -181,10 +205,12 @@ extension KeyOptions {
     /// How `material` opens the existing database at `database`, and its provider: as `--kdf` says (through
     /// slot `--slot` only, when given), except that an encrypted database with a key slot file beside it, given
     /// no `--kdf` (or `--kdf passphrase`, which cannot open a slotted database), is opened through its slots
-    /// (`SlotDiscovery`). When no slot accepts the secret (or the slot file is not used, or its slots together
-    /// exceed the library's work budget) it is tried as a passphrase (`--kdf`'s default) with the settings
-    /// given; if that opens the file, the slot file does not belong to it, which a warning says. Otherwise the
-    /// slots' answer is the error: a wrong key (exit 65), the work budget (exit 64), a slot file not used (66).
+    /// (`SlotDiscovery`). When no slot accepts the secret (or the slot file is not used, is not a regular file,
+    /// cannot be read or parsed, or its slots together exceed the library's work budget) it is tried as a
+    /// passphrase (`--kdf`'s default) with the settings given; if that opens the file, the slot file does not
+    /// belong to it, which a warning says. If that try fails for another reason than a wrong key (the database
+    /// locked, an I/O error), that is the error. Otherwise the slots' answer is: a wrong key (exit 65), the work
+    /// budget (exit 64), a slot file not used (66) or damaged (2).
     func opening(_ database: String, with material: KeyMaterial) throws -> (kdf: KDF, provider: any KeyProvider) {
         if let slotID { return try SlotDiscovery.opening(slot: slotID, kdf: kdf, database, with: material) }
         guard FileKind(path: database).isEncrypted, SlotDiscovery.hasSlotFile(database) else {
@@ -193,10 +219,10 @@ extension KeyOptions {
         if kdf.opensSlot { try SlotDiscovery.requireTrusted(database) }
         guard kdf == .passphrase else { return (kdf, try kdf.provider(material)) }
         let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
-        let distrust = SlotDiscovery.distrust(database)
+        let unusable = SlotDiscovery.unusable(database)
         let refusal: Error
-        if let distrust {
-            refusal = CLIError("the key slot file \(slotFile) is not used: \(distrust)", code: Exit.noInput)
+        if let unusable {
+            refusal = unusable.error
         } else {
             switch SlotDiscovery.unlocking(material, on: database) {
             case .opened(let kdf, let provider): return (kdf, provider)
@@ -204,22 +230,28 @@ extension KeyOptions {
             }
         }
         let passphrase = PassphraseKeyProvider(material: material)
-        if let db = try? DatabaseFiles.open(database, provider: passphrase, settings: settings, readOnly: true) {
-            db.close()
-            let why =
-                if let distrust {
-                    "the key slot file \(slotFile) is not used (\(distrust))"
-                } else if (refusal as? FMDatabaseError)?.exceedsKeySlotWorkBudget == true {
-                    "the key slots in \(slotFile) were not tried (their key derivations together exceed the budget)"
-                } else {
-                    "no key slot in \(slotFile) accepts the key"
-                }
-            Output.message(
-                "fmdb-cipher: warning: \(why), but it opens \(database) as a passphrase: that slot file does not "
-                    + "belong to \(database) (move it away)")
-            return (.passphrase, passphrase)
+        let db: FMDatabase
+        do {
+            db = try DatabaseFiles.open(database, provider: passphrase, settings: settings, readOnly: true)
+        } catch {
+            // Not a wrong key (locked, an I/O error, ...): that is the answer, not the slots' refusal.
+            let failure = CLIError.from(error, context: database)
+            guard failure.code == Exit.wrongKey else { throw failure }
+            throw CLIError.from(refusal, context: database)
         }
-        throw CLIError.from(refusal, context: database)
+        db.close()
+        let why =
+            if let unusable {
+                "the key slot file \(slotFile) is not used (\(unusable.reason))"
+            } else if (refusal as? FMDatabaseError)?.exceedsKeySlotWorkBudget == true {
+                "the key slots in \(slotFile) were not tried (their key derivations together exceed the budget)"
+            } else {
+                "no key slot in \(slotFile) accepts the key"
+            }
+        Output.message(
+            "fmdb-cipher: warning: \(why), but it opens \(database) as a passphrase: that slot file does not "
+                + "belong to \(database) (move it away)")
+        return (.passphrase, passphrase)
     }
 
     /// The kind of slot key `material` is on the slotted `database`, for a command that only ever unlocks a slot

@@ -103,7 +103,7 @@ final class SlotDiscoveryCostToolTests: ToolTestCase {
         XCTAssertTrue(keys.stderr.contains("no key slot in \(slotFile) accepts it"), keys.stderr)
     }
 
-    func testASlotFileOthersCanChangeOrOwnedByAnotherUserIsNotUsed() throws {
+    func testASlotFileOthersCanChangeIsNotUsed() throws {
         let database = try makeSlotted()
         let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
         XCTAssertEqual(chmod(slotFile, 0o664), 0)
@@ -126,18 +126,91 @@ final class SlotDiscoveryCostToolTests: ToolTestCase {
         XCTAssertTrue(json.stdout.contains("\"key_slots_not_used\""), json.stdout)
         XCTAssertEqual(chmod(slotFile, 0o600), 0)
         XCTAssertFalse(try run(["info", database]).stdout.contains("not used"))
+    }
 
-        // Owned by someone else than root, this user or the database's owner (only root can make one here).
-        if geteuid() == 0 {
-            let single = try makeSingleKey()
-            let planted = try PlantedSlotFile.write(besideDatabaseAt: single, count: 1, n: 1 << 15, r: 8)
-            XCTAssertEqual(chown(planted, 65534, 65534), 0)
-            let opened = try run(["check", single, "--key-env", "K"], env: ["K": "the single key"])
-            XCTAssertEqual(opened.status, 0, opened.stderr)
-            XCTAssertTrue(opened.stderr.contains("the key slot file \(planted) is not used"), opened.stderr)
-            XCTAssertTrue(opened.stderr.contains("owned by user id 65534"), opened.stderr)
-            let wrong = try run(["check", single, "--key-env", "K"], env: ["K": "not the key"])
-            XCTAssertEqual(wrong.status, 66, wrong.stderr)
+    func testASlotFileOwnedByAnotherUserIsNotUsed() throws {
+        // Owned by someone else than root, this user or the database's owner: only root can make one here.
+        guard geteuid() == 0 else { throw XCTSkip("only root can give a slot file to another user") }
+        let single = try makeSingleKey()
+        let planted = try PlantedSlotFile.write(besideDatabaseAt: single, count: 1, n: 1 << 15, r: 8)
+        XCTAssertEqual(chown(planted, 65534, 65534), 0)
+        let opened = try run(["check", single, "--key-env", "K"], env: ["K": "the single key"])
+        XCTAssertEqual(opened.status, 0, opened.stderr)
+        XCTAssertTrue(opened.stderr.contains("the key slot file \(planted) is not used"), opened.stderr)
+        XCTAssertTrue(opened.stderr.contains("owned by user id 65534"), opened.stderr)
+        let wrong = try run(["check", single, "--key-env", "K"], env: ["K": "not the key"])
+        XCTAssertEqual(wrong.status, 66, wrong.stderr)
+    }
+
+    func testALockedDatabaseIsNotCalledAWrongKeyWhateverTheSlotFile() throws {
+        let single = try makeSingleKey()
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: single)
+        // Planted before the lock is taken: reading the database here would drop this process's lock on it.
+        // A slot file no slot of which accepts the key, and one over the work budget.
+        try PlantedSlotFile.write(besideDatabaseAt: single, count: 1, n: 1 << 14)
+        XCTAssertEqual(rename(slotFile, slotFile + ".refused"), 0)
+        try PlantedSlotFile.write(besideDatabaseAt: single, count: 40, n: 1 << 17, r: 8)
+        XCTAssertEqual(rename(slotFile, slotFile + ".budget"), 0)
+        let holder = FMDatabase(path: single)
+        XCTAssertTrue(holder.open())
+        try holder.setKey(using: PassphraseKeyProvider("the single key"))
+        let release = holdExclusiveLock(holder, running: "BEGIN EXCLUSIVE; INSERT INTO t (v) VALUES ('held')", for: nil)
+        defer { release() }
+        let cases: [(String, () -> Void)] = [
+            ("refused", { XCTAssertEqual(rename(slotFile + ".refused", slotFile), 0) }),
+            ("over the budget", { XCTAssertEqual(rename(slotFile + ".budget", slotFile), 0) }),
+            // Others can change it: not used.
+            ("not used", { XCTAssertEqual(chmod(slotFile, 0o666), 0) }),
+        ]
+        for (name, plant) in cases {
+            plant()
+            let sql = try run(
+                ["sql", single, "select count(*) from t", "--key-env", "K"], env: ["K": "the single key"])
+            XCTAssertEqual(sql.status, 75, "\(name): \(sql.stderr)")
+            XCTAssertTrue(sql.stderr.contains("database is locked"), "\(name): \(sql.stderr)")
+            XCTAssertFalse(sql.stderr.contains("wrong key"), "\(name): \(sql.stderr)")
+        }
+    }
+
+    func testTheRightKeyOpensBesideASlotFileThatIsDamagedOrNotARegularFile() throws {
+        let single = try makeSingleKey()
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: single)
+        let cases: [(name: String, code: Int32, plant: () throws -> Void)] = [
+            (
+                "damaged", 2,
+                {
+                    try Data("not a slot file\n".utf8).write(to: URL(fileURLWithPath: slotFile))
+                    XCTAssertEqual(chmod(slotFile, 0o600), 0)
+                }
+            ),
+            ("a dangling link", 66, { XCTAssertEqual(symlink(self.path("nowhere"), slotFile), 0) }),
+            ("a directory", 66, { XCTAssertEqual(mkdir(slotFile, 0o700), 0) }),
+        ]
+        for (name, code, plant) in cases {
+            _ = remove(slotFile)
+            try plant()
+            // A slot file that is not a regular file is never opened: a 20 s limit turns a hang into a failure.
+            let limit = ["/usr/bin/timeout", "-s", "KILL", "20"]
+            let right = try runTool(
+                ["sql", single, "select count(*) from t", "--csv", "--key-env", "K"], env: ["K": "the single key"],
+                wrapper: limit)
+            XCTAssertEqual(right.status, 0, "\(name): \(right.stderr)")
+            XCTAssertEqual(right.stdout.split(whereSeparator: \.isNewline), ["count(*)", "7"], name)
+            XCTAssertTrue(right.stderr.contains("warning: the key slot file \(slotFile) is not used"), right.stderr)
+            let wrong = try runTool(["check", single, "--key-env", "K"], env: ["K": "not the key"], wrapper: limit)
+            XCTAssertEqual(wrong.status, code, "\(name): \(wrong.stderr)")
+            XCTAssertTrue(wrong.stderr.contains(slotFile), "\(name): \(wrong.stderr)")
+            XCTAssertFalse(wrong.stderr.contains("not the key"), wrong.stderr)
+        }
+    }
+
+    func testASlotWithoutAKeyIsAUsageError() throws {
+        let single = try makeSingleKey()
+        try PlantedSlotFile.write(besideDatabaseAt: single, count: 1, n: 1 << 14)
+        for command in [["info", single], ["check", try makePlaintext("other.db")], ["sql", single, "select 1"]] {
+            let result = try run(command + ["--slot", "3"])
+            XCTAssertEqual(result.status, 64, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("--slot opens through a key slot with its key"), result.stderr)
         }
     }
 }
