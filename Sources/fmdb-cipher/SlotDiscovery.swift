@@ -27,8 +27,13 @@ enum SlotDiscovery {
     /// are refused on the same mode rule. Anything else (missing, not a regular file) is the library's to say.
     static func distrust(_ database: String) -> String? {
         var slot = stat()
-        guard lstat(KeySlots.slotFilePath(forDatabaseAt: database), &slot) == 0, (slot.st_mode & S_IFMT) == S_IFREG
-        else { return nil }
+        guard lstat(KeySlots.slotFilePath(forDatabaseAt: database), &slot) == 0 else { return nil }
+        return distrust(slot, of: database)
+    }
+
+    /// `distrust` of the slot file whose `lstat` is `slot`.
+    private static func distrust(_ slot: stat, of database: String) -> String? {
+        guard (slot.st_mode & S_IFMT) == S_IFREG else { return nil }
         if slot.st_mode & 0o022 != 0 {
             return
                 "it has mode 0\(String(slot.st_mode & 0o7777, radix: 8)): group or others can change it (chmod 600 it)"
@@ -51,7 +56,7 @@ enum SlotDiscovery {
         let reason: String
         if (slot.st_mode & S_IFMT) != S_IFREG {
             reason = "it is not a regular file"
-        } else if let distrust = distrust(database) {
+        } else if let distrust = distrust(slot, of: database) {
             reason = distrust
         } else {
             do {
@@ -97,14 +102,11 @@ enum SlotDiscovery {
         let candidates = candidates(material, slots)
         // None possible: as a passphrase, which no slot accepts (wrong key, exit 65).
         guard candidates.count > 1 else { return candidates.first?.0 ?? .slot }
-        var refusal: Error?
-        for (kdf, secret) in candidates {
-            switch unlock(KeySlotKeyProvider(secret: secret), database) {
-            case .opened: return kdf
-            case .refused(let error): refusal = refusal.map { Self.preferred($0, error) } ?? error
-            }
+        switch inTurn(candidates, database) {
+        case .opened(let kdf, _)?: return kdf
+        case .refused(let error)?: throw error
+        case nil: throw FMDatabaseError(code: SQLITE_NOTADB)
         }
-        throw refusal ?? FMDatabaseError(code: SQLITE_NOTADB)
     }
 
     /// What trying a database's slots found.
@@ -123,21 +125,26 @@ enum SlotDiscovery {
         guard let slots = try? KeySlots.list(forDatabaseAt: database) else {
             return .opened(kdf: .slot, provider: KeySlotKeyProvider(secret: .passphrase(material: material)))
         }
+        if let outcome = inTurn(candidates(material, slots), database) { return outcome }
+        let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
+        return .refused(
+            CLIError(
+                "\(database): wrong key: no key slot in \(slotFile) accepts it (SQLITE_NOTADB)", code: Exit.wrongKey))
+    }
+
+    /// Unlocks the `candidates` in turn: the first that opens, else the refusal to report (nil when there was
+    /// no candidate to try). Over the budget for one kind, the others (raw and recovery keys, an HMAC each) are
+    /// still tried.
+    private static func inTurn(_ candidates: [(KDF, KeySlotSecret)], _ database: String) -> Outcome? {
         var refusal: Error?
-        for (kdf, secret) in candidates(material, slots) {
+        for (kdf, secret) in candidates {
             let provider = KeySlotKeyProvider(secret: secret)
             switch unlock(provider, database) {
             case .opened: return .opened(kdf: kdf, provider: provider)
-            // Over the budget for one kind: the others (raw and recovery keys, an HMAC each) are still tried.
             case .refused(let error): refusal = refusal.map { Self.preferred($0, error) } ?? error
             }
         }
-        let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
-        return .refused(
-            refusal
-                ?? CLIError(
-                    "\(database): wrong key: no key slot in \(slotFile) accepts it (SQLITE_NOTADB)", code: Exit.wrongKey
-                ))
+        return refusal.map(Outcome.refused)
     }
 
     /// Of two refusals, the one to report: the work budget (the operator must act) before a wrong key.
@@ -153,9 +160,9 @@ enum SlotDiscovery {
     /// Whether some slot of `database` accepts `provider`'s secret. An error other than "no slot accepts it"
     /// or the work budget counts as opened: the open that follows reports it.
     private static func unlock(_ provider: KeySlotKeyProvider, _ database: String) -> Attempt {
-        guard let handle = FileHandle(forReadingAtPath: database) else { return .opened }
-        defer { try? handle.close() }
-        guard let salt = try? handle.read(upToCount: 16), salt.count == 16 else { return .opened }
+        // The salt through the library's header read (never an open and close of the file by this process,
+        // which would drop the POSIX locks its connections hold on it).
+        guard case .encrypted(let salt) = FileKind(path: database) else { return .opened }
         do {
             _ = try provider.key(for: KeyRequest(databasePath: database, salt: salt))
             return .opened
