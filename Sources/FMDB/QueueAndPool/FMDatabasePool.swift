@@ -490,9 +490,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         for attempt in 1...attempts {
             do {
                 return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
-                    db.beginProbesKey = !checksKey
-                    defer { db.beginProbesKey = false }
-                    return try body(db) { started = true }
+                    try db.withBeginAsKeyCheck(!checksKey) { try body(db) { started = true } }
                 }
             } catch let again as KeyChangedBeforeBlock {
                 // Checked in: the connection was closed and the provider asked again. Once more, a bounded

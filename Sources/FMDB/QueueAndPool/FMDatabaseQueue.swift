@@ -345,9 +345,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             let db = try openDatabase(checksKey: kind == .deferred)
             defer { tidy(db) }
             do {
-                db.beginProbesKey = kind != .deferred
-                defer { db.beginProbesKey = false }
-                return try body(db) { started = true }
+                return try db.withBeginAsKeyCheck(kind != .deferred) { try body(db) { started = true } }
             } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
                 // `tidy` closes the connection and asks the provider again.
                 if started || attempt == attempts { throw FMDatabase.keyChangedError(path: path, cause: error) }
