@@ -23,8 +23,10 @@ final class FaultSweepToolTests: ToolTestCase {
         }
     }
 
-    /// A sweep of `fmdb-cipher rekey` (raw keys: no KDF, so a run is fast) in one journal mode.
-    func sweepRekey(journalMode: String) throws {
+    /// A sweep of `fmdb-cipher rekey` (raw keys: no KDF, so a run is fast) in one journal mode. With `backup`,
+    /// `rekey --backup` (the library's `FMDatabaseCopy.rekeyWithBackup`): besides the rule for the file, a
+    /// backup left at its path is complete under the old key, and exit 0 or 3 means it is there.
+    func sweepRekey(journalMode: String, backup: Bool = false) throws {
         let shim = try FaultShim.shared()
         let rows: Int32 = 3
         let base = try makeEncrypted("base-\(journalMode).db", rows: Int(rows), payload: 200)
@@ -37,8 +39,9 @@ final class FaultSweepToolTests: ToolTestCase {
             XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = \(journalMode)"), journalMode)
             db.close()
         }
-        let work = path("work-\(journalMode)")
+        let work = path("work-\(journalMode)\(backup ? "-backup" : "")")
         let file = work + "/db"
+        let backupFile = work + "/db.bak"
         func reset() throws {
             try? FileManager.default.removeItem(atPath: work)
             try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -47,14 +50,16 @@ final class FaultSweepToolTests: ToolTestCase {
         var environment = ProcessInfo.processInfo.environment
         environment["OLD"] = Self.rawKey
         environment["NEW"] = Self.otherRawKey
-        let arguments = [
-            "rekey", file, "--kdf", "raw", "--key-env", "OLD", "--new-kdf", "raw", "--new-key-env", "NEW",
-            "--busy-timeout", "0.2", "--quiet",
-        ]
+        let arguments =
+            [
+                "rekey", file, "--kdf", "raw", "--key-env", "OLD", "--new-kdf", "raw", "--new-key-env", "NEW",
+                "--busy-timeout", "0.2", "--quiet",
+            ] + (backup ? ["--backup", backupFile] : [])
         try reset()
         let plan = try shim.plan(tool, arguments, folder: work, environment: environment)
         XCTAssertEqual(plan.status, 0, plan.stderr)
         XCTAssertGreaterThan(plan.calls.count, 5, "the rekey writes the journal, the file and syncs: \(plan.calls)")
+        if backup { XCTAssertEqual(rowCount(backupFile, rawKey: Self.rawKey), rows, "the backup, without faults") }
 
         var failures: [String] = []
         for mode in FaultShim.Mode.allCases {
@@ -83,6 +88,17 @@ final class FaultSweepToolTests: ToolTestCase {
                 case .newKey where new != rows, .oldKey where old != rows:
                     failures.append("\(place): the exit status names the other key")
                 default: break
+                }
+                if backup {
+                    // A backup is published whole (or not at all), under the old key; a rekey that went
+                    // ahead had one.
+                    // (Opened only when there: opening a missing path would create it.)
+                    let there = FileManager.default.fileExists(atPath: backupFile)
+                    let saved = there ? rowCount(backupFile, rawKey: Self.rawKey) : nil
+                    if there, saved != rows {
+                        failures.append("\(place): a backup that does not open whole with the old key")
+                    }
+                    if claim == .newKey, saved != rows { failures.append("\(place): rekeyed without its backup") }
                 }
                 // The message names the cause: a one-off I/O error or a full disk, never another process's lock.
                 if !killed, result.status != 0, result.status != 3 {
@@ -311,5 +327,9 @@ final class FaultSweepToolTests: ToolTestCase {
 
     func testRekeyInWALModeUnderEveryFaultLeavesOneKeyAndSaysWhich() throws {
         try sweepRekey(journalMode: "wal")
+    }
+
+    func testRekeyWithBackupUnderEveryFaultLeavesOneKeyAndAWholeBackup() throws {
+        try sweepRekey(journalMode: "wal", backup: true)
     }
 }
