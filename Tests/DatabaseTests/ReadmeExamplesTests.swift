@@ -151,7 +151,17 @@ final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
         try queue.rekey(using: PBKDF2KeyProvider(passphrase: "a new passphrase"))
         queue.close()
 
-        // README: A keyed pool
+        // README: a pool whose connections are set up before any block gets them
+        do {
+            let provider = PBKDF2KeyProvider(passphrase: "a new passphrase")
+            let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
+                try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+            }
+            XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "PRAGMA foreign_keys") }, 1)
+            pool.releaseAllDatabases()
+        }
+
+        // QueuesAndPools.md: A keyed pool
         let pool = try FMDatabasePool(path: path, keyProvider: PBKDF2KeyProvider(passphrase: "a new passphrase"))
         pool.maximumNumberOfDatabasesToCreate = 4
         pool.inDatabase { db in
@@ -163,7 +173,7 @@ final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
             }
         }
 
-        // README: the pool's transactions, throwing and FMDB forms
+        // QueuesAndPools.md: the pool's transactions, throwing and FMDB forms
         do {
             try pool.inTransaction(.immediate) { db in
                 try db.executeUpdate("INSERT INTO notes (body) VALUES (?)", values: ["from the pool"])
@@ -184,7 +194,7 @@ final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
     }
 }
 
-/// The fast-path example of the README and of FMDB.docc/GettingStarted.md, as written.
+/// The fast-path example of FMDB.docc/GettingStarted.md, as written.
 final class ReadmeFastPathExampleTests: XCTestCase {
     func testReadmeFastPath() throws {
         let db = FMDatabase()
@@ -192,7 +202,7 @@ final class ReadmeFastPathExampleTests: XCTestCase {
         XCTAssertTrue(db.executeUpdate("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, age INTEGER)"))
         var seen: [String] = []
 
-        // README: fast path
+        // GettingStarted.md: The fastest path
         let insert = try db.prepareStatement("INSERT INTO people (name, age) VALUES (?, ?)")
         try insert.execute("Barbara", 41)
         let lookup = try db.prepareStatement("SELECT name, age FROM people WHERE age > ?")
