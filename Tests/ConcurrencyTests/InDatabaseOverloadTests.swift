@@ -9,8 +9,8 @@ import XCTest
 /// without errors or warnings is part of the test.
 final class InDatabaseOverloadTests: FMDBCipherTestCase {
     /// A queue whose next open fails: its file was replaced by a directory after it closed.
-    func makeFailingQueue() throws -> FMDatabaseQueue {
-        let path = directory.path("failing.db")
+    func makeFailingQueue(_ name: String = "failing.db") throws -> FMDatabaseQueue {
+        let path = directory.path(name)
         let queue = try XCTUnwrap(FMDatabaseQueue(path: path))
         queue.close()
         try FileManager.default.removeItem(atPath: path)
@@ -90,7 +90,9 @@ final class InDatabaseOverloadTests: FMDBCipherTestCase {
         }
     }
 
-    func testFMDBsVoidBlockStaysOnFMDBsForm() throws {
+    /// FMDB's blocks, one line (the `T?` form, its Bool unused) or several (FMDB's Void form): no `try`,
+    /// and the behaviour of FMDB's form.
+    func testFMDBsBlocksStayOnTheNonThrowingForms() throws {
         let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("q.db")))
         queue.inDatabase { db in db.executeUpdate("CREATE TABLE t (x)") }
         queue.inDatabase { db in
@@ -113,6 +115,9 @@ final class InDatabaseOverloadTests: FMDBCipherTestCase {
         }
         XCTAssertFalse(called)
         XCTAssertEqual((failing.lastError as? FMDatabaseError)?.resultCode, SQLITE_CANTOPEN)
+        let failingOneLine = try makeFailingQueue("failing-one-line.db")
+        failingOneLine.inDatabase { db in db.executeUpdate("CREATE TABLE t (x)") }
+        XCTAssertEqual((failingOneLine.lastError as? FMDatabaseError)?.resultCode, SQLITE_CANTOPEN)
     }
 
     func testALeakedConnectionIsTypedOptional() throws {
