@@ -91,7 +91,7 @@ final class EncryptionTests: FMDBCipherTestCase {
         retry.close()
 
         let queue = try FMDatabaseQueue(path: path, keyProvider: PassphraseKeyProvider("s3cret"))
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "pragma cache_size") }, -8192, "keyed queues too")
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "pragma cache_size") }, -8192, "keyed queues too")
         queue.close()
     }
 

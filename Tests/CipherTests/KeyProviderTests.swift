@@ -74,11 +74,11 @@ final class KeyProviderTests: FMDBCipherTestCase {
             there, "PRAGMA key = 'shared passphrase';\nCREATE TABLE s (a);\nINSERT INTO s VALUES ('from the shell');\n")
         let other = PBKDF2KeyProvider.sqlcipherCompatible(passphrase: Data("shared passphrase".utf8))
         let queue = try FMDatabaseQueue(path: there, keyProvider: other)
-        XCTAssertEqual(try queue.inDatabase { db in db.string(forQuery: "select a from s") }, "from the shell")
+        XCTAssertEqual(queue.inDatabase { db in db.string(forQuery: "select a from s") }, "from the shell")
         // The same key as SQLCipher's own KDF: a PassphraseKeyProvider opens what this one made.
         let passphraseQueue = try FMDatabaseQueue(path: here, keyProvider: PassphraseKeyProvider("shared passphrase"))
         XCTAssertEqual(
-            try passphraseQueue.inDatabase { db in db.string(forQuery: "select a from t") },
+            passphraseQueue.inDatabase { db in db.string(forQuery: "select a from t") },
             "made with PBKDF2KeyProvider")
     }
 
@@ -181,7 +181,7 @@ final class KeyProviderTests: FMDBCipherTestCase {
         if case .encrypted(let after) = DatabaseFile.kind(atPath: path) { XCTAssertEqual(after, salt) }
         let reopened = try FMDatabaseQueue(
             path: path, keyProvider: PBKDF2KeyProvider(passphrase: "empty", unsafeIterations: 100))
-        XCTAssertEqual(try reopened.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
+        XCTAssertEqual(reopened.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
     }
 
     func testPlaintextFileWithAKeyIsNotADatabase() throws {

@@ -51,10 +51,10 @@ final class KeySlotTests: FMDBCipherTestCase {
         for secret in secrets {
             XCTAssertEqual(try readRow(path, secret), "slotted", "\(secret)")
             let queue = try FMDatabaseQueue(path: path, keyProvider: KeySlotKeyProvider(secret: secret))
-            XCTAssertEqual(try queue.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+            XCTAssertEqual(queue.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
             queue.close()
             let pool = try FMDatabasePool(path: path, keyProvider: KeySlotKeyProvider(secret: secret))
-            XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+            XCTAssertEqual(pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
             pool.releaseAllDatabases()
         }
         assertFails(SQLITE_NOTADB) { _ = try self.readRow(path, .passphrase("gamma")) }
@@ -457,12 +457,12 @@ final class KeySlotTests: FMDBCipherTestCase {
         let (path, recovery) = try makeSlotted()
         let provider = KeySlotKeyProvider(secret: .passphrase("beta"))
         let pool = try FMDatabasePool(path: path, keyProvider: provider)
-        XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+        XCTAssertEqual(pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         pool.releaseAllDatabases()
         try KeySlots.rotateDataKey(
             of: path, secrets: [.passphrase("alpha"), .passphrase("beta"), .recoveryKey(recovery)])
         // New connections: the slot file changed, so the provider unwraps the new data key.
-        XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+        XCTAssertEqual(pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         XCTAssertEqual(provider.derivationCount, 2)
         pool.releaseAllDatabases()
     }
@@ -516,7 +516,7 @@ final class KeySlotTests: FMDBCipherTestCase {
         // The pool's provider holds "ops", which no longer opens any slot: new connections fail.
         XCTAssertNil(pool.inDatabase { db in db.int(forQuery: "select count(*) from sqlite_master") })
         let renewed = try FMDatabasePool(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("ops 2026")))
-        XCTAssertEqual(try renewed.inDatabase { db in db.int(forQuery: "select count(*) from sqlite_master") }, 0)
+        XCTAssertEqual(renewed.inDatabase { db in db.int(forQuery: "select count(*) from sqlite_master") }, 0)
         XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [2, 3])
     }
 
@@ -540,7 +540,7 @@ final class KeySlotTests: FMDBCipherTestCase {
         let provider = try SystemdCredentialKeyProvider(
             credential: "app-db-key", usage: .keySlot(.rawKey), environment: environment)
         let pool = try FMDatabasePool(path: path, keyProvider: provider)
-        XCTAssertEqual(try pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+        XCTAssertEqual(pool.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         pool.releaseAllDatabases()
         // A passphrase slot through a credential too (0440 is what systemd uses for a group-owned one... not
         // readable by others, and here not by the group either).
@@ -548,7 +548,7 @@ final class KeySlotTests: FMDBCipherTestCase {
         let passProvider = try SystemdCredentialKeyProvider(
             credential: "app-pass", usage: .keySlot(.passphrase), environment: passEnv)
         let queue = try FMDatabaseQueue(path: path, keyProvider: passProvider)
-        XCTAssertEqual(try queue.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
+        XCTAssertEqual(queue.inDatabase { db in db.string(forQuery: "select a from t") }, "slotted")
         queue.close()
     }
 

@@ -31,7 +31,7 @@ final class LentConnectionTests: FMDBCipherTestCase {
         let tables = queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM sqlite_master") }
         XCTAssertEqual(tables, 1)
         queue.close()
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 0)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 0)
     }
 
     func testConnectionEscapedFromAQueueTransactionIsRefused() throws {
@@ -46,7 +46,7 @@ final class LentConnectionTests: FMDBCipherTestCase {
         assertRefused(leaked)
         try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (x)", values: nil) }
         pool.releaseAllDatabases()
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 0)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 0)
     }
 
     func testEscapedConnectionIsRefusedOnAnotherThreadWhileABlockUsesIt() throws {
@@ -70,6 +70,47 @@ final class LentConnectionTests: FMDBCipherTestCase {
             XCTAssertEqual(db.lastErrorCode(), SQLITE_OK)
         }
         XCTAssertEqual(outsideResult, false)
+    }
+
+    func testEscapedConnectionUseIsLoggedLoudlyInEveryFormAndFailsWithMisuse() throws {
+        let capture = LogCapture()
+        let queue = try FMDatabaseQueue(
+            path: directory.path("logged.db"), keyProvider: XCTUnwrap(StorageMode.encrypted.keyProvider),
+            logger: capture.logger())
+        let leaked = try XCTUnwrap(queue.inDatabase { $0 })
+        XCTAssertTrue(leaked.logsErrors)
+        let loud = "used outside the queue/pool block it was lent to (it escaped the block): refused with SQLITE_MISUSE"
+        func refusals() -> [String] { capture.all.filter { $0.contains(loud) } }
+
+        XCTAssertThrowsError(try leaked.executeUpdate("CREATE TABLE escaped (x)", values: nil)) {
+            XCTAssertEqual(($0 as? FMDatabaseError)?.resultCode, SQLITE_MISUSE)
+        }
+        XCTAssertEqual(refusals().count, 1, "\(capture.all)")
+        XCTAssertTrue(refusals().first?.hasPrefix("error ") ?? false, "logged at error level: \(refusals())")
+
+        XCTAssertFalse(leaked.executeUpdate("CREATE TABLE escaped (x)"))
+        XCTAssertEqual(leaked.lastErrorCode(), SQLITE_MISUSE)
+        XCTAssertEqual(refusals().count, 2, "\(capture.all)")
+        // Once per refusal: the FMDB form's own error lines do not repeat it.
+        XCTAssertFalse(capture.all.contains { $0.contains("DB Error") }, "\(capture.all)")
+
+        // The typed and transaction forms are refused, and logged, the same way.
+        XCTAssertThrowsError(try leaked.execute("CREATE TABLE escaped (x)")) {
+            XCTAssertEqual(($0 as? FMDatabaseError)?.resultCode, SQLITE_MISUSE)
+        }
+        XCTAssertFalse(leaked.beginTransaction())
+        XCTAssertEqual(refusals().count, 4, "\(capture.all)")
+
+        XCTAssertFalse(leaked.close(), "an escaped connection is not closed")
+        XCTAssertEqual(leaked.lastErrorCode(), SQLITE_MISUSE)
+        XCTAssertEqual(refusals().count, 5, "\(capture.all)")
+        XCTAssertTrue(leaked.isOpen)
+        // The queue's own connection still works.
+        XCTAssertEqual(queue.inDatabase { $0.int(forQuery: "SELECT 7") }, 7)
+
+        leaked.logsErrors = false
+        XCTAssertNil(leaked.executeQuery("SELECT 1"))
+        XCTAssertEqual(refusals().count, 5, "logsErrors off: no line")
     }
 
     func testConnectionOnItsOwnIsNeverRefused() throws {

@@ -44,7 +44,7 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
         XCTAssertNotNil(FMDatabaseQueue(path: nil))
         XCTAssertNotNil(FMDatabaseQueue(url: nil))
         let memory = FMDatabaseQueue()
-        XCTAssertEqual(try memory.inDatabase { db in db.int(forQuery: "select 40 + 2") }, 42)
+        XCTAssertEqual(memory.inDatabase { db in db.int(forQuery: "select 40 + 2") }, 42)
         let url = directory.url.appendingPathComponent("u.db")
         XCTAssertNotNil(FMDatabaseQueue(url: url))
         XCTAssertNotNil(FMDatabaseQueue(url: url, flags: SQLITE_OPEN_READONLY))
@@ -56,7 +56,7 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
                 path: directory.path("x.db"), flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: "nosuchvfs"))
         let keyed = try FMDatabaseQueue(
             url: directory.url.appendingPathComponent("k.db"), keyProvider: PassphraseKeyProvider("k"))
-        XCTAssertEqual(try keyed.inDatabase { db in db.int(forQuery: "pragma temp_store") }, 2)
+        XCTAssertEqual(keyed.inDatabase { db in db.int(forQuery: "pragma temp_store") }, 2)
     }
 
     func testReadOnlyQueue() throws {
@@ -247,7 +247,7 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
                 XCTAssertEqual(db.int(forQuery: "pragma temp_store"), 2)
             }
         }
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 5)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 5)
         XCTAssertEqual(provider.derivationCount, 1, "one derivation for every reopen")
     }
 

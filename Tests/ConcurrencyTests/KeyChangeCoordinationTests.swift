@@ -72,7 +72,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
             try db.executeUpdate("insert into t values (1)", values: nil)
         }
         XCTAssertEqual(runs.withLock { $0 }, 1)
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
 
         // The FMDB form too.
         pool.releaseAllDatabases()
@@ -85,7 +85,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         }
         XCTAssertNil(pool.lastError)
         XCTAssertEqual(runs.withLock { $0 }, 2)
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
     }
 
     /// An idle connection under an old key uses one BEGIN, and a second key change while the next BEGIN
@@ -119,7 +119,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         }
         XCTAssertEqual(runs.withLock { $0 }, 1)
         XCTAssertFalse(armed.withLock { $0 }, "the second key change happened")
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
     }
 
     func testAQueueTransactionWhoseBeginMeetsAKeyChangedElsewhereRunsOnceOnANewConnection() async throws {
@@ -136,7 +136,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
             try db.executeUpdate("insert into t values (1)", values: nil)
         }
         XCTAssertEqual(runs.withLock { $0 }, 1)
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
     }
 
     /// The claim that lets a queue or pool skip its key check before an immediate or exclusive transaction:
@@ -183,7 +183,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         let path = try makeKeyed(name)
         let harness = Harness(path: path)
         let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
         XCTAssertEqual(pool.countOfCheckedInDatabases, 1)
         try Self.rekeyElsewhere(path, from: 1, to: 2)
         harness.keyByte.withLock { $0 = 2 }
@@ -199,7 +199,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
                 try db.executeUpdate("insert into t values (1)", values: nil)
             }
             XCTAssertEqual(runs.withLock { $0 }, 1, "\(kind)")
-            XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, "\(kind)")
+            XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, "\(kind)")
         }
         // The FMDB forms (inTransaction is exclusive).
         let forms: [(String, (FMDatabasePool, (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Void)] = [
@@ -216,7 +216,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
             }
             XCTAssertNil(pool.lastError, name)
             XCTAssertEqual(runs.withLock { $0 }, 1, name)
-            XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, name)
+            XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, name)
         }
     }
 
@@ -236,7 +236,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         }
         XCTAssertNil(pool.lastError)
         XCTAssertEqual(runs.withLock { $0 }, 2)
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
     }
 
     /// A queue on "the key file" whose connection is open under key 1, after the file was rekeyed to key 2
@@ -245,7 +245,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         let path = try makeKeyed(name)
         let harness = Harness(path: path)
         let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
         try Self.rekeyElsewhere(path, from: 1, to: 2)
         harness.keyByte.withLock { $0 = 2 }
         return queue
@@ -264,7 +264,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
                 try db.executeUpdate("insert into t values (2)", values: nil)
             }
             XCTAssertEqual(runs.withLock { $0 }, 2, "\(kind)")
-            XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2, "\(kind)")
+            XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2, "\(kind)")
         }
         let forms: [(String, (FMDatabaseQueue, (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Void)] = [
             ("inImmediateTransaction", { $0.inImmediateTransaction($1) }),
@@ -281,7 +281,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
             }
             XCTAssertNil(queue.lastError, name)
             XCTAssertEqual(runs.withLock { $0 }, 1, name)
-            XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, name)
+            XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1, name)
         }
     }
 
@@ -318,7 +318,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         }
         XCTAssertEqual(runs.withLock { $0 }, 1, "not run again")
         try queue.replaceKeyProvider(Self.provider(2))
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
     }
 
     func testReplaceKeyProviderDuringAPoolRekeyLeavesThePoolOnTheKeyOfTheFile() throws {
@@ -352,7 +352,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
 
         // Whatever the order, the pool keys new connections with a key that opens the file.
         pool.releaseAllDatabases()
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
         XCTAssertNil(replaced.withLock { $0 }, "the replacement was checked before the rekey began")
     }
 
@@ -391,6 +391,6 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         finished.wait()
 
         XCTAssertEqual(replaced.withLock { $0 }, 26, "checked again: key 1 no longer opens the file")
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
     }
 }

@@ -145,7 +145,7 @@ final class PoolWriteGateTests: FMDBCipherTestCase {
         finishFirst.signal()
         XCTAssertEqual(secondDone.wait(timeout: .now() + 60), .success)
         XCTAssertEqual(events.withLock { $0 }, ["first", "second"])
-        XCTAssertEqual(try first.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 2)
+        XCTAssertEqual(first.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 2)
     }
 
     func testANestedPoolTransactionOnTheSameThreadFailsInsteadOfDeadlocking() throws {
@@ -160,7 +160,7 @@ final class PoolWriteGateTests: FMDBCipherTestCase {
             XCTAssertFalse(ran)
             XCTAssertEqual((pool.lastError as? FMDatabaseError)?.resultCode, SQLITE_MISUSE)
             // Reads in the enclosing transaction's thread still work (they do not queue).
-            XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT 1") }, 1)
+            XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "SELECT 1") }, 1)
         }
     }
 
@@ -224,7 +224,7 @@ final class PoolWriteGateTests: FMDBCipherTestCase {
         release.signal()
         done.wait()
         try pool.inTransaction(.immediate) { db in try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil) }
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
     }
 
     // MARK: - Load

@@ -15,9 +15,9 @@ final class QueueAndPoolRekeyTests: FMDBCipherTestCase {
         do {
             let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
             XCTAssertEqual(
-                try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, rows, file: file, line: line)
+                queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, rows, file: file, line: line)
             XCTAssertEqual(
-                try queue.inDatabase { db in db.string(forQuery: "pragma integrity_check") }, "ok", file: file,
+                queue.inDatabase { db in db.string(forQuery: "pragma integrity_check") }, "ok", file: file,
                 line: line)
         } catch {
             XCTFail("does not open: \(error)", file: file, line: line)

@@ -83,7 +83,7 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
         try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta")])
 
         serve(pool, 3)
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 7)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 7)
         XCTAssertEqual(rows(pool), 7)
         XCTAssertEqual(provider.derivationCount, 2, "one more unlock for the new data key")
     }
@@ -105,7 +105,7 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
 
         serve(pool, 3)
         XCTAssertEqual(rows(pool), 6)
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
     }
 
     /// Rekeys the file on a connection of its own, as another process (or code outside any queue or pool) does.
@@ -139,7 +139,7 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
         XCTAssertThrowsError(try pool.replaceKeyProvider(new)) { XCTAssertEqual(nsError($0).code, 26) }
         XCTAssertThrowsError(try queue.replaceKeyProvider(new)) { XCTAssertEqual(nsError($0).code, 26) }
         serve(pool, 2)
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 4)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 4)
 
         // The operator rekeys from outside; until the service is handed the new key, new connections fail.
         try rekeyElsewhere(path, from: old, to: new)
@@ -148,7 +148,7 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
         try queue.replaceKeyProvider(new)
         serve(pool, 2)
         XCTAssertEqual(rows(pool), 6)
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
     }
 
     func testAReloadableProviderReadsItsKeyFileAgainAfterARekeyElsewhere() throws {
@@ -175,7 +175,7 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
 
         // Idle connections find out at checkout: no request fails.
         serve(pool, 3)
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 6)
         XCTAssertGreaterThan(loads.withLock { $0 }, 1)
     }
 

@@ -190,7 +190,7 @@ final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
         XCTAssertEqual(bodies, ["first", "second"])
         XCTAssertEqual(total, 2)
         XCTAssertLessThanOrEqual(pool.countOfOpenDatabases, 4)
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM notes") }, 4)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM notes") }, 4)
     }
 }
 

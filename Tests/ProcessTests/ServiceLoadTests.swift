@@ -236,7 +236,7 @@ final class ServiceLoadTests: FMDBCipherTestCase {
         }
         // The queue's connection holds its WAL-mode lock on the file; a header read (as every keyed open
         // makes) must not drop it, or the tool's last-connection close below resets and deletes the WAL.
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 0)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 0)
         _ = FMDatabase.inspectFile(atPath: path)
         let key = try keyFile("locks.key", hex)
         let result = try runProcess(tool, ["sql", path, "INSERT INTO t VALUES (1)", "--kdf", "raw", "--key-file", key])
@@ -244,7 +244,7 @@ final class ServiceLoadTests: FMDBCipherTestCase {
         XCTAssertTrue(
             FileManager.default.fileExists(atPath: path + "-wal"),
             "the other process took itself for the last connection and removed the WAL under this one")
-        XCTAssertEqual(try queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
+        XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
         queue.close()
     }
 }

@@ -81,6 +81,32 @@ extension FMDatabase {
             try update(sql) { try $0.bind(named: parameters, dateFormatter: dateFormatter) }
         }
     }
+
+    /// Runs a query with the properties of an `Encodable` value bound as named parameters (`:name`,
+    /// `@name`, `$name`), as ``executeUpdate(_:encoding:)`` binds them: the way to filter a SELECT by a
+    /// value's fields.
+    ///
+    /// ```swift
+    /// struct AgeRange: Encodable { var low: Int; var high: Int }
+    /// let rs = try db.executeQuery("SELECT * FROM people WHERE age BETWEEN :low AND :high",
+    ///                              encoding: AgeRange(low: 18, high: 65))
+    /// while rs.next() { let person = try rs.decode(Person.self) }
+    /// ```
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/bind_parameter_index.html>
+    ///
+    /// - Parameters:
+    ///   - sql: One SQL statement with named parameters.
+    ///   - value: The value whose properties fill them; properties the SQL does not name are ignored.
+    /// - Returns: The result set, before its first row, as ``executeQuery(_:values:)`` returns it.
+    /// - Throws: As ``executeUpdate(_:encoding:)``, and code 1 (`SQLITE_ERROR`) for SQL that does not
+    ///   compile. The error is also kept for ``lastError()``.
+    public func executeQuery<T: Encodable>(_ sql: String, encoding value: T) throws -> FMResultSet {
+        try recording {
+            let parameters = try ParameterEncoder.parameters(of: value)
+            return try query(sql) { try $0.bind(named: parameters, dateFormatter: dateFormatter) }
+        }
+    }
 }
 
 /// Turns an `Encodable` value's properties into the name and value pairs `Statement.bind(named:)` takes.

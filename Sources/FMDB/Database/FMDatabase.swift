@@ -231,10 +231,13 @@ public final class FMDatabase {
     /// When this `open` created the file and `setKey(using:)` then failed on it, and the file is still
     /// empty, the file (and any `-journal`, `-wal`, `-shm` the open made) is removed: a failed keying of a
     /// new database leaves nothing behind.
+    ///
+    /// A connection a queue or pool lent to a block, used outside it, is not closed: false, with
+    /// `SQLITE_MISUSE`.
     @discardableResult
     public func close() -> Bool {
         guard connection != nil else { return true }
-        recordingBool { closeConnection() }
+        guard recordingBool({ closeConnection() }) else { return false }
         if keyingFailedOnCreatedFile, let created = filesCreatedByOpen, let path = databasePath,
             DatabaseFile.kind(atPath: path).isNew
         {
@@ -367,14 +370,25 @@ public final class FMDatabase {
         }
     }
 
+    /// The message of the SQLITE_MISUSE a connection used outside its queue's or pool's block gets.
+    static let usedOutsideItsBlockMessage = "this FMDatabase belongs to a queue/pool: use it only inside the block"
+
     /// A connection of a queue or pool used outside the block it was lent to (it escaped: `let leaked
     /// = queue.inDatabase { $0 }`): SQLITE_MISUSE. `lastError` is set only when no block is running;
     /// while one runs on another thread, writing it here would race with that block.
+    ///
+    /// Logged at error level while `logsErrors` is on, by the throwing forms too: it is a bug in the
+    /// program, not an error a caller handles. Logged once (`logError` skips it).
     @inline(never)
     func refuseUseOutsideItsBlock(_ lent: UInt) throws -> Never {
-        let error = FMDatabaseError.misuse(
-            "this FMDatabase belongs to a queue/pool: use it only inside the block")
+        let error = FMDatabaseError.misuse(Self.usedOutsideItsBlockMessage)
         if lent == Lending.betweenBlocks { record(error) }
+        if logsErrors {
+            let path = databasePath ?? ":memory:"
+            logger.error(
+                "FMDatabase \(path) used outside the queue/pool block it was lent to (it escaped the block): refused with SQLITE_MISUSE"
+            )
+        }
         throw error
     }
 
@@ -398,6 +412,8 @@ public final class FMDatabase {
         let value =
             (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
+        // Already logged where it was refused.
+        if value.message == Self.usedOutsideItsBlockMessage { return }
         logger.error("DB Error: \(value.code) \"\(value.message)\"")
         if let sql = value.sql { logger.error("DB Query: \(sql)") }
         logger.error("DB Path: \(databasePath ?? ":memory:")")

@@ -37,6 +37,9 @@ public final class PreparedStatement {
         return try database.recording(body)
     }
 
+    /// The date format of its database (``FMDatabase/setDateFormat(_:)``), which `Date` binds through.
+    var dateFormatter: DateFormatter? { database?.dateFormatter }
+
     /// The SQL it was compiled from.
     public var sql: String { statement.sql }
 
@@ -58,7 +61,9 @@ public final class PreparedStatement {
         try recording { try bindValues(repeat each values) }
     }
 
-    private func bindValues<each V: SQLiteBindable>(_ values: repeat each V) throws {
+    /// Resets the statement and binds `values` to parameters 1...n: the one typed binder, also used by
+    /// `FMDatabase.execute(_:_:)` and `query(_:_:)`.
+    func bindValues<each V: SQLiteBindable>(_ values: repeat each V) throws {
         guard !statement.isFinalized else {
             throw FMDatabaseError.misuse("The statement's database is closed.", sql: sql)
         }

@@ -3,7 +3,8 @@ import Foundation
 /// A value that binds to a statement parameter with no runtime type test: the fast path's arguments.
 ///
 /// Conforming: the Swift integer types, `Double`, `Float`, `Bool`, `String`, `Data`, `[UInt8]`,
-/// `Date` (seconds since 1970), `NSNull` and `Optional` of any of these (nil binds NULL).
+/// `Date` (seconds since 1970, or text in the database's date format), `NSNull` and `Optional` of any
+/// of these (nil binds NULL).
 public protocol SQLiteBindable {
     /// Binds `self` to parameter `index` (1-based); returns SQLite's result code.
     func bind(to statement: PreparedStatement, at index: Int32) -> Int32
@@ -124,11 +125,16 @@ extension Array: SQLiteBindable where Element == UInt8 {
     }
 }
 
-/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds REAL, seconds since 1970 (FMDB's default).
+/// A ``SQLiteBindable`` value for ``PreparedStatement``: binds REAL, seconds since 1970 (FMDB's default), or
+/// TEXT in the database's date format when one is set, as FMDB's `[Any]` forms bind a date.
 extension Date: SQLiteBindable {
-    /// Seconds since 1970 as REAL (the FMDB default, without a date formatter).
+    /// Seconds since 1970 as REAL; the formatted text when the database has a date format
+    /// (``FMDatabase/setDateFormat(_:)``), so ``FMResultSet/date(forColumn:)`` reads it back.
     @inline(__always) public func bind(to statement: PreparedStatement, at index: Int32) -> Int32 {
-        statement.bindDouble(timeIntervalSince1970, at: index)
+        if let formatter = statement.dateFormatter {
+            return statement.bindText(formatter.string(from: self), at: index)
+        }
+        return statement.bindDouble(timeIntervalSince1970, at: index)
     }
 }
 

@@ -705,6 +705,7 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Runs a throwing `block` with a connection and returns its result.
     @discardableResult
+    @_disfavoredOverload
     public func inDatabase<T>(_ block: (FMDatabase) throws -> T) throws -> T {
         try withDatabase(block)
     }

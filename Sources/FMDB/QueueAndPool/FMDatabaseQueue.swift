@@ -600,6 +600,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// ```
     /// - Throws: the block's error, or the error met opening or keying the database.
     @discardableResult
+    @_disfavoredOverload
     public func inDatabase<T>(_ block: (FMDatabase) throws -> T) throws -> T {
         try onQueue {
             let db = try openDatabase()
