@@ -226,6 +226,6 @@ final class DocumentationExamplesTests: FMDBCipherTestCase {
 
         reloadDatabaseKey(pool, keyFilePath: keyFilePath, logger: Logger(label: "app"))
         XCTAssertTrue(pool.inDatabase { db in db.executeUpdate("INSERT INTO t VALUES (1)") } ?? false)
-        XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
     }
 }
