@@ -73,7 +73,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     public let logger: Logger
     /// Whether the pool logs the errors its FMDB forms meet and do not throw, and each connection's
     /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
-    /// logged: the caller has them. True unless the keyed initializer was given false.
+    /// logged: the caller has them. True unless the initializer was given false.
     ///
     /// ```swift
     /// let pool = try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false)
@@ -96,45 +96,99 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     // MARK: - Initializers
 
-    /// An in-memory database.
-    public convenience init() {
-        self.init(path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    /// An in-memory database (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
     }
 
-    /// A database at `path`, read-write, created if needed.
-    public convenience init(path: String?) {
-        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    /// A database at `path`, read-write, created if needed (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        path: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
     }
 
-    /// A database at a file URL, read-write, created if needed.
-    public convenience init(url: URL?) {
-        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    /// A database at a file URL, read-write, created if needed (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        url: URL?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
     }
 
-    /// A database at `path`, opened with `flags`.
-    public convenience init(path: String?, flags: Int32) {
-        self.init(path: path, flags: flags, vfs: nil)
+    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        path: String?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors, prepareDatabase: prepareDatabase
+        )
     }
 
-    /// A database at a file URL, opened with `flags`.
-    public convenience init(url: URL?, flags: Int32) {
-        self.init(path: url?.path, flags: flags, vfs: nil)
+    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        url: URL?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     /// A pool that opens connections lazily, when blocks need them.
-    public init(path: String?, flags: Int32, vfs: String?) {
+    ///
+    /// ```swift
+    /// let pool = FMDatabasePool(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil, logger: Logger(label: "store"),
+    ///                           logsErrors: false) { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values:
+    /// nil) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    ///   - logger: Where the pool and its connections log (default: label "fmdb", as FMDB).
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
+    ///   - prepareDatabase: Sets up each new connection before any block gets it; nil sets up nothing. When
+    ///     it throws, the connection is closed and not used, and the call that needed it gets the error. It
+    ///     runs on the thread that opens the connection, outside the pool's lock; it must not call the pool.
+    /// - Note: FMDB compatibility: `logger`, `logsErrors` and `prepareDatabase` are Swift-native additions;
+    ///   their defaults behave as FMDB.
+    public init(
+        path: String?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
-        self.logsErrors = true
+        self.logger = logger
+        self.logsErrors = logsErrors
         self.writeGate = WriteGate.shared(forPath: path)
-        self.prepareDatabase = nil
+        self.prepareDatabase = prepareDatabase
     }
 
-    /// A database at a file URL, opened with `flags` and a VFS.
-    public convenience init(url: URL?, flags: Int32, vfs: String?) {
-        self.init(path: url?.path, flags: flags, vfs: vfs)
+    /// A database at a file URL, opened with `flags` and a VFS (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        url: URL?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: flags, vfs: vfs, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     /// A keyed pool: opens, keys and verifies one connection at init (kept checked in for use), and
@@ -204,14 +258,20 @@ public final class FMDatabasePool: @unchecked Sendable {
         KeyChangeRegistry.shared.register(self, identity: keyIdentity)
     }
 
-    /// The keyed initializer, for a file URL.
+    /// The keyed initializer, for a file URL (see
+    /// ``init(path:flags:vfs:keyProvider:logger:logsErrors:prepareDatabase:)``).
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider
+        keyProvider: any KeyProvider,
+        logger: Logger = Logger(label: "fmdb"),
+        logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
     ) throws {
-        try self.init(path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider)
+        try self.init(
+            path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     deinit {
