@@ -32,6 +32,10 @@ public final class ReloadableKeyProvider: KeyProvider {
         try current.withLock { $0 }.key(for: request)
     }
 
+    /// What the current provider answers (see ``KeyProvider/requiresExistingDatabase``): a reloadable
+    /// key slot provider creates no file where no database is, as the key slot provider itself.
+    public var requiresExistingDatabase: Bool { current.withLock { $0 }.requiresExistingDatabase }
+
     /// Runs `load` again and uses what it made from then on.
     /// - Throws: what `load` throws; the provider then keeps the one it had.
     public func reloadKey() throws {

@@ -66,6 +66,10 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         try provider.key(for: request)
     }
 
+    /// What the provider the credential made answers (see ``KeyProvider/requiresExistingDatabase``): true
+    /// for `.keySlot`, whose database is made by `KeySlots.createDatabase` or `fmdb-cipher keys init`.
+    public var requiresExistingDatabase: Bool { provider.requiresExistingDatabase }
+
     /// Passes the request on to the provider the credential made: a key slot provider reads its slot file
     /// again (see ``KeyProvider/reloadKey()``). The credential itself is not read again: systemd puts it in
     /// place when the service starts. To read it again, make a new provider (``ReloadableKeyProvider``).
