@@ -301,9 +301,9 @@ case "service":
     // comes from KEYFILE (a slot passphrase, or a raw key in hex), read again whenever the pool finds the file
     // under a key it does not hold (ReloadableKeyProvider). Two writer threads insert numbered rows into
     // `acks` in immediate transactions and print "ack ID" once the commit returned; two reader threads read
-    // a row and count. Each failed request prints "fail read|write CODE MESSAGE". Prints "rss-warm KB" after
-    // the first 200 acks and runs until standard input closes; then prints "rss-end KB", "requests N" and
-    // "stopped". The two-process load test runs the operator's fmdb-cipher commands beside it.
+    // a row and count. Each failed request prints "fail read|write CODE MESSAGE". Prints "rss-warm KB requests
+    // N" once warm (500 acks in, three connections open) and runs until standard input closes; then prints
+    // "rss-end KB", "requests N" and "stopped". The two-process load test runs the operator's fmdb-cipher commands beside it.
     let args = Array(arguments)
     guard args.count == 4, args[3] == "slot" || args[3] == "raw" else { exit(64) }
     let keyFile = args[2]
@@ -342,6 +342,7 @@ case "service":
         var nextID = 0
         var acks = 0
         var requests = 0
+        var warm = false
         var stopping = false
     }
     let counters = Counters()
@@ -364,11 +365,17 @@ case "service":
                             try db.executeUpdate("INSERT INTO acks VALUES (?, randomblob(100))", values: [id])
                         }
                         report("ack \(id)")
-                        let warm = counters.lock.withLock {
+                        // Warm: 500 writes in, and the pool at the size this load keeps it (two readers and the
+                        // writer whose turn it is: writers take turns at the write gate), its caches filled.
+                        let warm: Int? = counters.lock.withLock {
                             counters.acks += 1
-                            return counters.acks == 200
+                            guard !counters.warm, counters.acks >= 500,
+                                pool.countOfOpenDatabases >= 3 || counters.acks >= 2000
+                            else { return nil }
+                            counters.warm = true
+                            return counters.requests
                         }
-                        if warm { report("rss-warm \(residentKiB())") }
+                        if let warm { report("rss-warm \(residentKiB()) requests \(warm)") }
                     } else {
                         try pool.inDatabase { db in
                             let rows = try db.executeQuery("SELECT count(*), max(id) FROM acks", values: nil)
