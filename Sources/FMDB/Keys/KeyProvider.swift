@@ -9,7 +9,7 @@ public protocol KeyProvider: Sendable {
     /// - Throws: any error; it is passed on to the caller that opened the database.
     func key(for request: KeyRequest) throws -> DatabaseKey
 
-    /// Reads the provider's source again (a key file, a systemd credential, a slot file), so the next
+    /// Reads the provider's source again (a key file, a slot file), so the next
     /// ``key(for:)`` answers with the key the database is under now.
     ///
     /// A keyed `FMDatabaseQueue` or `FMDatabasePool` calls it when a connection that worked meets the

@@ -579,7 +579,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     // MARK: - Key changes made elsewhere
 
     /// Hands the queue a new key provider, for a database whose key changed outside this process (an
-    /// operator's `fmdb-cipher rekey`, a new key file, a new credential): a typical SIGHUP handler.
+    /// operator's `fmdb-cipher rekey`, a new key file): a typical SIGHUP handler. (A systemd credential is
+    /// written when the service starts and not again at `systemctl reload`: a new one needs a restart.)
     ///
     /// The provider is checked first, on a new connection that must open and read the file (and is set
     /// up with `prepareDatabase`); when it does not, this throws and the queue keeps its provider and
@@ -592,7 +593,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
     /// reload.setEventHandler {
     ///     do {
-    ///         try queue.replaceKeyProvider(SystemdCredentialKeyProvider(credential: "app-db-key", usage: .rawKey))
+    ///         let key = try KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key")
+    ///         try queue.replaceKeyProvider(RawKeyProvider(material: key))
     ///     } catch {
     ///         logger.error("the new key does not open the database; the old one stays in use: \(error)")
     ///     }
