@@ -61,6 +61,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         /// Open connections the delegate has not been told about yet (`didAddDatabase`): the one a keyed
         /// init opens, before any delegate can be set, and one a rekey reopened. Told at their next checkout.
         var unannounced: Set<ObjectIdentifier> = []
+        /// Calls waiting in `checkOut` for a connection (the limit reached): read by tests.
+        var waiting = 0
     }
 
     /// The path given at init (nil: in-memory).
@@ -380,8 +382,9 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:
     /// whether an idle keyed connection is checked against the file's key first (false only before a BEGIN
-    /// that reads the header itself: see `withTransactionDatabase`).
-    private func checkOut(checksKey: Bool) throws -> FMDatabase {
+    /// that reads the header itself: see `withTransactionDatabase`). `cancellation`: the task of a `perform`
+    /// call; once it is cancelled the wait ends with `CancellationError` (its `onCancel` wakes the waiters).
+    private func checkOut(checksKey: Bool, cancellation: BlockCancellation? = nil) throws -> FMDatabase {
         let me = pthread_self()
         condition.lock()
         var isNew = false
@@ -414,7 +417,15 @@ public final class FMDatabasePool: @unchecked Sendable {
                         + "or use the database of the enclosing block."
                 )
             }
+            // Checked under the pool's lock, which `wakeCancelledWaiters` takes before it broadcasts: a
+            // cancellation that lands after this check finds this call waiting, and wakes it.
+            if cancellation?.isCancelled == true {
+                condition.unlock()
+                throw CancellationError()
+            }
+            state.waiting += 1
             condition.wait()
+            state.waiting -= 1
         }
         var generation = state.generation
         var provider = state.keyProvider
@@ -496,6 +507,13 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.broadcast()
     }
 
+    /// Wakes the calls waiting for a connection, so a cancelled one stops waiting (see `checkOut`). Taking
+    /// the lock first orders this after a waiter's check of its cancellation.
+    private func wakeCancelledWaiters() {
+        locked {}
+        condition.broadcast()
+    }
+
     /// Runs `body` in this transaction's turn at the file's write gate (Core/WriteGate.swift).
     private func inTurn<T>(_ body: () throws -> T) throws -> T {
         try writeGate.withTurn(timeout: transactionQueueTimeout, body)
@@ -510,11 +528,14 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// `blockStarted`: for a transaction, whether its block has started; `checksKey`: whether an idle
     /// connection's key is checked before `body` (see `withTransactionDatabase`).
     private func withDatabase<T>(
-        blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, _ body: (FMDatabase) throws -> T
+        blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, cancellation: BlockCancellation? = nil,
+        _ body: (FMDatabase) throws -> T
     ) throws -> T {
         let db: FMDatabase
         do {
-            db = try checkOut(checksKey: checksKey)
+            db = try checkOut(checksKey: checksKey, cancellation: cancellation)
+        } catch is CancellationError {
+            throw CancellationError()  // The caller's own doing: not the pool's lastError.
         } catch {
             record(error)
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
@@ -542,14 +563,16 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// not checked before it (one read transaction fewer per write). A deferred BEGIN reads nothing; the
     /// block's first statement would be the first to meet another key, so its connection is checked first.
     private func withTransactionDatabase<T>(
-        _ kind: FMDBTransactionKind, _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
+        _ kind: FMDBTransactionKind, cancellation: BlockCancellation? = nil,
+        _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
     ) throws -> T {
         var started = false
         let checksKey = kind == .deferred
         let attempts = FMDatabase.transactionAttemptsAcrossKeyChanges
         for attempt in 1...attempts {
             do {
-                return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
+                return try withDatabase(blockStarted: { started }, checksKey: checksKey, cancellation: cancellation) {
+                    db in
                     try db.withBeginAsKeyCheck(!checksKey) { try body(db) { started = true } }
                 }
             } catch let again as KeyChangedBeforeBlock {
@@ -803,7 +826,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
     /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
     /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
-    /// it returned or threw). A call cancelled while it waits for a connection does not run the block. What
+    /// it returned or threw). A call cancelled while it waits for a connection (the pool at
+    /// ``maximumNumberOfDatabasesToCreate``) stops waiting and throws `CancellationError` at once, without
+    /// running the block. What
     /// the block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
     /// connection goes back to the pool, usable.
     ///
@@ -819,13 +844,16 @@ public final class FMDatabasePool: @unchecked Sendable {
                 DispatchQueue.global().async {
                     // The connection is checked in before the task resumes.
                     let result = Result {
-                        try self.withDatabase { db in try cancellation.run(on: db) { try block(db) } }
+                        try self.withDatabase(cancellation: cancellation) { db in
+                            try cancellation.run(on: db) { try block(db) }
+                        }
                     }
                     continuation.resume(with: result)
                 }
             }
         } onCancel: {
             cancellation.cancel()
+            self.wakeCancelledWaiters()
         }
     }
 
@@ -840,8 +868,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
     /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
     /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
-    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn or a connection does
-    /// not begin a transaction. The connection goes back to the pool, usable.
+    /// and before COMMIT rolls back too. A call cancelled while it waits for a connection stops waiting at
+    /// once; one cancelled while it waits for its turn behind the file's other transactions waits for the
+    /// turn, then throws without beginning a transaction. The connection goes back to the pool, usable.
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
@@ -857,7 +886,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 DispatchQueue.global().async {
                     let result = Result {
                         try self.inTurn {
-                            try self.withTransactionDatabase(kind) { db, markStarted in
+                            try self.withTransactionDatabase(kind, cancellation: cancellation) { db, markStarted in
                                 if cancellation.isCancelled { throw CancellationError() }
                                 return try db.inTransaction(kind) { db in
                                     markStarted()
@@ -871,6 +900,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             }
         } onCancel: {
             cancellation.cancel()
+            self.wakeCancelledWaiters()
         }
     }
 }
