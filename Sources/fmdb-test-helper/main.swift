@@ -212,6 +212,57 @@ case "migrate-and-hang":
         exit(4)
     }
     say("not reached")
+case "migrate-and-stop":
+    // migrate-and-stop DB HEXKEY: migrates with "first" (a table a) and "second" (table b, 1000 rows), prints
+    // "migrated" once both are committed, and sleeps until killed.
+    let args = Array(arguments)
+    guard args.count == 3 else { exit(64) }
+    var migrator = FMDatabaseMigrator()
+    migrator.registerMigration("first") { db in try db.executeUpdate("CREATE TABLE a (x)", values: nil) }
+    migrator.registerMigration("second") { db in
+        try db.executeUpdate("CREATE TABLE b (x)", values: nil)
+        for i in 0..<1000 { try db.executeUpdate("INSERT INTO b VALUES (?)", values: [i]) }
+    }
+    do {
+        let queue = try FMDatabaseQueue(path: args[1], keyProvider: try RawKeyProvider(material: material(args[2])))
+        try migrator.migrate(queue)
+    } catch {
+        exit(4)
+    }
+    say("migrated")
+    while true { sleep(60) }
+case "migrate-race":
+    // migrate-race DB HEXKEY: prints "ready", waits for a line on standard input (so two processes start
+    // together), then migrates with "m0" (a table log) and "m1"..."m5", each logging its name and this
+    // process's id in log and writing 200 rows; prints "migrated".
+    let args = Array(arguments)
+    guard args.count == 3 else { exit(64) }
+    var migrator = FMDatabaseMigrator()
+    let pid = Int(getpid())
+    migrator.registerMigration("m0") { db in
+        try db.executeUpdate("CREATE TABLE log (name TEXT, pid INTEGER)", values: nil)
+        try db.executeUpdate("INSERT INTO log VALUES ('m0', ?)", values: [pid])
+    }
+    for index in 1...5 {
+        migrator.registerMigration("m\(index)") { db in
+            try db.executeUpdate("INSERT INTO log VALUES (?, ?)", values: ["m\(index)", pid])
+            try db.executeUpdate("CREATE TABLE rows\(index) (x)", values: nil)
+            for i in 0..<200 { try db.executeUpdate("INSERT INTO rows\(index) VALUES (?)", values: [i]) }
+        }
+    }
+    do {
+        // The other process holds the write lock while it migrates: wait for it as long as it takes.
+        let queue = try FMDatabaseQueue(
+            path: args[1], keyProvider: try RawKeyProvider(material: material(args[2]))
+        ) { db in db.maxBusyRetryTimeInterval = 60 }
+        say("ready")
+        _ = readLine()
+        try migrator.migrate(queue)
+    } catch {
+        FileHandle.standardError.write(Data("migrate-race: \(error)\n".utf8))
+        exit(4)
+    }
+    say("migrated")
 case "hold":
     // hold DB HEXKEY read|write [passphrase]: opens the database with the key and holds a read transaction (a
     // SELECT stepped once and left open) or a write transaction (BEGIN IMMEDIATE + an INSERT), prints
@@ -250,9 +301,9 @@ case "service":
     // comes from KEYFILE (a slot passphrase, or a raw key in hex), read again whenever the pool finds the file
     // under a key it does not hold (ReloadableKeyProvider). Two writer threads insert numbered rows into
     // `acks` in immediate transactions and print "ack ID" once the commit returned; two reader threads read
-    // a row and count. Each failed request prints "fail read|write CODE MESSAGE". Prints "rss-warm KB" after
-    // the first 200 acks and runs until standard input closes; then prints "rss-end KB", "requests N" and
-    // "stopped". The two-process load test runs the operator's fmdb-cipher commands beside it.
+    // a row and count. Each failed request prints "fail read|write CODE MESSAGE". Prints "rss-warm KB requests
+    // N" once warm (500 acks in, three connections open) and runs until standard input closes; then prints
+    // "rss-end KB", "requests N" and "stopped". The two-process load test runs the operator's fmdb-cipher commands beside it.
     let args = Array(arguments)
     guard args.count == 4, args[3] == "slot" || args[3] == "raw" else { exit(64) }
     let keyFile = args[2]
@@ -291,6 +342,7 @@ case "service":
         var nextID = 0
         var acks = 0
         var requests = 0
+        var warm = false
         var stopping = false
     }
     let counters = Counters()
@@ -313,11 +365,17 @@ case "service":
                             try db.executeUpdate("INSERT INTO acks VALUES (?, randomblob(100))", values: [id])
                         }
                         report("ack \(id)")
-                        let warm = counters.lock.withLock {
+                        // Warm: 500 writes in, and the pool at the size this load keeps it (two readers and the
+                        // writer whose turn it is: writers take turns at the write gate), its caches filled.
+                        let warm: Int? = counters.lock.withLock {
                             counters.acks += 1
-                            return counters.acks == 200
+                            guard !counters.warm, counters.acks >= 500,
+                                pool.countOfOpenDatabases >= 3 || counters.acks >= 2000
+                            else { return nil }
+                            counters.warm = true
+                            return counters.requests
                         }
-                        if warm { report("rss-warm \(residentKiB())") }
+                        if let warm { report("rss-warm \(residentKiB()) requests \(warm)") }
                     } else {
                         try pool.inDatabase { db in
                             let rows = try db.executeQuery("SELECT count(*), max(id) FROM acks", values: nil)

@@ -192,16 +192,10 @@ final class DocumentationExamplesTests: FMDBCipherTestCase {
 
     // FMDB.docc/RunningAService.md: the SIGHUP handler's reload, after a rekey made elsewhere.
     func testRunningAServiceReloadsTheKeyFile() throws {
-        func readKeyFile(_ path: String) throws -> KeyMaterial {
-            let file = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-            defer { try? file.close() }
-            return try KeyMaterial(capacity: 65) { buffer in read(file.fileDescriptor, buffer.baseAddress, buffer.count)
-            }
-        }
         func reloadDatabaseKey(_ pool: FMDatabasePool, keyFilePath: String, logger: Logger) {
             do {
-                try pool.replaceKeyProvider(
-                    RawKeyProvider(material: readKeyFile(keyFilePath).trimmingTrailingNewline()))
+                let key = try KeyMaterial.read(from: .file(path: keyFilePath), describedAs: "database key")
+                try pool.replaceKeyProvider(RawKeyProvider(material: key))
                 logger.info("database key reloaded")
             } catch {
                 logger.error("database key not reloaded; the old one stays in use: \(error)")
@@ -217,14 +211,18 @@ final class DocumentationExamplesTests: FMDBCipherTestCase {
         XCTAssertEqual(oldKey.count, 64)
 
         // The operator: the new key file, then the rekey (another connection, as fmdb-cipher's).
-        try (newKey + "\n").write(toFile: keyFilePath, atomically: true, encoding: .utf8)
+        XCTAssertTrue(
+            FileManager.default.createFile(
+                atPath: keyFilePath, contents: Data((newKey + "\n").utf8), attributes: [.posixPermissions: 0o600]))
         let other = FMDatabase(path: path)
         XCTAssertTrue(other.open())
         try other.setKey(using: RawKeyProvider(key: Data(repeating: 0xAB, count: 32)))
         try other.rekeySafely(using: RawKeyProvider(key: Data(repeating: 0xCD, count: 32)))
         other.close()
 
-        reloadDatabaseKey(pool, keyFilePath: keyFilePath, logger: Logger(label: "app"))
+        let capture = LogCapture()
+        reloadDatabaseKey(pool, keyFilePath: keyFilePath, logger: capture.logger(label: "app"))
+        XCTAssertEqual(capture.all, ["info database key reloaded"])
         XCTAssertTrue(pool.inDatabase { db in db.executeUpdate("INSERT INTO t VALUES (1)") } ?? false)
         XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
     }

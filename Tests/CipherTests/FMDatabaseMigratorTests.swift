@@ -129,4 +129,90 @@ final class FMDatabaseMigratorTests: FMDBCipherTestCase {
         XCTAssertEqual(try migrator.appliedMigrations(queue), ["first", "second"])
         queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM b"), 1) }
     }
+
+    /// SIGKILL right after a migration's COMMIT: the database holds it, recorded, and migrating again does
+    /// not run it again.
+    func testAKillAfterAMigrationCommittedLeavesTheStateAfterIt() throws {
+        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
+        let path = directory.path("killed-after.db")
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: helper)
+        process.arguments = ["migrate-and-stop", path, Self.hex]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let reached = waitForOutput(of: process, on: output, containing: "migrated", within: 60)
+        guard reached.found else {
+            process.terminate()
+            return XCTFail("the helper did not finish the migrations: \(reached.seen)")
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+
+        let queue = try FMDatabaseQueue(path: path, keyProvider: try Self.provider())
+        let runs = Locked(0)
+        var migrator = FMDatabaseMigrator()
+        migrator.registerMigration("first") { _ in runs.withLock { $0 += 1 } }
+        migrator.registerMigration("second") { _ in runs.withLock { $0 += 1 } }
+        XCTAssertEqual(try migrator.appliedMigrations(queue), ["first", "second"])
+        queue.inDatabase { db in
+            XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM b"), 1000, "all of the committed migration")
+            XCTAssertEqual(db.string(forQuery: "PRAGMA integrity_check"), "ok")
+        }
+        try migrator.migrate(queue)
+        XCTAssertEqual(runs.withLock { $0 }, 0, "a committed migration is not run again")
+    }
+
+    /// Two processes migrating the same file at once (Migrations.md, "Several processes"): each
+    /// migration is applied once, by one of them, and recorded once, in order.
+    func testTwoProcessesMigratingAtOnceApplyEachMigrationOnce() throws {
+        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
+        for round in 0..<3 {
+            let path = directory.path("race-\(round).db")
+            let setup = try FMDatabaseQueue(path: path, keyProvider: try Self.provider())
+            setup.inDatabase { db in
+                XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = wal"), "wal")
+            }
+            setup.close()
+            var processes: [(process: Process, input: Pipe, output: Pipe)] = []
+            for _ in 0..<2 {
+                let process = Process()
+                let input = Pipe()
+                let output = Pipe()
+                process.executableURL = URL(fileURLWithPath: helper)
+                process.arguments = ["migrate-race", path, Self.hex]
+                process.standardInput = input
+                process.standardOutput = output
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                processes.append((process, input, output))
+            }
+            for entry in processes {
+                let ready = waitForOutput(of: entry.process, on: entry.output, containing: "ready", within: 60)
+                XCTAssertTrue(ready.found, "\(ready.seen)")
+            }
+            for entry in processes { entry.input.fileHandleForWriting.write(Data("go\n".utf8)) }
+            for entry in processes {
+                entry.process.waitUntilExit()
+                XCTAssertEqual(entry.process.terminationStatus, 0, "round \(round): both processes migrate")
+            }
+
+            let names = (0...5).map { "m\($0)" }
+            var migrator = FMDatabaseMigrator()
+            for name in names { migrator.registerMigration(name) { _ in XCTFail("\(name) ran again") } }
+            XCTAssertEqual(try migrator.appliedMigrations(setup), names, "round \(round)")
+            setup.inDatabase { db in
+                for name in names {
+                    XCTAssertEqual(
+                        db.int(forQuery: "SELECT count(*) FROM log WHERE name = ?", name), 1, "round \(round): \(name)")
+                }
+                for index in 1...5 {
+                    XCTAssertEqual(db.int(forQuery: "SELECT count(*) FROM rows\(index)"), 200, "round \(round)")
+                }
+            }
+            try migrator.migrate(setup)
+        }
+    }
 }

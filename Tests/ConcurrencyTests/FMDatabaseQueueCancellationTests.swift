@@ -42,8 +42,8 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
     }
 
     /// Starts `call` in a task, cancels it once its long query is stepping, and returns how long the call
-    /// took to return after `cancel()` (printed, never asserted: a loaded machine sets it), the error it
-    /// ended with, and whether its query was interrupted. The wait for the query is bounded (a call that
+    /// took to return after `cancel()` (printed; asserted only against a hang, below), the error it ended
+    /// with, and whether its query was interrupted. The wait for the query is bounded (a call that
     /// never runs it is cancelled after a minute, and fails the test as not interrupted).
     func cancelWhileRunning(_ call: @escaping @Sendable (Probe) async throws -> Int32) async throws -> (
         TimeInterval, Error?, interrupted: Bool
@@ -56,6 +56,10 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         task.cancel()
         let result = await task.result
         let elapsed = Date().timeIntervalSince(start)
+        // A hang guard, not a speed assertion: the call returns within milliseconds when the interrupt
+        // reaches the statement, and the query runs for tens of seconds when it does not. A whole second
+        // (hundreds of times the usual figure) only fails a call that stopped waiting on the interrupt.
+        XCTAssertLessThan(elapsed, 1.0, "cancel-to-return: the call hung after cancel()")
         let interrupted = probe.interrupted.withLock { $0 }
         if case .failure(let error) = result { return (elapsed, error, interrupted) }
         return (elapsed, nil, interrupted)
@@ -230,5 +234,56 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         let threwCancellation = await task.value
         XCTAssertTrue(threwCancellation)
         XCTAssertEqual(ran.withLock { $0 }, 0)
+    }
+
+    /// A `perform` or `performTransaction` waiting for a connection of a pool at its limit stops waiting
+    /// when its task is cancelled: it throws `CancellationError` while the connection is still held, and
+    /// its block never runs.
+    func testACallWaitingForAPoolConnectionStopsWaitingWhenCancelled() async throws {
+        let pool = FMDatabasePool(path: directory.path("waiting.db"))
+        pool.maximumNumberOfDatabasesToCreate = 1
+        try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a)", values: nil) }
+        let holding = Locked(false)
+        let release = Locked(false)
+        let released = Locked(false)
+        let holder = Thread {
+            pool.inDatabase { _ in
+                holding.withLock { $0 = true }
+                // Held until the test says so; 10 s at most, so a regression fails instead of hanging.
+                let patience = Date().addingTimeInterval(10)
+                while !release.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
+                released.withLock { $0 = true }
+            }
+        }
+        holder.start()
+        while !holding.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+
+        let ran = Locked(0)
+        let calls: [(String, @Sendable () async throws -> Void)] = [
+            ("perform", { try await pool.perform { _ in ran.withLock { $0 += 1 } } }),
+            ("performTransaction", { try await pool.performTransaction(.immediate) { _ in ran.withLock { $0 += 1 } } }),
+        ]
+        for (name, call) in calls {
+            let task = Task { try await call() }
+            // Cancelled once it waits in the pool for the held connection.
+            while pool.locked({ pool.state.waiting }) == 0, !released.withLock({ $0 }) {
+                try await Task.sleep(nanoseconds: 1_000_000)
+            }
+            task.cancel()
+            let result = await task.result
+            XCTAssertFalse(released.withLock { $0 }, "\(name): the call returned while the connection was held")
+            guard case .failure(let error) = result else {
+                XCTFail("\(name): a cancelled call must not succeed")
+                continue
+            }
+            XCTAssertTrue(error is CancellationError, "\(name): \(error)")
+        }
+        release.withLock { $0 = true }
+        while !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        XCTAssertEqual(ran.withLock { $0 }, 0, "no cancelled block ran")
+        XCTAssertNil(pool.lastError, "a cancellation is not the pool's error")
+        let count = try await pool.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+        XCTAssertEqual(count, 0, "the pool serves on")
+        XCTAssertEqual(pool.countOfCheckedOutDatabases, 0)
     }
 }

@@ -131,4 +131,136 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
         XCTAssertEqual(errorLines(capture).count, 3)
         db.close()
     }
+
+    // MARK: - Every initializer takes the logger, logsErrors and prepareDatabase
+
+    /// Checks that `logger`, `logsErrors` (false) and `prepareDatabase` given to an initializer reached the
+    /// connection a block gets: foreign keys on, nothing logged for a failed FMDB form, the trace in `capture`.
+    func checkSettingsReach(
+        _ run: ((FMDatabase) -> Void) -> Void, label: String, logsErrors: Bool, capture: LogCapture, _ what: String
+    ) {
+        XCTAssertEqual(label, "settings", what)
+        XCTAssertFalse(logsErrors, what)
+        let before = capture.all.count
+        run { db in
+            XCTAssertFalse(db.logsErrors, "\(what): logsErrors reaches the connection")
+            XCTAssertEqual(db.int(forQuery: "PRAGMA foreign_keys"), 1, "\(what): prepareDatabase ran")
+            XCTAssertNil(db.executeQuery("SELECT nope"))
+            db.traceExecution = true
+            _ = db.int(forQuery: "SELECT 'traced'")
+            db.traceExecution = false
+        }
+        let lines = capture.all.dropFirst(before)
+        XCTAssertFalse(lines.contains { $0.hasPrefix("error") }, "\(what): \(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("traced") }, "\(what): the logger reaches the connection: \(lines)")
+    }
+
+    /// Every initializer of the queue and the pool, keyed or not, path or URL, takes `logger`,
+    /// `logsErrors` and `prepareDatabase`; their defaults are FMDB's (label "fmdb", errors logged).
+    func testEveryInitializerTakesALoggerLogsErrorsAndPrepareDatabase() throws {
+        let capture = LogCapture()
+        let logger = capture.logger(label: "settings")
+        let prepare: @Sendable (FMDatabase) throws -> Void = { db in
+            try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+        }
+        let plain = directory.path("settings-plain.db")
+        let plainURL = URL(fileURLWithPath: plain)
+        let keyedURL = URL(fileURLWithPath: directory.path("settings-keyed.db"))
+        let provider = try XCTUnwrap(StorageMode.encrypted.keyProvider)
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+
+        let queues: [(String, FMDatabaseQueue?)] = [
+            ("queue()", FMDatabaseQueue(logger: logger, logsErrors: false, prepareDatabase: prepare)),
+            ("queue(path:)", FMDatabaseQueue(path: plain, logger: logger, logsErrors: false, prepareDatabase: prepare)),
+            (
+                "queue(url:)",
+                FMDatabaseQueue(url: plainURL, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "queue(path:flags:)",
+                FMDatabaseQueue(path: plain, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "queue(url:flags:)",
+                FMDatabaseQueue(
+                    url: plainURL, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "queue(path:flags:vfs:)",
+                FMDatabaseQueue(
+                    path: plain, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "queue(url:flags:vfs:)",
+                FMDatabaseQueue(
+                    url: plainURL, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "queue(url:keyProvider:)",
+                try FMDatabaseQueue(
+                    url: keyedURL, keyProvider: provider, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+        ]
+        for (what, queue) in queues {
+            guard let queue = queue else {
+                XCTFail("\(what): no queue")
+                continue
+            }
+            checkSettingsReach(
+                { body in queue.inDatabase { db in body(db) } }, label: queue.logger.label,
+                logsErrors: queue.logsErrors, capture: capture, what)
+            queue.close()
+        }
+
+        let pools: [(String, FMDatabasePool)] = [
+            ("pool()", FMDatabasePool(logger: logger, logsErrors: false, prepareDatabase: prepare)),
+            ("pool(path:)", FMDatabasePool(path: plain, logger: logger, logsErrors: false, prepareDatabase: prepare)),
+            ("pool(url:)", FMDatabasePool(url: plainURL, logger: logger, logsErrors: false, prepareDatabase: prepare)),
+            (
+                "pool(path:flags:)",
+                FMDatabasePool(path: plain, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "pool(url:flags:)",
+                FMDatabasePool(url: plainURL, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "pool(path:flags:vfs:)",
+                FMDatabasePool(
+                    path: plain, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "pool(url:flags:vfs:)",
+                FMDatabasePool(
+                    url: plainURL, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+            (
+                "pool(url:keyProvider:)",
+                try FMDatabasePool(
+                    url: keyedURL, keyProvider: provider, logger: logger, logsErrors: false, prepareDatabase: prepare)
+            ),
+        ]
+        for (what, pool) in pools {
+            checkSettingsReach(
+                { body in pool.inDatabase { db in body(db) } }, label: pool.logger.label, logsErrors: pool.logsErrors,
+                capture: capture, what)
+            pool.releaseAllDatabases()
+        }
+
+        // The defaults are FMDB's.
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: plain))
+        XCTAssertEqual(queue.logger.label, "fmdb")
+        XCTAssertTrue(queue.logsErrors)
+        queue.inDatabase { db in XCTAssertTrue(db.logsErrors) }
+        let pool = FMDatabasePool(url: plainURL, flags: flags, vfs: nil)
+        XCTAssertEqual(pool.logger.label, "fmdb")
+        XCTAssertTrue(pool.logsErrors)
+        pool.inDatabase { db in XCTAssertTrue(db.logsErrors) }
+    }
+
+    /// An unkeyed queue whose `prepareDatabase` throws at init is not made (nil), as when its open fails.
+    func testAnUnkeyedQueueWhosePrepareDatabaseThrowsIsNil() {
+        XCTAssertNil(
+            FMDatabaseQueue(path: directory.path("unkeyed-throws.db"), logsErrors: false) { _ in throw SetUpFailed() })
+    }
 }

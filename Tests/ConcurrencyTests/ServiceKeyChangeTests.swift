@@ -201,4 +201,150 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
         try pool.replaceKeyProvider(new)
         XCTAssertEqual(rows(pool), 0)
     }
+
+    // MARK: - The service's own slot removed
+
+    /// The slot the service unlocked is removed while it runs: its pool keeps opening connections with
+    /// the data key it holds (no key derivation), and a new process cannot open with the removed secret.
+    func testRemovingTheServicesOwnSlotLeavesItServingAndLocksOutTheRemovedSecret() throws {
+        let path = try makeSlotted()
+        let provider = KeySlotKeyProvider(secret: .passphrase("alpha"))
+        let pool = try FMDatabasePool(path: path, keyProvider: provider)
+        serve(pool, 3)
+
+        try KeySlots.removeSlot(1, from: path, unlockingWith: .passphrase("beta"))
+        XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).map(\.id), [2], "alpha's slot is gone")
+        pool.releaseAllDatabases()
+        serve(pool, 3)
+        XCTAssertEqual(rows(pool), 6)
+        XCTAssertEqual(provider.derivationCount, 1, "the held data key: no key derivation")
+
+        // A new process with the removed secret: the tool, and a fresh provider in this one.
+        let refused = try runTool(["sql", path, "--key-env", "K", "select count(*) from t"], env: ["K": "alpha"])
+        XCTAssertNotEqual(refused.status, 0, refused.stderr)
+        XCTAssertEqual(refused.stdout, "", "nothing read with the removed secret")
+        XCTAssertThrowsError(
+            try FMDatabaseQueue(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("alpha")))
+        ) { XCTAssertEqual(nsError($0).code, 26) }
+        let opened = try runTool(["sql", path, "--key-env", "K", "select count(*) from t"], env: ["K": "beta"])
+        XCTAssertEqual(opened.status, 0, opened.stderr)
+        XCTAssertEqual(opened.stdout.split(separator: "\n").last, "6", opened.stdout)
+    }
+
+    // MARK: - A secret no slot accepts costs one key derivation per slot file
+
+    /// After a data-key rotation that dropped the service's slot, its provider's secret opens no slot:
+    /// each new connection fails, but only the first attempt on that slot file runs a key derivation; a
+    /// changed slot file is tried again.
+    func testASecretNoSlotAcceptsRunsNoKeyDerivationAgainForTheSameSlotFile() throws {
+        let path = try makeSlotted()
+        let provider = KeySlotKeyProvider(secret: .passphrase("alpha"))
+        let pool = try FMDatabasePool(path: path, keyProvider: provider)
+        serve(pool, 2)
+        _ = try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("beta")], droppingUnmatchedSlots: true)
+        pool.releaseAllDatabases()
+
+        let meter = KeySlotWorkBudget.Meter()
+        let read = { try pool.inDatabase { db in _ = try db.executeQuery("select count(*) from t", values: nil) } }
+        try KeySlotWorkBudget.$meter.withValue(meter) {
+            XCTAssertThrowsError(try read()) { XCTAssertEqual(nsError($0).code, 26) }
+        }
+        let first = meter.derivations
+        XCTAssertGreaterThan(first, 0, "the first attempt unlocks the new slot file")
+        try KeySlotWorkBudget.$meter.withValue(meter) {
+            for _ in 0..<5 {
+                XCTAssertThrowsError(try read()) { XCTAssertEqual(nsError($0).code, 26) }
+                XCTAssertThrowsError(
+                    try pool.inTransaction(.immediate) { db in
+                        try db.executeUpdate("insert into t values (1)", values: nil)
+                    })
+            }
+        }
+        XCTAssertEqual(meter.derivations, first, "the same slot file: no key derivation again")
+
+        // The operator gives the service's secret a slot again: the changed file is unlocked, and it serves.
+        try KeySlots.addSlot(to: path, unlockingWith: .passphrase("beta"), newSecret: .passphrase("alpha"), kdf: cheap)
+        try KeySlotWorkBudget.$meter.withValue(meter) { try read() }  // On this thread: the meter is task-local.
+        serve(pool, 2)
+        XCTAssertGreaterThan(meter.derivations, first, "a changed slot file is tried again")
+        XCTAssertEqual(rows(pool), 4)
+    }
+
+    // MARK: - A provider that needs an existing database creates no file
+
+    /// Names created in `folder` from now on (inotify: a file made and removed again is seen too).
+    final class CreationWatch {
+        let fd: Int32
+
+        init(_ folder: String) throws {
+            fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+            guard fd >= 0, inotify_add_watch(fd, folder, UInt32(IN_CREATE)) >= 0 else {
+                throw NSError(domain: NSPOSIXErrorDomain, code: Int(errno))
+            }
+        }
+
+        /// The names created since the last call.
+        func created() -> [String] {
+            var names: [String] = []
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                guard count > 0 else { return names }
+                var offset = 0
+                while offset + 16 <= count {
+                    let length = buffer[(offset + 12)..<(offset + 16)].reversed().reduce(0) { $0 << 8 | Int($1) }
+                    let name = buffer[(offset + 16)..<min(count, offset + 16 + length)].prefix { $0 != 0 }
+                    names.append(String(decoding: name, as: UTF8.self))
+                    offset += 16 + length
+                }
+            }
+        }
+
+        deinit { close(fd) }
+    }
+
+    /// A key slot provider, also wrapped in a `ReloadableKeyProvider` or made from a systemd credential,
+    /// keys only a database that exists: a queue or pool opening a missing path fails before any file is
+    /// made (not made and removed after).
+    func testAWrappedKeySlotProviderCreatesNoFileWhereNoDatabaseIs() throws {
+        let credentials = directory.path("credentials")
+        try FileManager.default.createDirectory(
+            atPath: credentials, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let credential = credentials + "/app-db-key"
+        try Data("alpha".utf8).write(to: URL(fileURLWithPath: credential))
+        XCTAssertEqual(chmod(credential, 0o400), 0)
+        let folder = directory.path("missing")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let providers: [(String, any KeyProvider)] = [
+            ("slot", KeySlotKeyProvider(secret: .passphrase("alpha"))),
+            ("reloadable", try ReloadableKeyProvider { KeySlotKeyProvider(secret: .passphrase("alpha")) }),
+            (
+                "credential",
+                try SystemdCredentialKeyProvider(
+                    credential: "app-db-key", usage: .keySlot(.passphrase),
+                    environment: ["CREDENTIALS_DIRECTORY": credentials])
+            ),
+            (
+                "reloadable credential",
+                try ReloadableKeyProvider {
+                    try SystemdCredentialKeyProvider(
+                        credential: "app-db-key", usage: .keySlot(.passphrase),
+                        environment: ["CREDENTIALS_DIRECTORY": credentials])
+                }
+            ),
+        ]
+        let watch = try CreationWatch(folder)
+        for (what, provider) in providers {
+            XCTAssertTrue(provider.requiresExistingDatabase, what)
+            let path = folder + "/app.db"
+            XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: provider, logsErrors: false), what) {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_CANTOPEN), "\(what): \($0)")
+            }
+            XCTAssertThrowsError(try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false), what) {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_CANTOPEN), "\(what): \($0)")
+            }
+            XCTAssertEqual(watch.created(), [], "\(what): no file was ever created")
+        }
+        XCTAssertFalse(try XCTUnwrap(StorageMode.encrypted.keyProvider).requiresExistingDatabase, "the default")
+    }
 }

@@ -111,7 +111,8 @@ final class RekeyOutcomeTests: FMDBCipherTestCase {
         let path = try makeDatabase("pending.db", journalMode: "wal")
         let holder = try Holder(helper: helper, path: path, mode: "read")
         let db = FMDatabase(path: path)
-        db.logsErrors = false
+        let capture = LogCapture()
+        db.logger = capture.logger()
         XCTAssertTrue(db.open())
         try db.setKey(using: provider(Self.oldHex))
         let outcome = try db.rekeySafely(using: provider(Self.newHex), busyTimeout: 1)
@@ -119,6 +120,7 @@ final class RekeyOutcomeTests: FMDBCipherTestCase {
             return XCTFail("expected a pending checkpoint, got \(outcome)")
         }
         XCTAssertEqual(error.resultCode, SQLITE_BUSY)
+        XCTAssertEqual(capture.all, [], "a returned outcome is the caller's to report, not also logged")
         XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (-6)"), "the connection goes on under the new key")
         db.close()
         holder.release()
@@ -313,6 +315,33 @@ final class RekeyOutcomeTests: FMDBCipherTestCase {
         result = try rekeyWithTool(done)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try whichKeyOpens(done), .new)
+    }
+
+    /// `rekey --data-key` with a reader holding the WAL: the data key rotated, the checkpoint is pending
+    /// (exit 3), and stderr holds the tool's own message only, no line logged by the library's connections.
+    func testToolDataKeyRotationWithAReaderShowsOnlyItsOwnMessage() throws {
+        let path = directory.path("tool-data-key.db")
+        try KeySlots.createDatabase(at: path, secret: .passphrase("p0"), kdf: .pbkdf2SHA512(iterations: 64_000))
+        let reader = FMDatabase(path: path)
+        XCTAssertTrue(reader.open())
+        try reader.setKey(using: KeySlotKeyProvider(secret: .passphrase("p0")))
+        XCTAssertEqual(reader.string(forQuery: "PRAGMA journal_mode = wal"), "wal")
+        XCTAssertTrue(reader.executeUpdate("CREATE TABLE t (a)"))
+        XCTAssertTrue(reader.executeUpdate("INSERT INTO t VALUES (1)"))
+        XCTAssertTrue(reader.beginDeferredTransaction())
+        XCTAssertEqual(reader.int(forQuery: "SELECT count(*) FROM t"), 1, "a read transaction holds the WAL")
+        let result = try runTool(["rekey", "--data-key", path, "--key-env", "K", "--quiet"], env: ["K": "p0"])
+        XCTAssertTrue(reader.rollback())
+        reader.close()
+        XCTAssertEqual(result.status, 3, result.stderr)
+        let lines = result.stderr.split(separator: "\n").filter { !$0.isEmpty }
+        XCTAssertEqual(lines.count, 1, "only the tool's own message: \(result.stderr)")
+        XCTAssertTrue(result.stderr.contains("the WAL checkpoint is pending"), result.stderr)
+        XCTAssertFalse(result.stderr.contains(" fmdb: "), "no library log line: \(result.stderr)")
+        // The rotation took: a new connection opens the database through the slot (under the new data key).
+        let queue = try FMDatabaseQueue(path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("p0")))
+        let count: Int32? = queue.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }
+        XCTAssertEqual(count, 1)
     }
 
     /// Scripts/rotate-key: a rekey whose checkpoint is pending is a finished rotation (it goes on to check

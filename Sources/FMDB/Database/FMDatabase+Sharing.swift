@@ -9,8 +9,8 @@ extension FMDatabase {
     /// keyed is closed before the error is thrown.
     ///
     /// When any step fails (open, keying, verification, `prepare`) on a database file that did not exist,
-    /// what the open created is removed (`CreatedFiles`); a ``KeySlotKeyProvider`` is asked first, so one
-    /// that needs an existing database fails before any file is made.
+    /// what the open created is removed (`CreatedFiles`); a provider that keys only existing databases
+    /// (``KeyProvider/requiresExistingDatabase``) is asked first, so it fails before any file is made.
     static func openShared(
         path: String?,
         flags: Int32,
@@ -21,11 +21,11 @@ extension FMDatabase {
         prepare: (FMDatabase) throws -> Void = { _ in }
     ) throws -> FMDatabase {
         var created = CreatedFiles(databasePath: path)
-        if created != nil, let slots = keyProvider as? KeySlotKeyProvider {
-            // Key slots make a database only through KeySlots.createDatabase or a provider asked to create
-            // one: anything else answers "no database here" now, before a file exists. (A provider that may
-            // create it derives the key here once; it keeps it for the keying below.)
-            _ = try slots.key(for: KeyRequest(databasePath: path, salt: nil))
+        if created != nil, let keyProvider, keyProvider.requiresExistingDatabase {
+            // A provider that keys only existing databases (key slots, also wrapped: reloadable, a systemd
+            // credential) answers "no database here" now, before a file exists. (One asked to create this
+            // path derives the key here once; it keeps it for the keying below.)
+            _ = try keyProvider.key(for: KeyRequest(databasePath: path, salt: nil))
         }
         let db = FMDatabase(path: path)
         db.logger = logger
@@ -44,6 +44,18 @@ extension FMDatabase {
             created?.removeCreated()
             throw error
         }
+        return db
+    }
+
+    /// A connection the library opens for its own work (a rotation's rekey, a copy, a key probe, a new
+    /// slotted database): it reports every error to the library code that opened it, which throws or
+    /// returns it to its caller, so the connection itself logs nothing (`logsErrors` off, its logger at
+    /// `critical`). Every such connection is made here: none prints a line the caller did not ask for
+    /// (`fmdb-cipher` shows only its own messages).
+    static func internalConnection(path: String) -> FMDatabase {
+        let db = FMDatabase(path: path)
+        db.logsErrors = false
+        db.logger.logLevel = .critical
         return db
     }
 

@@ -52,7 +52,7 @@ extension FMDatabase {
             try checkpoint(.truncate, name: nil, logFrameCount: nil, checkpointCount: nil)
             return .done
         } catch let error as FMDatabaseError {
-            logger.warning("The key was changed, but the WAL checkpoint is pending: \(error.message)")
+            // Returned, not logged: the caller has it (an error is reported once).
             return .checkpointPending(error)
         } catch {
             return .checkpointPending(FMDatabaseError(code: SQLITE_ERROR, message: "\(error)"))

@@ -454,9 +454,7 @@ public struct FMDatabaseCopy {
         _ path: String, keyProvider: (any KeyProvider)?, settings: CipherSettings, readOnly: Bool,
         creatingAttached: Bool
     ) throws -> FMDatabase {
-        let db = FMDatabase(path: path)
-        db.logsErrors = false
-        db.logger.logLevel = .critical
+        let db = FMDatabase.internalConnection(path: path)
         // Attached databases inherit the main connection's flags: creating DEST needs SQLITE_OPEN_CREATE
         // (harmless for SRC, which exists).
         let flags =

@@ -10,7 +10,9 @@ import Foundation
 /// derivation) and kept while it opens it, even when this provider's own secret was changed or its slot
 /// removed, the way an unlocked volume stays unlocked after a passphrase change. A new process needs a
 /// secret the slot file accepts now. Only a data-key rotation (`KeySlots.rotateDataKey`) makes it unlock
-/// the slot file again, with its secret.
+/// the slot file again, with its secret. When no slot of a slot file accepts the secret (its slot was
+/// dropped by a rotation), the provider remembers that answer for those file contents: later connections
+/// fail at once, with no key derivation, until the slot file changes.
 ///
 /// ```swift
 /// let provider = KeySlotKeyProvider(secret: .passphrase("correct horse battery staple"))
@@ -29,7 +31,8 @@ import Foundation
 /// (SQLITE_CORRUPT, or SQLITE_NOTADB when the salt names another database); no slot accepts the
 /// secret (SQLITE_NOTADB, naming the slot file); slots of the secret's kind whose key derivations together
 /// exceed the work one unlock may spend trying them in turn, when no `slotID` is given (SQLITE_PERM,
-/// `FMDatabaseError.exceedsKeySlotWorkBudget`: none was tried; name the slot); no database, or an empty one (SQLITE_CANTOPEN: create it with
+/// `FMDatabaseError.exceedsKeySlotWorkBudget`: none was tried; name the slot); no database, or an empty one
+/// (SQLITE_CANTOPEN: create it with
 /// `KeySlots.createDatabase`, or ask for it with ``creatingDatabase(at:)``).
 ///
 /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
@@ -44,6 +47,10 @@ public final class KeySlotKeyProvider: KeyProvider {
         /// The data key last unlocked or confirmed for each database (by salt): kept while the slot file
         /// changes around it, as long as it still opens the database.
         var held: [Data: SecureBytes] = [:]
+        /// The last slot file (by digest) whose unlock failed for each database (by salt), with its error:
+        /// the same bytes give the same answer, so a new connection to a database whose slot file no longer
+        /// accepts this secret costs no key derivation until the slot file changes.
+        var refused: [Data: (fileDigest: Data, error: FMDatabaseError)] = [:]
         var unlocks = 0
     }
 
@@ -145,16 +152,37 @@ public final class KeySlotKeyProvider: KeyProvider {
                 throw KeySlots.uncheckedError(path, probe)
             }
         }
-        let opened = try KeySlots.unlock(
-            bytes, secret: try secret.validated(), slotID: slotID, databaseSalt: salt, slotPath: slotPath)
+        if let refusal = state.withLock({ $0.refused[salt] }), refusal.fileDigest == digest {
+            throw refusal.error  // This slot file refused the secret already: no key derivation again.
+        }
+        let validated = try secret.validated()
+        let opened: KeySlots.Opened
+        do {
+            opened = try KeySlots.unlock(
+                bytes, secret: validated, slotID: slotID, databaseSalt: salt, slotPath: slotPath)
+        } catch let error as FMDatabaseError
+            where [SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_PERM].contains(error.resultCode)
+        {
+            // The slot file's own answer (no slot accepts the secret, another database's file, a damaged
+            // file, over the work budget): the same bytes answer the same, so it is kept for them.
+            state.withLock { $0.refused[salt] = (digest, error) }
+            throw error
+        }
         let key = try opened.currentDataKey(databasePath: path)
         state.withLock { state in
             state.keys[cacheKey] = key
             state.held[salt] = key
+            state.refused[salt] = nil
             state.unlocks += 1
         }
         return .raw(secure: key, salt: nil)
     }
+
+    /// True: a slotted database is made by `KeySlots.createDatabase` or `fmdb-cipher keys init`, or by a
+    /// provider asked for that very path (``creatingDatabase(at:)``), so a queue or pool asks this provider
+    /// before it opens a path where no database is, and creates no file when it refuses (see
+    /// ``KeyProvider/requiresExistingDatabase``).
+    public var requiresExistingDatabase: Bool { true }
 
     /// Forgets which slot file states it has read, so the next request reads the slot file again and
     /// checks the data key it holds against the database (see ``KeyProvider/reloadKey()``): a queue or pool

@@ -97,8 +97,7 @@ public enum KeySlots {
             // SQLite then opens that file (and makes its journal with the same mode).
             let created = try createPrivateFile(staging)
             defer { close(created.fd) }
-            let db = FMDatabase(path: staging)
-            db.logsErrors = false
+            let db = FMDatabase.internalConnection(path: staging)
             var slotBytes: Data?
             var published = false
             do {
@@ -478,8 +477,7 @@ public enum KeySlots {
             // (2) The rekey.
             var outcome: FMRekeyOutcome
             do {
-                let db = FMDatabase(path: path)
-                db.logsErrors = false
+                let db = FMDatabase.internalConnection(path: path)
                 db.isKeySlotRotation = true
                 guard db.open(withFlags: SQLITE_OPEN_READWRITE) else { throw db.lastError() }
                 defer { db.close() }
@@ -719,8 +717,7 @@ public enum KeySlots {
     private static func probe(_ path: String, key: SecureBytes, pageSize: Int?, busyTimeout: TimeInterval)
         -> Connection.KeyProbe
     {
-        let db = FMDatabase(path: path)
-        db.logsErrors = false
+        let db = FMDatabase.internalConnection(path: path)
         db.maxBusyRetryTimeInterval = busyTimeout
         guard db.open(withFlags: SQLITE_OPEN_READWRITE) else {
             return .couldNotCheck((db.lastError() as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_CANTOPEN))

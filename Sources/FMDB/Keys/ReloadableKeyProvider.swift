@@ -1,15 +1,16 @@
 import Foundation
 
 /// A provider made again from its source whenever a queue or pool finds the database under a key it does
-/// not hold (see ``KeyProvider/reloadKey()``): for a key read from a file, a systemd credential or a
-/// secrets manager, which an operator may change while the service runs.
+/// not hold (see ``KeyProvider/reloadKey()``): for a key read from a file or a secrets manager, which an
+/// operator may change while the service runs. (Not for a systemd credential: systemd writes it when the
+/// service starts and not again until a restart, so reading it again finds the same key.)
 ///
 /// `load` runs once at init (its error is the init's), and again at each ``reloadKey()``; when it throws
 /// there, the provider keeps the one it had. The keys it hands out are the current provider's.
 ///
 /// ```swift
 /// let provider = try ReloadableKeyProvider {
-///     try SystemdCredentialKeyProvider(credential: "app-db-key", usage: .rawKey)
+///     try RawKeyProvider(material: KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key"))
 /// }
 /// let pool = try FMDatabasePool(path: "/var/lib/app/app.db", keyProvider: provider)
 /// ```
@@ -31,6 +32,10 @@ public final class ReloadableKeyProvider: KeyProvider {
     public func key(for request: KeyRequest) throws -> DatabaseKey {
         try current.withLock { $0 }.key(for: request)
     }
+
+    /// What the current provider answers (see ``KeyProvider/requiresExistingDatabase``): a reloadable
+    /// key slot provider creates no file where no database is, as the key slot provider itself.
+    public var requiresExistingDatabase: Bool { current.withLock { $0 }.requiresExistingDatabase }
 
     /// Runs `load` again and uses what it made from then on.
     /// - Throws: what `load` throws; the provider then keeps the one it had.

@@ -66,9 +66,14 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
         try provider.key(for: request)
     }
 
+    /// What the provider the credential made answers (see ``KeyProvider/requiresExistingDatabase``): true
+    /// for `.keySlot`, whose database is made by `KeySlots.createDatabase` or `fmdb-cipher keys init`.
+    public var requiresExistingDatabase: Bool { provider.requiresExistingDatabase }
+
     /// Passes the request on to the provider the credential made: a key slot provider reads its slot file
-    /// again (see ``KeyProvider/reloadKey()``). The credential itself is not read again: systemd puts it in
-    /// place when the service starts. To read it again, make a new provider (``ReloadableKeyProvider``).
+    /// again (see ``KeyProvider/reloadKey()``). The credential itself is not read again: systemd writes it
+    /// when the service starts and not again at `systemctl reload`, so a new credential value reaches the
+    /// service at its next start. For a key that changes while the service runs, read it from a file.
     public func reloadKey() throws {
         try provider.reloadKey()
     }

@@ -2,7 +2,8 @@ import Foundation
 
 extension FMDatabasePool: KeyChangeListener {
     /// Hands the pool a new key provider, for a database whose key changed outside this process (an
-    /// operator's `fmdb-cipher rekey`, a new key file, a new credential): a typical SIGHUP handler.
+    /// operator's `fmdb-cipher rekey`, a new key file): a typical SIGHUP handler. (A systemd credential is
+    /// written when the service starts and not again at `systemctl reload`: a new one needs a restart.)
     ///
     /// The provider is checked first, on a new connection that must open and read the file (and is set
     /// up with `prepareDatabase`); when it does not, this throws and the pool keeps its provider and
@@ -16,7 +17,8 @@ extension FMDatabasePool: KeyChangeListener {
     /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
     /// reload.setEventHandler {
     ///     do {
-    ///         try pool.replaceKeyProvider(SystemdCredentialKeyProvider(credential: "app-db-key", usage: .rawKey))
+    ///         let key = try KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key")
+    ///         try pool.replaceKeyProvider(RawKeyProvider(material: key))
     ///     } catch {
     ///         logger.error("the new key does not open the database; the old one stays in use: \(error)")
     ///     }

@@ -61,6 +61,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         /// Open connections the delegate has not been told about yet (`didAddDatabase`): the one a keyed
         /// init opens, before any delegate can be set, and one a rekey reopened. Told at their next checkout.
         var unannounced: Set<ObjectIdentifier> = []
+        /// Calls waiting in `checkOut` for a connection (the limit reached): read by tests.
+        var waiting = 0
     }
 
     /// The path given at init (nil: in-memory).
@@ -73,7 +75,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     public let logger: Logger
     /// Whether the pool logs the errors its FMDB forms meet and do not throw, and each connection's
     /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
-    /// logged: the caller has them. True unless the keyed initializer was given false.
+    /// logged: the caller has them. True unless the initializer was given false.
     ///
     /// ```swift
     /// let pool = try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false)
@@ -96,45 +98,99 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     // MARK: - Initializers
 
-    /// An in-memory database.
-    public convenience init() {
-        self.init(path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    /// An in-memory database (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
     }
 
-    /// A database at `path`, read-write, created if needed.
-    public convenience init(path: String?) {
-        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    /// A database at `path`, read-write, created if needed (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        path: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
     }
 
-    /// A database at a file URL, read-write, created if needed.
-    public convenience init(url: URL?) {
-        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    /// A database at a file URL, read-write, created if needed (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        url: URL?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
     }
 
-    /// A database at `path`, opened with `flags`.
-    public convenience init(path: String?, flags: Int32) {
-        self.init(path: path, flags: flags, vfs: nil)
+    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        path: String?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors, prepareDatabase: prepareDatabase
+        )
     }
 
-    /// A database at a file URL, opened with `flags`.
-    public convenience init(url: URL?, flags: Int32) {
-        self.init(path: url?.path, flags: flags, vfs: nil)
+    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        url: URL?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     /// A pool that opens connections lazily, when blocks need them.
-    public init(path: String?, flags: Int32, vfs: String?) {
+    ///
+    /// ```swift
+    /// let pool = FMDatabasePool(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil, logger: Logger(label: "store"),
+    ///                           logsErrors: false) { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values:
+    /// nil) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    ///   - logger: Where the pool and its connections log (default: label "fmdb", as FMDB).
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
+    ///   - prepareDatabase: Sets up each new connection before any block gets it; nil sets up nothing. When
+    ///     it throws, the connection is closed and not used, and the call that needed it gets the error. It
+    ///     runs on the thread that opens the connection, outside the pool's lock; it must not call the pool.
+    /// - Note: FMDB compatibility: `logger`, `logsErrors` and `prepareDatabase` are Swift-native additions;
+    ///   their defaults behave as FMDB.
+    public init(
+        path: String?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
-        self.logger = Logger(label: "fmdb")
-        self.logsErrors = true
+        self.logger = logger
+        self.logsErrors = logsErrors
         self.writeGate = WriteGate.shared(forPath: path)
-        self.prepareDatabase = nil
+        self.prepareDatabase = prepareDatabase
     }
 
-    /// A database at a file URL, opened with `flags` and a VFS.
-    public convenience init(url: URL?, flags: Int32, vfs: String?) {
-        self.init(path: url?.path, flags: flags, vfs: vfs)
+    /// A database at a file URL, opened with `flags` and a VFS (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init(
+        url: URL?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: flags, vfs: vfs, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     /// A keyed pool: opens, keys and verifies one connection at init (kept checked in for use), and
@@ -204,14 +260,20 @@ public final class FMDatabasePool: @unchecked Sendable {
         KeyChangeRegistry.shared.register(self, identity: keyIdentity)
     }
 
-    /// The keyed initializer, for a file URL.
+    /// The keyed initializer, for a file URL (see
+    /// ``init(path:flags:vfs:keyProvider:logger:logsErrors:prepareDatabase:)``).
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider
+        keyProvider: any KeyProvider,
+        logger: Logger = Logger(label: "fmdb"),
+        logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
     ) throws {
-        try self.init(path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider)
+        try self.init(
+            path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     deinit {
@@ -320,8 +382,9 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:
     /// whether an idle keyed connection is checked against the file's key first (false only before a BEGIN
-    /// that reads the header itself: see `withTransactionDatabase`).
-    private func checkOut(checksKey: Bool) throws -> FMDatabase {
+    /// that reads the header itself: see `withTransactionDatabase`). `cancellation`: the task of a `perform`
+    /// call; once it is cancelled the wait ends with `CancellationError` (its `onCancel` wakes the waiters).
+    private func checkOut(checksKey: Bool, cancellation: BlockCancellation? = nil) throws -> FMDatabase {
         let me = pthread_self()
         condition.lock()
         var isNew = false
@@ -354,7 +417,15 @@ public final class FMDatabasePool: @unchecked Sendable {
                         + "or use the database of the enclosing block."
                 )
             }
+            // Checked under the pool's lock, which `wakeCancelledWaiters` takes before it broadcasts: a
+            // cancellation that lands after this check finds this call waiting, and wakes it.
+            if cancellation?.isCancelled == true {
+                condition.unlock()
+                throw CancellationError()
+            }
+            state.waiting += 1
             condition.wait()
+            state.waiting -= 1
         }
         var generation = state.generation
         var provider = state.keyProvider
@@ -436,6 +507,13 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.broadcast()
     }
 
+    /// Wakes the calls waiting for a connection, so a cancelled one stops waiting (see `checkOut`). Taking
+    /// the lock first orders this after a waiter's check of its cancellation.
+    private func wakeCancelledWaiters() {
+        locked {}
+        condition.broadcast()
+    }
+
     /// Runs `body` in this transaction's turn at the file's write gate (Core/WriteGate.swift).
     private func inTurn<T>(_ body: () throws -> T) throws -> T {
         try writeGate.withTurn(timeout: transactionQueueTimeout, body)
@@ -450,11 +528,14 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// `blockStarted`: for a transaction, whether its block has started; `checksKey`: whether an idle
     /// connection's key is checked before `body` (see `withTransactionDatabase`).
     private func withDatabase<T>(
-        blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, _ body: (FMDatabase) throws -> T
+        blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, cancellation: BlockCancellation? = nil,
+        _ body: (FMDatabase) throws -> T
     ) throws -> T {
         let db: FMDatabase
         do {
-            db = try checkOut(checksKey: checksKey)
+            db = try checkOut(checksKey: checksKey, cancellation: cancellation)
+        } catch is CancellationError {
+            throw CancellationError()  // The caller's own doing: not the pool's lastError.
         } catch {
             record(error)
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
@@ -482,14 +563,16 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// not checked before it (one read transaction fewer per write). A deferred BEGIN reads nothing; the
     /// block's first statement would be the first to meet another key, so its connection is checked first.
     private func withTransactionDatabase<T>(
-        _ kind: FMDBTransactionKind, _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
+        _ kind: FMDBTransactionKind, cancellation: BlockCancellation? = nil,
+        _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
     ) throws -> T {
         var started = false
         let checksKey = kind == .deferred
         let attempts = FMDatabase.transactionAttemptsAcrossKeyChanges
         for attempt in 1...attempts {
             do {
-                return try withDatabase(blockStarted: { started }, checksKey: checksKey) { db in
+                return try withDatabase(blockStarted: { started }, checksKey: checksKey, cancellation: cancellation) {
+                    db in
                     try db.withBeginAsKeyCheck(!checksKey) { try body(db) { started = true } }
                 }
             } catch let again as KeyChangedBeforeBlock {
@@ -744,7 +827,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
     /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
     /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
-    /// it returned or threw). A call cancelled while it waits for a connection does not run the block. What
+    /// it returned or threw). A call cancelled while it waits for a connection (the pool at
+    /// ``maximumNumberOfDatabasesToCreate``) stops waiting and throws `CancellationError` at once, without
+    /// running the block. What
     /// the block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
     /// connection goes back to the pool, usable.
     ///
@@ -760,13 +845,16 @@ public final class FMDatabasePool: @unchecked Sendable {
                 DispatchQueue.global().async {
                     // The connection is checked in before the task resumes.
                     let result = Result {
-                        try self.withDatabase { db in try cancellation.run(on: db) { try block(db) } }
+                        try self.withDatabase(cancellation: cancellation) { db in
+                            try cancellation.run(on: db) { try block(db) }
+                        }
                     }
                     continuation.resume(with: result)
                 }
             }
         } onCancel: {
             cancellation.cancel()
+            self.wakeCancelledWaiters()
         }
     }
 
@@ -781,8 +869,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
     /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
     /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
-    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn or a connection does
-    /// not begin a transaction. The connection goes back to the pool, usable.
+    /// and before COMMIT rolls back too. A call cancelled while it waits for a connection stops waiting at
+    /// once; one cancelled while it waits for its turn behind the file's other transactions waits for the
+    /// turn, then throws without beginning a transaction. The connection goes back to the pool, usable.
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
@@ -798,7 +887,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 DispatchQueue.global().async {
                     let result = Result {
                         try self.inTurn {
-                            try self.withTransactionDatabase(kind) { db, markStarted in
+                            try self.withTransactionDatabase(kind, cancellation: cancellation) { db, markStarted in
                                 if cancellation.isCancelled { throw CancellationError() }
                                 return try db.inTransaction(kind) { db in
                                     markStarted()
@@ -812,6 +901,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             }
         } onCancel: {
             cancellation.cancel()
+            self.wakeCancelledWaiters()
         }
     }
 }

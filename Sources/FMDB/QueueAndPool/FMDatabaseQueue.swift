@@ -44,7 +44,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     public let logger: Logger
     /// Whether the queue logs the errors its FMDB forms meet and do not throw, and the connection's
     /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
-    /// logged: the caller has them. True unless the keyed initializer was given false.
+    /// logged: the caller has them. True unless the initializer was given false.
     ///
     /// ```swift
     /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider, logsErrors: false)
@@ -74,50 +74,108 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     // MARK: - Initializers
 
     /// An in-memory database.
-    public convenience init() {
-        // Opening an in-memory database only fails when memory is exhausted.
+    ///
+    /// - Parameters:
+    ///   - logger: Where the queue and its connection log (default: label "fmdb", as FMDB).
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
+    ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
+    public convenience init(
+        logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        // Opening an in-memory database only fails when memory is exhausted (or `prepareDatabase` throws:
+        // the next call opens it again, and gets the error).
         self.init(
             uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil,
-            logger: Logger(label: "fmdb"), logsErrors: true, prepareDatabase: nil)
+            logger: logger, logsErrors: logsErrors, prepareDatabase: prepareDatabase)
         _ = try? onQueue { try self.openDatabase() }
     }
 
-    /// A database at `path`, read-write, created if needed.
-    public convenience init?(path: String?) {
-        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
-    }
-
-    /// A database at a file URL, read-write, created if needed.
-    public convenience init?(url: URL?) {
-        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
-    }
-
-    /// A database at `path`, opened with `flags`.
-    public convenience init?(path: String?, flags: Int32) {
-        self.init(path: path, flags: flags, vfs: nil)
-    }
-
-    /// A database at a file URL, opened with `flags`.
-    public convenience init?(url: URL?, flags: Int32) {
-        self.init(path: url?.path, flags: flags, vfs: nil)
-    }
-
-    /// Opens the database at init; nil when it cannot be opened.
-    public convenience init?(path: String?, flags: Int32, vfs: String?) {
+    /// A database at `path`, read-write, created if needed (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init?(
+        path: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
         self.init(
-            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: Logger(label: "fmdb"),
-            logsErrors: true,
-            prepareDatabase: nil)
+            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
+    }
+
+    /// A database at a file URL, read-write, created if needed (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init?(
+        url: URL?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
+            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
+    }
+
+    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init?(
+        path: String?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
+    }
+
+    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init?(
+        url: URL?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
+    }
+
+    /// Opens the database at init; nil when it cannot be opened (or `prepareDatabase` threw: the error is
+    /// logged when `logsErrors`).
+    ///
+    /// ```swift
+    /// let queue = FMDatabaseQueue(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil, logger: Logger(label: "store"),
+    ///                             logsErrors: false) { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values:
+    /// nil) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    ///   - logger: Where the queue and its connection log (default: label "fmdb", as FMDB).
+    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
+    ///   - prepareDatabase: Sets up the connection each time it is opened, before any block gets it; nil sets
+    ///     up nothing. It runs on the queue: it must not call the queue.
+    /// - Note: FMDB compatibility: `logger`, `logsErrors` and `prepareDatabase` are Swift-native additions;
+    ///   their defaults behave as FMDB.
+    public convenience init?(
+        path: String?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
         do {
             try onQueue { try self.openDatabase() }
         } catch {
+            record(error)
             return nil
         }
     }
 
-    /// A database at a file URL, opened with `flags` and a VFS.
-    public convenience init?(url: URL?, flags: Int32, vfs: String?) {
-        self.init(path: url?.path, flags: flags, vfs: vfs)
+    /// A database at a file URL, opened with `flags` and a VFS (see
+    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
+    public convenience init?(
+        url: URL?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+    ) {
+        self.init(
+            path: url?.path, flags: flags, vfs: vfs, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     /// Opens, keys and verifies the database at init.
@@ -176,14 +234,20 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         KeyChangeRegistry.shared.register(self, identity: keyIdentity)
     }
 
-    /// The keyed initializer, for a file URL.
+    /// The keyed initializer, for a file URL (see
+    /// ``init(path:flags:vfs:keyProvider:logger:logsErrors:prepareDatabase:)``).
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider
+        keyProvider: any KeyProvider,
+        logger: Logger = Logger(label: "fmdb"),
+        logsErrors: Bool = true,
+        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
     ) throws {
-        try self.init(path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider)
+        try self.init(
+            path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
+            prepareDatabase: prepareDatabase)
     }
 
     /// The one designated initializer: sets up the queue without opening anything.
@@ -515,7 +579,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     // MARK: - Key changes made elsewhere
 
     /// Hands the queue a new key provider, for a database whose key changed outside this process (an
-    /// operator's `fmdb-cipher rekey`, a new key file, a new credential): a typical SIGHUP handler.
+    /// operator's `fmdb-cipher rekey`, a new key file): a typical SIGHUP handler. (A systemd credential is
+    /// written when the service starts and not again at `systemctl reload`: a new one needs a restart.)
     ///
     /// The provider is checked first, on a new connection that must open and read the file (and is set
     /// up with `prepareDatabase`); when it does not, this throws and the queue keeps its provider and
@@ -528,7 +593,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
     /// reload.setEventHandler {
     ///     do {
-    ///         try queue.replaceKeyProvider(SystemdCredentialKeyProvider(credential: "app-db-key", usage: .rawKey))
+    ///         let key = try KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key")
+    ///         try queue.replaceKeyProvider(RawKeyProvider(material: key))
     ///     } catch {
     ///         logger.error("the new key does not open the database; the old one stays in use: \(error)")
     ///     }
