@@ -157,7 +157,7 @@ final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
             let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
                 try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
             }
-            XCTAssertEqual(try pool.inDatabase { db in db.int(forQuery: "PRAGMA foreign_keys") }, 1)
+            XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "PRAGMA foreign_keys") }, 1)
             pool.releaseAllDatabases()
         }
 
