@@ -44,7 +44,7 @@ extension FMResultSet {
         // `retire()` keeps it alive when the result set lets it go while a row is decoded.
         unowned(unsafe) let decoder: RowDecoder
         if let existing = rowDecoder { decoder = existing } else { decoder = try makeRowDecoder(handle) }
-        decoder.begin(handle: handle, type: T.self)
+        decoder.begin(handle: handle, type: T.self).pointee.values.locate(handle)
         defer { decoder.end() }
         do {
             // Types whose own Codable form is not how a column holds them (Date's is seconds since 2001).
@@ -129,6 +129,14 @@ struct TagTable {
     }
 }
 
+/// What a row decoder's containers read per property, kept outside the decoder object (see `RowContainer`).
+struct RowState {
+    /// Whether `FMResultSet.decode` is running (`RowDecoder.isDecoding`).
+    var active = false
+    /// Where the row's values are.
+    var values = RowValues()
+}
+
 /// A reference that does not keep its object alive.
 private struct WeakReference {
     weak var object: AnyObject?
@@ -158,9 +166,10 @@ final class RowDecoder: Decoder {
     @exclusivity(unchecked) private var typeName: Any.Type = Any.self
     /// Set while `FMResultSet.decode` runs: a container or column decoder kept past its `init(from:)`
     /// throws instead of reading a row that has moved on (or a statement that is gone).
-    var isDecoding: Bool { active.pointee }
-    /// The flag behind `isDecoding`, where the containers read it without touching this object.
-    private let active: UnsafeMutablePointer<Bool>
+    var isDecoding: Bool { state.pointee.active }
+    /// The flag behind `isDecoding` and where the row's values are, where the containers read them
+    /// without touching this object.
+    private let state: UnsafeMutablePointer<RowState>
     /// Per request position: the key asked for and its column (-1: the query has no such column). For key
     /// types without a `TagTable`.
     @exclusivity(unchecked) private var plan: [(name: String, index: Int32)] = []
@@ -182,25 +191,37 @@ final class RowDecoder: Decoder {
         self.statement = statement
         self.handle = handle
         self.dateFormatter = dateFormatter
-        active = UnsafeMutablePointer<Bool>.allocate(capacity: 1)
-        active.initialize(to: false)
+        state = UnsafeMutablePointer<RowState>.allocate(capacity: 1)
+        state.initialize(to: RowState())
     }
 
     deinit {
         for table in tagTables { TagTable.free(table) }
-        active.deallocate()
+        state.deallocate()
     }
 
+    /// Starts decoding the current row of `handle` (a row with at least one column). The caller then finds
+    /// the row's values through the state returned: outside this object's methods, so the call into SQLite
+    /// does not make the compiler retain and release the decoder around it.
     @inline(__always)
-    func begin(handle: OpaquePointer, type: Any.Type) {
+    func begin(handle: OpaquePointer, type: Any.Type) -> UnsafeMutablePointer<RowState> {
         self.handle = handle
         self.typeName = type
         cursor = 0
-        active.pointee = true
+        state.pointee.active = true
+        return state
     }
 
     @inline(__always)
-    func end() { active.pointee = false }
+    func end() {
+        state.pointee.active = false
+        state.pointee.values.leave()
+    }
+
+    /// Called by the result set before it steps: a row decoded from inside an `init(from:)` that steps
+    /// its own result set reads its values from SQLite again.
+    @inline(__always)
+    func leaveRow() { state.pointee.values.leave() }
 
     /// Called when the result set lets the decoder go (closed, or bound again). A container still referenced
     /// elsewhere (kept by an `init(from:)` past its return) points at this decoder without holding it, and
@@ -211,8 +232,9 @@ final class RowDecoder: Decoder {
     /// decoder alone held are gone once it lets them go. (`isKnownUniquelyReferenced` cannot tell: on an
     /// `AnyObject` it answers false even for a fresh object here.)
     func retire() {
-        var keepAlive = active.pointee
-        active.pointee = false
+        var keepAlive = state.pointee.active
+        state.pointee.active = false
+        state.pointee.values.leave()
         lastCached = nil
         lastKeyType = nil
         containerTypes = []
@@ -270,7 +292,7 @@ final class RowDecoder: Decoder {
     }
 
     @inline(__always)
-    func read(_ index: Int32) -> ColumnValue { ColumnValue(handle, index) }
+    func read(_ index: Int32) -> ColumnValue { state.pointee.values.value(handle, index) }
 
     // MARK: Errors
 
@@ -445,7 +467,7 @@ final class RowDecoder: Decoder {
             table = made
         }
         let container = KeyedDecodingContainer(
-            RowContainer<Key>(row: self, handle: handle, active: UnsafePointer(active), tags: table))
+            RowContainer<Key>(row: self, handle: handle, state: UnsafePointer(state), tags: table))
         if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
             let box = unsafeBitCast(container, to: AnyObject.self)
             let cached = CachedContainer<Key>(box: box)
@@ -521,9 +543,9 @@ private final class CachedContainer<Key: CodingKey> {
 /// small (callgrind, W2 through Codable: about 130 instructions a row fewer).
 private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     unowned(unsafe) let row: RowDecoder
-    /// The result set's statement (the same for every row) and the decoder's "decoding" flag.
+    /// The result set's statement (the same for every row) and the decoder's `RowState`.
     let handle: OpaquePointer
-    let active: UnsafePointer<Bool>
+    let state: UnsafePointer<RowState>
     /// The key type's tag table; nil when keys are looked up by name.
     let tags: UnsafeMutablePointer<TagTable>?
 
@@ -537,7 +559,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// code run per property stays small.
     @inline(__always)
     private func lookup(_ key: Key) throws -> Int32 {
-        if let tags, active.pointee {
+        if let tags, state.pointee.active {
             // The key's one byte (a one-case enum has none: its only value is tag 0).
             let tag = MemoryLayout<Key>.size == 0 ? 0 : Int(unsafeBitCast(key, to: UInt8.self))
             if tag < tags.pointee.capacity {
@@ -552,7 +574,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// looked up by name, a key not resolved yet, or a key the query has no column for (-1).
     @inline(never)
     private func slowLookup(_ key: Key) throws -> Int32 {
-        guard active.pointee else { throw row.escaped() }
+        guard state.pointee.active else { throw row.escaped() }
         guard let tags else { return row.lookup(key.stringValue) }
         let tag = MemoryLayout<Key>.size == 0 ? 0 : Int(unsafeBitCast(key, to: UInt8.self))
         if tag < tags.pointee.capacity {
@@ -561,6 +583,10 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         }
         return row.resolve(key.stringValue, tag: tag, in: tags)
     }
+
+    /// Column `index`'s value in the current row.
+    @inline(__always)
+    private func columnValue(_ index: Int32) -> ColumnValue { state.pointee.values.value(handle, index) }
 
     /// The column of `key` (throws when the query has none).
     @inline(__always)
@@ -577,25 +603,25 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decodeNil(forKey key: Key) throws -> Bool {
         let index = try lookup(key)
-        return index < 0 || ColumnValue(handle, index).type == SQLITE_NULL
+        return index < 0 || columnValue(index).type == SQLITE_NULL
     }
 
     @inline(__always)
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
         let index = try column(key)
-        return try row.bool(ColumnValue(handle, index), index)
+        return try row.bool(columnValue(index), index)
     }
     @inline(__always)
     func decode(_ type: String.Type, forKey key: Key) throws -> String {
         let index = try column(key)
-        let value = ColumnValue(handle, index)
+        let value = columnValue(index)
         if value.type == SQLITE_TEXT, let text = value.string { return text }
         return try row.string(value, index)
     }
     @inline(__always)
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
         let index = try column(key)
-        let value = ColumnValue(handle, index)
+        let value = columnValue(index)
         let kind = value.type
         if kind == SQLITE_FLOAT || kind == SQLITE_INTEGER { return value.double }
         return try row.double(value, index)
@@ -603,7 +629,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     @inline(__always)
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
         let index = try column(key)
-        return Float(try row.double(ColumnValue(handle, index), index, as: Float.self))
+        return Float(try row.double(columnValue(index), index, as: Float.self))
     }
     @inline(__always)
     func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(key) }
@@ -628,7 +654,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     @inline(__always)
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         let index = try column(key)
-        let value = ColumnValue(handle, index)
+        let value = columnValue(index)
         if T.self == Data.self, value.type == SQLITE_BLOB {
             var data = value.data
             return take(&data, as: T.self)
@@ -639,7 +665,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     @inline(__always)
     private func integer<I: FixedWidthInteger>(_ key: Key) throws -> I {
         let index = try column(key)
-        let value = ColumnValue(handle, index)
+        let value = columnValue(index)
         if value.type == SQLITE_INTEGER, let result = I(exactly: value.int64) { return result }
         return try row.integer(I.self, value, index)
     }
@@ -649,7 +675,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private func present(_ key: Key) throws -> (ColumnValue, Int32, kind: Int32)? {
         let index = try lookup(key)
         guard index >= 0 else { return nil }
-        let value = ColumnValue(handle, index)
+        let value = columnValue(index)
         let kind = value.type
         return kind == SQLITE_NULL ? nil : (value, index, kind)
     }
