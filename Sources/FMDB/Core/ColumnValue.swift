@@ -66,12 +66,13 @@ struct ColumnValue {
 /// address of register P1 + i: so column `i`'s value lies `i` times the register size after column 0's.
 /// That is how SQLite works, not its documented interface, so it is proven at run time, never assumed:
 /// the first time column 0's value is at a new address (a statement can produce rows from other
-/// registers, as the arms of a compound SELECT do), every column's value is asked for and compared with
-/// the computed address, and only an address whose columns all matched is used. Any other row, and any
-/// column beyond the ones proven, is read through `sqlite3_column_value` as before.
+/// registers, as the arms of a compound SELECT with ORDER BY do), every column's value is asked for and
+/// compared with the computed address, and only an address whose columns all matched is used. Rows at an
+/// address that did not match (remembered, so it is not checked again at every row), and columns beyond
+/// the ones proven, are read column by column through `sqlite3_column_value`.
 ///
-/// The values are SQLite's "unprotected" ones (see ``ColumnValue``), valid until the statement steps,
-/// resets or is finalized: ``locate(_:)`` at the start of each row decoded, ``leave()`` when it ends or the
+/// The values are SQLite's "unprotected" ones (see `ColumnValue`), valid until the statement steps,
+/// resets or is finalized: `locate(_:)` at the start of each row decoded, `leave()` when it ends or the
 /// result set steps.
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/c3ref/column_blob.html>,
@@ -81,6 +82,8 @@ struct RowValues {
     private var base = 0
     /// The address proven to begin `count` values `stride` bytes apart (0: none).
     private var proven = 0
+    /// The last address whose values were not where computed (0: none).
+    private var refused = 0
     private var count: Int32 = 0
     private var stride = 0
 
@@ -88,11 +91,11 @@ struct RowValues {
     @inline(__always)
     mutating func locate(_ stmt: OpaquePointer) {
         let first = Int(bitPattern: sqlite3_column_value(stmt, 0))
-        if first != proven { prove(stmt, first) }
+        if first != proven && first != refused { prove(stmt, first) }
         base = first == proven ? first : 0
     }
 
-    /// Forgets the row: values are asked for column by column until the next ``locate(_:)``.
+    /// Forgets the row: values are asked for column by column until the next `locate(_:)`.
     @inline(__always)
     mutating func leave() { base = 0 }
 
@@ -106,10 +109,10 @@ struct RowValues {
     }
 
     /// Checks that every column's value is where `first` (column 0's) and the distance between the first
-    /// two put it, and remembers `first` if so.
+    /// two put it, and remembers `first` as proven if so, as refused if not.
     @inline(never)
     private mutating func prove(_ stmt: OpaquePointer, _ first: Int) {
-        (proven, count, stride) = (0, 0, 0)
+        (proven, count, stride, refused) = (0, 0, 0, first)
         let columns = sqlite3_column_count(stmt)
         guard first != 0, columns > 0 else { return }
         var distance = 0
@@ -121,6 +124,6 @@ struct RowValues {
                 return
             }
         }
-        (proven, count, stride) = (first, columns, distance)
+        (proven, count, stride, refused) = (first, columns, distance, 0)
     }
 }
