@@ -183,4 +183,44 @@ final class CodableRowPlanTests: FMDBTempDBTestCase {
         }
         XCTAssertFalse(container.contains(.a))
     }
+
+    /// The decoder finds a row's values from column 0's. The rows of one statement can come from other
+    /// registers: here the two arms of a compound SELECT with ORDER BY take turns (EXPLAIN shows a
+    /// ResultRow for each), and each row must be read from its own.
+    func testRowsFromAlternatingArmsOfACompoundSelectReadTheirOwnValues() throws {
+        let sql = "SELECT a * 2 - 1 AS a, b FROM t UNION ALL SELECT a * 2, b || 'z' FROM t ORDER BY 1"
+        XCTAssertEqual(
+            try db.fetchAll(AB.self, sql),
+            [AB(a: 1, b: "x"), AB(a: 2, b: "xz"), AB(a: 3, b: "y"), AB(a: 4, b: "yz")])
+    }
+
+    /// Steps `target` from inside its `init(from:)`, between its two properties.
+    struct StepsItsResultSet: Decodable, Equatable {
+        nonisolated(unsafe) static var target: FMResultSet?
+        var a: Int64
+        var b: String
+
+        enum CodingKeys: String, CodingKey { case a, b }
+
+        init(a: Int64, b: String) { (self.a, self.b) = (a, b) }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            a = try container.decode(Int64.self, forKey: .a)
+            XCTAssertEqual(Self.target?.next(), true)
+            b = try container.decode(String.self, forKey: .b)
+        }
+    }
+
+    /// A property read after the result set stepped reads the new row (from the other arm's registers
+    /// here), not the values found for the row the decode began on.
+    func testAPropertyReadAfterTheResultSetSteppedReadsTheNewRow() throws {
+        let rs = try db.executeQuery(
+            "SELECT a * 2 - 1 AS a, b FROM t UNION ALL SELECT a * 2, b || 'z' FROM t ORDER BY 1", values: nil)
+        StepsItsResultSet.target = rs
+        defer { StepsItsResultSet.target = nil }
+        XCTAssertTrue(rs.next())
+        XCTAssertEqual(try rs.decode(StepsItsResultSet.self), StepsItsResultSet(a: 1, b: "xz"))
+        rs.close()
+    }
 }

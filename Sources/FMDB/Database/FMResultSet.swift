@@ -128,6 +128,8 @@ public final class FMResultSet {
     private func internalStep() throws -> Int32 {
         if let handle {
             parent?.clearLastError()
+            // A row decoder finds the row's values from column 0's (`RowValues`): not across a step.
+            rowDecoder?.leaveRow()
             let rc = ColumnAccess.step(handle)
             lastStepCode = rc
             if rc == SQLITE_ROW {
