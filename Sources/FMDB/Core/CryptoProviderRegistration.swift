@@ -1,5 +1,6 @@
 internal import CFMDBCrypto
 import CSQLCipher
+import Foundation
 
 /// Registers FMDBCipher's crypto provider with SQLCipher (BENCHMARKS.md "SQLCipher crypto provider"), once per
 /// process, before the library keys its first connection.
@@ -24,6 +25,14 @@ enum CryptoProviderRegistration {
     /// `isActive`'s initializer (which Swift runs once, under its own lock), never read: it only keeps the
     /// connection open and reachable (so leak checkers do not report it).
     nonisolated(unsafe) private static var activation: Connection?
+
+    /// Whether the library's provider is requested (`FMDatabase.cryptoProvider == .library`) rather than
+    /// SQLCipher's own: the environment's choice (`FMDB_CRYPTO_PROVIDER=sqlcipher` asks for SQLCipher's)
+    /// until a program sets `FMDatabase.cryptoProvider`. The first registration reads it. (`getenv` reads the
+    /// one variable; `ProcessInfo.environment` would build a dictionary of all of them, ~2.5 million
+    /// instructions at the first keyed open.)
+    static let isLibraryProviderRequested = Protected<Bool>(
+        getenv("FMDB_CRYPTO_PROVIDER").map { String(cString: $0) } != "sqlcipher")
 
     /// Call before keying a connection.
     @inline(__always)
@@ -55,7 +64,7 @@ enum CryptoProviderRegistration {
     }
 
     private static func register() -> Bool {
-        guard FMDatabase.cryptoProvider == .library,
+        guard isLibraryProviderRequested.withLock({ $0 }),
             let layout = layout(forCipherVersion: SQLCipherRuntime.version),
             let connection = Connection.openScratchKeyed(registeringCryptoProvider: false)
         else { return false }
