@@ -57,9 +57,18 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     /// every single slot, and every file of up to 64 slots at the library's default KDFs, is within it.
     public var exceedsKeySlotWorkBudget: Bool { marked(.keySlotWorkBudgetExceeded) }
 
-    /// The key slot file an error of a slot unlock is about (no slot accepts the secret, or the work budget
-    /// was exceeded): for messages that name it.
-    package var keySlotFile: String? { userInfo[Self.keySlotFileKey] as? String }
+    /// The key slot file an error of a slot unlock is about, for messages that name it: set when no slot
+    /// of the file accepts the secret (code `SQLITE_NOTADB`) or when ``exceedsKeySlotWorkBudget`` is true;
+    /// nil on every other error.
+    ///
+    /// ```swift
+    /// do {
+    ///     try db.setKey(using: KeySlotKeyProvider(secret: .passphrase(typed)))
+    /// } catch let error as FMDatabaseError where error.keySlotFile != nil {
+    ///     print("no key slot in \(error.keySlotFile ?? "") accepts this passphrase")
+    /// }
+    /// ```
+    public var keySlotFile: String? { userInfo[Self.keySlotFileKey] as? String }
 
     private static let keySlotFileKey = "keySlotFile"
 

@@ -28,8 +28,16 @@ import Logging
 public enum KeySlots {
     /// Receives the warnings of slot changes that took but may not survive a power loss (a directory that
     /// could not be synced after the new slot file was in place), or that left the slot file pending (a
-    /// rotation whose last slot file write failed). Without a receiver they go to the "fmdb" logger.
-    @TaskLocal package static var warningReceiver: (@Sendable (String) -> Void)?
+    /// rotation whose last slot file write failed). Without a receiver they go to the "fmdb" logger at
+    /// warning level. A task-local value: it holds for the slot changes made inside `withValue`, on that
+    /// task (and its child tasks), and for no other caller. A warning never holds key bytes.
+    ///
+    /// ```swift
+    /// try KeySlots.$warningReceiver.withValue({ print("warning: \($0)") }) {
+    ///     try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("admin")])
+    /// }
+    /// ```
+    @TaskLocal public static var warningReceiver: (@Sendable (String) -> Void)?
 
     static func warn(_ text: String) {
         if let receiver = warningReceiver {
