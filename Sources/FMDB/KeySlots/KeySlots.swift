@@ -386,7 +386,7 @@ public enum KeySlots {
             slotPath: slotPath)
         // Only a key the database positively opens with is handed out for escrow.
         let key = try opened.currentDataKey(databasePath: path, verifying: true)
-        return try key.lowercaseHex().withUnsafeBytes(body)
+        return try key.hex(.lowercase).withUnsafeBytes(body)
     }
 
     /// Rotates the data key itself: a real rekey through the library's rekey path (every page is
@@ -771,22 +771,5 @@ public enum KeySlots {
             id: slot.id, kind: KeySlotKind(rawValue: slot.kind) ?? .passphrase,
             created: Date(timeIntervalSince1970: TimeInterval(slot.created)), kdf: kdf
         )
-    }
-}
-
-extension SecureBytes {
-    /// Lower-case hexadecimal digits, in secure storage.
-    func lowercaseHex() -> SecureBytes {
-        SecureBytes(count: 2 * count) { out in
-            let digits: StaticString = "0123456789abcdef"
-            digits.withUTF8Buffer { hex in
-                withUnsafeBytes { bytes in
-                    for (index, byte) in bytes.enumerated() {
-                        out[2 * index] = hex[Int(byte >> 4)]
-                        out[2 * index + 1] = hex[Int(byte & 0x0F)]
-                    }
-                }
-            }
-        }
     }
 }
