@@ -58,12 +58,19 @@ enum CryptoProviderRegistration {
     }
 
     /// How many failed OpenSSL calls in the provider left entries in OpenSSL's error queue, which the provider
-    /// empties (a diagnosis hook).
+    /// empties, reporting each entry (`OpenSSLErrors.report`): a diagnosis and test hook.
     static var openSSLFailures: UInt {
         UInt(fmdb_crypto_openssl_failures())
     }
 
     private static func register() -> Bool {
+        // The provider reports the OpenSSL errors it drains through the library's logger, as SQLCipher's
+        // own provider logs them.
+        fmdb_crypto_set_error_reporter { function, text in
+            OpenSSLErrors.report(
+                function: function.map { String(cString: $0) } ?? "the crypto provider",
+                text: text.map { String(cString: $0) } ?? "")
+        }
         guard isLibraryProviderRequested.withLock({ $0 }),
             let layout = layout(forCipherVersion: SQLCipherRuntime.version),
             let connection = Connection.openScratchKeyed(registeringCryptoProvider: false)

@@ -41,6 +41,7 @@ enum KeyDerivation {
                 }
             }
             guard ok == 1 else {
+                OpenSSLErrors.drain(after: "PKCS5_PBKDF2_HMAC")
                 throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL PKCS5_PBKDF2_HMAC failed.")
             }
         }
@@ -76,6 +77,7 @@ enum KeyDerivation {
                 }
             }
             guard ok == 1 else {
+                OpenSSLErrors.drain(after: "EVP_PBE_scrypt")
                 throw FMDatabaseError(
                     code: SQLITE_ERROR,
                     message:
