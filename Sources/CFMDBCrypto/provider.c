@@ -58,17 +58,27 @@ int fmdb_crypto_prepare(void) {
 
 unsigned long fmdb_crypto_contexts_created(void) { return atomic_load(&contexts_created); }
 
-// OpenSSL's error queue after a failed call. SQLCipher's own provider empties it (4.x logs each entry,
-// sqlcipher_openssl_log_errors); a queue left full is per thread and would be read as the cause of the
-// next, unrelated failure by any OpenSSL user on the thread. The first entry of the last failure, and
-// how many failures left entries, are kept for diagnosis.
+// OpenSSL's error queue after a failed call. SQLCipher's own provider empties it and logs each entry at
+// error level (4.x: sqlcipher_openssl_log_errors); so does this one, through the reporter the library sets
+// (its logger): one line per entry, ERR_error_string_n's text (library, reason: never key bytes, and never
+// the free-form data an entry may carry). A queue left full is per thread and would be read as the cause
+// of the next, unrelated failure by any OpenSSL user on the thread. The first entry of the last failure,
+// and how many failures left entries, are kept for diagnosis.
 static atomic_ulong openssl_failures = 0;
 static atomic_ulong last_openssl_error = 0;
+static _Atomic(fmdb_crypto_error_reporter) error_reporter = NULL;
 
-static void drain_openssl_errors(void) {
-    unsigned long first = ERR_get_error();
+void fmdb_crypto_set_error_reporter(fmdb_crypto_error_reporter reporter) { atomic_store(&error_reporter, reporter); }
+
+static void drain_openssl_errors(const char *function) {
+    unsigned long first = ERR_peek_error(), code;
+    fmdb_crypto_error_reporter reporter = atomic_load(&error_reporter);
+    char text[256];
     if (first == 0) return;
-    while (ERR_get_error() != 0) {
+    while ((code = ERR_get_error()) != 0) {
+        if (reporter == NULL) continue;
+        ERR_error_string_n(code, text, sizeof text);
+        reporter(function, text);
     }
     atomic_store(&last_openssl_error, first);
     atomic_fetch_add(&openssl_failures, 1);
@@ -251,7 +261,7 @@ int fmdb_crypto_cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsi
     if (first + last != in_sz) goto error;
     return FMDB_SQLITE_OK;
 error:
-    drain_openssl_errors();
+    drain_openssl_errors(__func__);
     // 3.4.1 ignores this result: leave no partial output behind (or the plaintext a shared buffer held),
     // set the context up afresh next time, and make the MAC that follows on this context (3.4.1 MACs the
     // output right after) fail, so a page that did not encrypt can never be read back as valid.
@@ -308,7 +318,7 @@ int fmdb_crypto_hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_
         goto error;
     return FMDB_SQLITE_OK;
 error:
-    drain_openssl_errors();
+    drain_openssl_errors(__func__);
     // 3.4.1 ignores this result: a random MAC fails the page's check instead of matching by accident.
     fill_unusable(out, mac_size);
     if (p != NULL) {
@@ -326,7 +336,7 @@ int fmdb_crypto_kdf(void *ctx, int algorithm, const unsigned char *pass, int pas
     // key during a rekey), or pages would be written under it.
     if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512 || pass_sz < 0 || salt_sz < 0
         || !PKCS5_PBKDF2_HMAC((const char *)pass, pass_sz, salt, salt_sz, workfactor, digests[algorithm], key_sz, key)) {
-        drain_openssl_errors();
+        drain_openssl_errors(__func__);
         fill_unusable(key, (size_t)key_sz);
         return FMDB_SQLITE_ERROR;
     }
@@ -356,7 +366,7 @@ int fmdb_crypto_ctx_init(void **ctx) {
     p = calloc(1, sizeof(provider_ctx));
     if (p == NULL) return FMDB_SQLITE_NOMEM;
     if (!EVP_CIPHER_up_ref(aes_256_cbc)) {
-        drain_openssl_errors();
+        drain_openssl_errors(__func__);
         free(p);
         return FMDB_SQLITE_ERROR;
     }
@@ -408,13 +418,13 @@ int fmdb_crypto_set_cipher_3(void *ctx, const char *cipher_name) {
     if (p == NULL || cipher_name == NULL) return FMDB_SQLITE_ERROR;
     legacy = EVP_get_cipherbyname(cipher_name);
     if (legacy == NULL) {
-        drain_openssl_errors();
+        drain_openssl_errors(__func__);
         return FMDB_SQLITE_ERROR;
     }
     name = OBJ_nid2sn(EVP_CIPHER_get_nid(legacy));
     if (name != NULL) found = EVP_CIPHER_fetch(NULL, name, NULL);
     if (found == NULL) {
-        drain_openssl_errors();
+        drain_openssl_errors(__func__);
         return FMDB_SQLITE_ERROR;
     }
     mode = EVP_CIPHER_get_mode(found);

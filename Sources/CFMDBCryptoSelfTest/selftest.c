@@ -120,3 +120,14 @@ int fmdb_crypto_selftest(void) {
     OPENSSL_cleanse(key, sizeof key);
     return failed;
 }
+
+int fmdb_crypto_selftest_failing_call(void) {
+    unsigned char key[32] = {0}, iv[16] = {0}, page[64] = {0}, out[64];
+    void *ctx = NULL;
+    int rc;
+    if (!fmdb_crypto_prepare() || fmdb_crypto_ctx_init(&ctx) != FMDB_SQLITE_OK) return -1;
+    ERR_raise(ERR_LIB_EVP, ERR_R_PASSED_INVALID_ARGUMENT);
+    rc = fmdb_crypto_cipher(ctx, 1, key, 32, iv, page, -1, out);
+    fmdb_crypto_ctx_free(&ctx);
+    return rc;
+}

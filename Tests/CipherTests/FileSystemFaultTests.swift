@@ -3,37 +3,24 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// A real full disk and a real read-only filesystem: a 256 KiB tmpfs mounted for the test (root only;
-/// CI runs as root). `LeakTests.testDiskFullAndReadOnlyKeepWhatWasCommitted` covers the same errors
-/// through SQLite's own limits everywhere.
+/// A real full disk and a real read-only filesystem (`SmallFilesystem`: root only; CI runs as root); the
+/// tool's exit codes on them are `FullFilesystemToolTests`. `LeakTests.testDiskFullAndReadOnlyKeepWhatWasCommitted`
+/// covers the same errors through SQLite's own limits everywhere.
 final class FileSystemFaultTests: FMDBCipherTestCase {
-    var mountPoint: String?
+    var filesystem: SmallFilesystem?
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        guard getuid() == 0, let mount = which("mount") else {
-            throw XCTSkip("needs root to mount a size-limited tmpfs")
-        }
-        let point = FileManager.default.temporaryDirectory.appendingPathComponent("fmdb-full-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: point, withIntermediateDirectories: true)
-        let result = try runProcess(mount, ["-t", "tmpfs", "-o", "size=256k", "tmpfs", point])
-        guard result.status == 0 else {
-            try? FileManager.default.removeItem(atPath: point)
-            throw XCTSkip("mount refused: \(result.stderr)")
-        }
-        mountPoint = point
+        filesystem = try SmallFilesystem()
     }
 
     override func tearDown() {
-        if let mountPoint, let umount = which("umount") {
-            _ = try? runProcess(umount, [mountPoint])
-            try? FileManager.default.removeItem(atPath: mountPoint)
-        }
+        filesystem?.unmount()
         super.tearDown()
     }
 
     func testFullDiskFailsCleanlyAndKeepsWhatWasCommitted() throws {
-        let point = try XCTUnwrap(mountPoint)
+        let point = try XCTUnwrap(filesystem).path
         let path = point + "/full.db"
         let key = try RawKeyProvider(key: Data(repeating: 9, count: 32))
         for mode in ["delete", "wal"] {
@@ -71,7 +58,7 @@ final class FileSystemFaultTests: FMDBCipherTestCase {
     }
 
     func testReadOnlyFilesystemRefusesWritesAndKeepsData() throws {
-        let point = try XCTUnwrap(mountPoint)
+        let point = try XCTUnwrap(filesystem).path
         let path = point + "/ro.db"
         let key = try RawKeyProvider(key: Data(repeating: 3, count: 32))
         let db = FMDatabase(path: path)
@@ -80,8 +67,7 @@ final class FileSystemFaultTests: FMDBCipherTestCase {
         XCTAssertTrue(db.executeUpdate("create table t (a)"))
         XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
         db.close()
-        let mount = try XCTUnwrap(which("mount"))
-        XCTAssertEqual(try runProcess(mount, ["-o", "remount,ro", point]).status, 0)
+        XCTAssertTrue(try XCTUnwrap(filesystem).remountReadOnly())
         let readOnly = FMDatabase(path: path)
         readOnly.logsErrors = false
         XCTAssertTrue(readOnly.open())
@@ -93,41 +79,5 @@ final class FileSystemFaultTests: FMDBCipherTestCase {
             readOnly.lastErrorMessage())
         XCTAssertEqual(readOnly.int(forQuery: "select count(*) from t"), 1)
         readOnly.close()
-    }
-
-    func testToolExitCodesOnAReadOnlyAndAFullFilesystem() throws {
-        let point = try XCTUnwrap(mountPoint)
-        let tool = try builtTool()
-        let environment = ProcessInfo.processInfo.environment.merging(["K": "k", "N": "n"]) { _, new in new }
-        // A source too big for the 256 KiB filesystem: encrypting it there fills the disk.
-        let outside = try TemporaryDirectory("fmdb-full-src")
-        let source = outside.path("big.db")
-        let big = FMDatabase(path: source)
-        XCTAssertTrue(big.open())
-        XCTAssertTrue(big.executeUpdate("create table t (pad blob)"))
-        XCTAssertTrue(
-            big.executeStatements(
-                "with recursive c(x) as (select 1 union all select x + 1 from c limit 400) insert into t select randomblob(2000) from c"
-            ))
-        big.close()
-        let full = try runProcess(
-            tool, ["encrypt", source, point + "/big-enc.db", "--key-env", "K", "--quiet"], environment: environment)
-        XCTAssertEqual(full.status, 74, "disk full is exit 74: \(full.stderr)")
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: point)
-        XCTAssertEqual(leftovers, [], "no half file and no temporary file left on the full disk")
-
-        let small = point + "/small.db"
-        XCTAssertEqual(
-            try runProcess(
-                tool, ["sql", small, "create table t (a); insert into t values (1)", "--key-env", "K", "--create"],
-                environment: environment
-            ).status, 0)
-        let mount = try XCTUnwrap(which("mount"))
-        XCTAssertEqual(try runProcess(mount, ["-o", "remount,ro", point]).status, 0)
-        let readOnly = try runProcess(
-            tool, ["rekey", small, "--key-env", "K", "--new-key-env", "N", "--quiet"], environment: environment)
-        XCTAssertEqual(readOnly.status, 74, "a read-only filesystem is exit 74: \(readOnly.stderr)")
-        let check = try runProcess(tool, ["check", small, "--key-env", "K"], environment: environment)
-        XCTAssertEqual(check.status, 0, "still opens with the old key: \(check.stderr)")
     }
 }

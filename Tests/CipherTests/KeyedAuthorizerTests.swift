@@ -250,7 +250,7 @@ final class KeyedAuthorizerTests: FMDBCipherTestCase {
         XCTAssertEqual(after.integrity, "ok")
     }
 
-    // MARK: - The examples
+    // MARK: - SQL text that would change or weaken the key of a file in use: refused, the file keeps its key
 
     func testPragmaKeyThenInsertIsRefusedAndTheFileKeepsItsKey() throws {
         let (db, path) = try makeKeyedDatabase()

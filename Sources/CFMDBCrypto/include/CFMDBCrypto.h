@@ -28,9 +28,17 @@ int fmdb_crypto_register(int layout);
 /// reuse they grow with the number of SQLCipher contexts, never with the number of pages.
 unsigned long fmdb_crypto_contexts_created(void);
 
+/// Receives each entry of OpenSSL's error queue that a failed call of the provider left, as the provider
+/// empties the queue: the provider function that failed and `ERR_error_string_n`'s text (never key bytes).
+/// Called on the thread of the failed call, inside SQLCipher's codec: it must not call into SQLite.
+typedef void (*fmdb_crypto_error_reporter)(const char *function, const char *text);
+
+/// Sets the reporter of OpenSSL errors (NULL: the queue is emptied unreported). Any thread, any time.
+void fmdb_crypto_set_error_reporter(fmdb_crypto_error_reporter reporter);
+
 /// How many failed OpenSSL calls left entries in OpenSSL's error queue (the provider empties the queue
-/// after each, as SQLCipher's own provider does), and the first entry of the last one (`ERR_get_error`'s
-/// packed code; 0 when none): for diagnosis.
+/// after each, reporting every entry, as SQLCipher's own provider does), and the first entry of the last
+/// one (`ERR_get_error`'s packed code; 0 when none): for diagnosis.
 unsigned long fmdb_crypto_openssl_failures(void);
 unsigned long fmdb_crypto_last_openssl_error(void);
 

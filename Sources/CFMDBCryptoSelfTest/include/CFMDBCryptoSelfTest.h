@@ -9,4 +9,10 @@
 /// when everything matched, the number of the first step that did not, or -1 when OpenSSL could not be set up.
 int fmdb_crypto_selftest(void);
 
+/// One failed provider call, for the test that OpenSSL's errors are reported and the queue emptied: an
+/// entry is raised (`ERR_R_PASSED_INVALID_ARGUMENT`) and the provider's cipher is called with a negative
+/// length, which it refuses. Returns the cipher call's result (non-zero: it failed), or -1 when OpenSSL
+/// could not be set up.
+int fmdb_crypto_selftest_failing_call(void);
+
 #endif

@@ -35,13 +35,13 @@ final class BlockCancellation: Sendable {
         }
     }
 
-    /// Runs `body` with `db` open to interrupts from `cancel()`.
+    /// Runs `body` with the connection of `handle` (the block's connection; nil: none open) open to
+    /// interrupts from `cancel()`. (Queues and pools call it with an `FMDatabase`: `run(on:_:)`.)
     ///
     /// - Throws: `CancellationError` without running `body` when the call was cancelled before it started;
     ///   `CancellationError` in place of whatever `body` threw or returned when the call was cancelled
     ///   while it ran (inside a transaction, throwing rolls it back); otherwise what `body` throws.
-    func run<T>(on db: FMDatabase, _ body: () throws -> T) throws -> T {
-        let handle = db.interruptHandle
+    func run<T>(interrupting handle: InterruptHandle?, _ body: () throws -> T) throws -> T {
         try state.withLock { state in
             if state.isCancelled { throw CancellationError() }
             state.target = handle

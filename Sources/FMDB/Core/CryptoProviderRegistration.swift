@@ -1,5 +1,6 @@
 internal import CFMDBCrypto
 import CSQLCipher
+import Foundation
 
 /// Registers FMDBCipher's crypto provider with SQLCipher (BENCHMARKS.md "SQLCipher crypto provider"), once per
 /// process, before the library keys its first connection.
@@ -25,6 +26,14 @@ enum CryptoProviderRegistration {
     /// connection open and reachable (so leak checkers do not report it).
     nonisolated(unsafe) private static var activation: Connection?
 
+    /// Whether the library's provider is requested (`FMDatabase.cryptoProvider == .library`) rather than
+    /// SQLCipher's own: the environment's choice (`FMDB_CRYPTO_PROVIDER=sqlcipher` asks for SQLCipher's)
+    /// until a program sets `FMDatabase.cryptoProvider`. The first registration reads it. (`getenv` reads the
+    /// one variable; `ProcessInfo.environment` would build a dictionary of all of them, ~2.5 million
+    /// instructions at the first keyed open.)
+    static let isLibraryProviderRequested = Protected<Bool>(
+        getenv("FMDB_CRYPTO_PROVIDER").map { String(cString: $0) } != "sqlcipher")
+
     /// Call before keying a connection.
     @inline(__always)
     static func ensureRegistered() {
@@ -49,13 +58,20 @@ enum CryptoProviderRegistration {
     }
 
     /// How many failed OpenSSL calls in the provider left entries in OpenSSL's error queue, which the provider
-    /// empties (a diagnosis hook).
+    /// empties, reporting each entry (`OpenSSLErrors.report`): a diagnosis and test hook.
     static var openSSLFailures: UInt {
         UInt(fmdb_crypto_openssl_failures())
     }
 
     private static func register() -> Bool {
-        guard FMDatabase.cryptoProvider == .library,
+        // The provider reports the OpenSSL errors it drains through the library's logger, as SQLCipher's
+        // own provider logs them.
+        fmdb_crypto_set_error_reporter { function, text in
+            OpenSSLErrors.report(
+                function: function.map { String(cString: $0) } ?? "the crypto provider",
+                text: text.map { String(cString: $0) } ?? "")
+        }
+        guard isLibraryProviderRequested.withLock({ $0 }),
             let layout = layout(forCipherVersion: SQLCipherRuntime.version),
             let connection = Connection.openScratchKeyed(registeringCryptoProvider: false)
         else { return false }

@@ -2,10 +2,6 @@ import Foundation
 import Logging
 import Synchronization
 
-/// The callback of `executeStatements(_:withResultBlock:)`: one call per row, column name to
-/// value (`String`, or `NSNull` for NULL). Return 0 to go on, anything else to stop.
-public typealias FMDBExecuteStatementsCallbackBlock = ([AnyHashable: Any]) -> Int32
-
 /// One SQLite (SQLCipher) database connection: FMDB's `FMDatabase`, in Swift, on Linux.
 ///
 /// ```swift

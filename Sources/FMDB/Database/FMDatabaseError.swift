@@ -57,18 +57,20 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     /// every single slot, and every file of up to 64 slots at the library's default KDFs, is within it.
     public var exceedsKeySlotWorkBudget: Bool { marked(.keySlotWorkBudgetExceeded) }
 
-    /// The key slot file an error of a slot unlock is about (no slot accepts the secret, or the work budget
-    /// was exceeded): for messages that name it.
-    package var keySlotFile: String? { userInfo[Self.keySlotFileKey] as? String }
+    /// The key slot file an error of a slot unlock is about, for messages that name it: set when no slot
+    /// of the file accepts the secret (code `SQLITE_NOTADB`) or when ``exceedsKeySlotWorkBudget`` is true;
+    /// nil on every other error.
+    ///
+    /// ```swift
+    /// do {
+    ///     try db.setKey(using: KeySlotKeyProvider(secret: .passphrase(typed)))
+    /// } catch let error as FMDatabaseError where error.keySlotFile != nil {
+    ///     print("no key slot in \(error.keySlotFile ?? "") accepts this passphrase")
+    /// }
+    /// ```
+    public var keySlotFile: String? { userInfo[Self.keySlotFileKey] as? String }
 
     private static let keySlotFileKey = "keySlotFile"
-
-    /// Why a ``FMDatabaseCopy`` refused or failed, when the copy itself decided it (DEST exists, SRC is
-    /// damaged, the copy did not verify, ...); nil for an error SQLite or the file system reported, whose
-    /// code says what happened.
-    public var copyFailure: FMDatabaseCopy.Failure? {
-        (userInfo[FMDatabaseCopy.Failure.userInfoKey] as? String).flatMap(FMDatabaseCopy.Failure.init(rawValue:))
-    }
 
     /// What an error says beyond its code, recorded in `userInfo` under its raw value.
     enum Mark: String {
@@ -84,8 +86,9 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         self.init(code: code, message: message, sql: sql, marks: [])
     }
 
+    /// `details`: more `userInfo` entries, each read back by the feature that wrote it (`copyFailure`).
     init(
-        code: Int32, message: String?, sql: String? = nil, marks: [Mark], copyFailure: FMDatabaseCopy.Failure? = nil,
+        code: Int32, message: String?, sql: String? = nil, marks: [Mark], details: [String: String] = [:],
         keySlotFile: String? = nil
     ) {
         let text = message ?? FMDatabaseError.defaultMessage(for: code)
@@ -96,7 +99,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         var info: [String: Any] = [NSLocalizedDescriptionKey: text, "extendedCode": Int(code)]
         if let sql { info["sql"] = sql }
         for mark in marks { info[mark.rawValue] = true }
-        if let copyFailure { info[FMDatabaseCopy.Failure.userInfoKey] = copyFailure.rawValue }
+        for (key, value) in details { info[key] = value }
         if let keySlotFile { info[Self.keySlotFileKey] = keySlotFile }
         super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
     }

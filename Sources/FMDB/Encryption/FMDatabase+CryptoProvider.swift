@@ -1,12 +1,5 @@
 import Foundation
 
-/// The requested provider: the environment's choice until a program sets `FMDatabase.cryptoProvider`.
-/// (`getenv` reads the one variable; `ProcessInfo.environment` would build a dictionary of all of them,
-/// ~2.5 million instructions at the first keyed open.)
-private let requestedCryptoProvider = Protected<FMCryptoProvider>(
-    getenv("FMDB_CRYPTO_PROVIDER").map { String(cString: $0) } == "sqlcipher" ? .sqlcipher : .library
-)
-
 extension FMDatabase {
     /// The crypto provider SQLCipher uses for every keyed connection of the process: `.library` (the
     /// default) or `.sqlcipher`, SQLCipher's own OpenSSL provider.
@@ -27,7 +20,8 @@ extension FMDatabase {
     /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#cipher_provider>
     /// - Note: FMDB compatibility: not in FMDB, whose SQLCipher on Apple platforms uses CommonCrypto.
     public static var cryptoProvider: FMCryptoProvider {
-        get { requestedCryptoProvider.withLock { $0 } }
-        set { requestedCryptoProvider.withLock { $0 = newValue } }
+        // The choice is kept where the registration reads it (Core/ names no type of the features above it).
+        get { CryptoProviderRegistration.isLibraryProviderRequested.withLock { $0 } ? .library : .sqlcipher }
+        set { CryptoProviderRegistration.isLibraryProviderRequested.withLock { $0 = newValue == .library } }
     }
 }

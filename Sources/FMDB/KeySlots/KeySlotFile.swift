@@ -413,6 +413,10 @@ extension Data {
 
     /// Lower-case hexadecimal.
     var hexString: String {
-        map { String(format: "%02x", $0) }.joined()
+        var digits = [UInt8](repeating: 0, count: 2 * count)
+        digits.withUnsafeMutableBytes { out in
+            _ = withUnsafeBytes { HexDigits.lowercase.write($0, into: out, at: 0) }
+        }
+        return String(decoding: digits, as: UTF8.self)
     }
 }

@@ -28,8 +28,16 @@ import Logging
 public enum KeySlots {
     /// Receives the warnings of slot changes that took but may not survive a power loss (a directory that
     /// could not be synced after the new slot file was in place), or that left the slot file pending (a
-    /// rotation whose last slot file write failed). Without a receiver they go to the "fmdb" logger.
-    @TaskLocal package static var warningReceiver: (@Sendable (String) -> Void)?
+    /// rotation whose last slot file write failed). Without a receiver they go to the "fmdb" logger at
+    /// warning level. A task-local value: it holds for the slot changes made inside `withValue`, on that
+    /// task (and its child tasks), and for no other caller. A warning never holds key bytes.
+    ///
+    /// ```swift
+    /// try KeySlots.$warningReceiver.withValue({ print("warning: \($0)") }) {
+    ///     try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("admin")])
+    /// }
+    /// ```
+    @TaskLocal public static var warningReceiver: (@Sendable (String) -> Void)?
 
     static func warn(_ text: String) {
         if let receiver = warningReceiver {
@@ -377,7 +385,7 @@ public enum KeySlots {
             slotPath: slotPath)
         // Only a key the database positively opens with is handed out for escrow.
         let key = try opened.currentDataKey(databasePath: path, verifying: true)
-        return try key.lowercaseHex().withUnsafeBytes(body)
+        return try key.hex(.lowercase).withUnsafeBytes(body)
     }
 
     /// Rotates the data key itself: a real rekey through the library's rekey path (every page is
@@ -760,22 +768,5 @@ public enum KeySlots {
             id: slot.id, kind: KeySlotKind(rawValue: slot.kind) ?? .passphrase,
             created: Date(timeIntervalSince1970: TimeInterval(slot.created)), kdf: kdf
         )
-    }
-}
-
-extension SecureBytes {
-    /// Lower-case hexadecimal digits, in secure storage.
-    func lowercaseHex() -> SecureBytes {
-        SecureBytes(count: 2 * count) { out in
-            let digits: StaticString = "0123456789abcdef"
-            digits.withUTF8Buffer { hex in
-                withUnsafeBytes { bytes in
-                    for (index, byte) in bytes.enumerated() {
-                        out[2 * index] = hex[Int(byte >> 4)]
-                        out[2 * index + 1] = hex[Int(byte & 0x0F)]
-                    }
-                }
-            }
-        }
     }
 }

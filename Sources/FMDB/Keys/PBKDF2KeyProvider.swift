@@ -136,6 +136,6 @@ public final class PBKDF2KeyProvider: KeyProvider {
     }
 
     static func derive(passphrase: SecureBytes, salt: Data, digest: Digest, iterations: Int) throws -> SecureBytes {
-        try KeyDerivation.pbkdf2(passphrase, salt: salt, digest: digest, iterations: iterations)
+        try KeyDerivation.pbkdf2(passphrase, salt: salt, digest: digest.keyDerivationDigest, iterations: iterations)
     }
 }

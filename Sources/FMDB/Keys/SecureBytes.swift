@@ -66,27 +66,22 @@ struct SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConverti
         }
     }
 
-    /// `x'<hex>'`, SQLCipher's raw-key syntax, in secure storage of its own.
+    /// `x'<hex>'`, SQLCipher's raw-key syntax (upper-case digits), in secure storage of its own.
     func sqlcipherHexLiteral(appending salt: SecureBytes? = nil) -> SecureBytes {
         let saltCount = salt?.count ?? 0
-        let total = 3 + 2 * (count + saltCount)
-        return SecureBytes(count: total) { out in
-            let digits: StaticString = "0123456789ABCDEF"
-            digits.withUTF8Buffer { hex in
-                out[0] = UInt8(ascii: "x")
-                out[1] = UInt8(ascii: "'")
-                var position = 2
-                func append(_ bytes: UnsafeRawBufferPointer) {
-                    for byte in bytes {
-                        out[position] = hex[Int(byte >> 4)]
-                        out[position + 1] = hex[Int(byte & 0x0F)]
-                        position += 2
-                    }
-                }
-                withUnsafeBytes(append)
-                salt?.withUnsafeBytes(append)
-                out[position] = UInt8(ascii: "'")
-            }
+        return SecureBytes(count: 3 + 2 * (count + saltCount)) { out in
+            out[0] = UInt8(ascii: "x")
+            out[1] = UInt8(ascii: "'")
+            var position = withUnsafeBytes { HexDigits.uppercase.write($0, into: out, at: 2) }
+            if let salt { position = salt.withUnsafeBytes { HexDigits.uppercase.write($0, into: out, at: position) } }
+            out[position] = UInt8(ascii: "'")
+        }
+    }
+
+    /// The bytes as hexadecimal digits, in secure storage of its own.
+    func hex(_ digits: HexDigits) -> SecureBytes {
+        SecureBytes(count: 2 * count) { out in
+            _ = withUnsafeBytes { digits.write($0, into: out, at: 0) }
         }
     }
 
@@ -114,6 +109,27 @@ func secureRandomBytes(_ count: Int) throws -> SecureBytes {
     try SecureBytes(count: count) { buffer in
         guard OpenSSLMemory.randomBytes(into: buffer) else {
             throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL RAND_bytes failed.")
+        }
+    }
+}
+
+/// The library's one hexadecimal encoder (two digits per byte, high nibble first), for key bytes in wiped
+/// storage (`SecureBytes.hex`, SQLCipher's `x'...'` literal) and for public bytes (`Data.hexString`).
+enum HexDigits {
+    case lowercase, uppercase
+
+    /// Writes the digits of `bytes` into `out` from `position` on, which must leave room for
+    /// `2 * bytes.count` of them; returns the position after the last.
+    func write(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, at position: Int) -> Int {
+        let digits: StaticString = self == .lowercase ? "0123456789abcdef" : "0123456789ABCDEF"
+        return digits.withUTF8Buffer { hex in
+            var position = position
+            for byte in bytes {
+                out[position] = hex[Int(byte >> 4)]
+                out[position + 1] = hex[Int(byte & 0x0F)]
+                position += 2
+            }
+            return position
         }
     }
 }

@@ -57,6 +57,9 @@ enum AuthenticatedEncryption {
         let tagLength = tag.count
         guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
+        // Set-up failures (reported) differ from a tag that does not verify (an answer: wrong key or altered
+        // data); either way the result is nil and the queue is left empty.
+        var setUp = false
         var verified = false
         let plaintext = SecureBytes(count: ciphertext.count) { output in
             verified = key.withUnsafeBytes { keyBytes in
@@ -75,6 +78,7 @@ enum AuthenticatedEncryption {
                                     EVP_CIPHER_CTX_ctrl(
                                         context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
                                 else { return false }
+                                setUp = true
                                 var finalLength: Int32 = 0
                                 return EVP_DecryptFinal_ex(
                                     context, mu8(output)?.advanced(by: Int(length)), &finalLength) > 0
@@ -84,11 +88,16 @@ enum AuthenticatedEncryption {
                 }
             }
         }
+        if !verified {
+            if setUp { OpenSSLErrors.clear() } else { OpenSSLErrors.drain(after: "AES-256-GCM decryption") }
+        }
         return verified ? plaintext : nil
     }
 
+    /// The error of a failed OpenSSL call, after the queue it left is reported and emptied.
     private static func failure(_ what: String) -> FMDatabaseError {
-        FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
+        OpenSSLErrors.drain(after: what)
+        return FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
     }
 
     private static func u8(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {

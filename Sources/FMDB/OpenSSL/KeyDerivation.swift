@@ -5,18 +5,24 @@ import Foundation
 /// derivation, key slots, the SQLCipher 4 verifier) and scrypt (the scrypt provider, key slots). Every
 /// output is 32 bytes in wiped storage.
 enum KeyDerivation {
+    /// The HMAC digest of a PBKDF2 derivation.
+    enum Digest: Sendable {
+        case sha1, sha256, sha512
+
+        fileprivate var md: OpaquePointer? {
+            switch self {
+            case .sha1: EVP_sha1()
+            case .sha256: EVP_sha256()
+            case .sha512: EVP_sha512()
+            }
+        }
+    }
+
     /// PBKDF2-HMAC with `digest` of `secret` over `salt` (`PKCS5_PBKDF2_HMAC`).
     /// - Throws: SQLITE_MISUSE for iterations outside 1...Int32.max (OpenSSL takes a C int);
     ///   SQLITE_ERROR when OpenSSL fails.
-    static func pbkdf2(_ secret: SecureBytes, salt: Data, digest: PBKDF2KeyProvider.Digest, iterations: Int) throws
-        -> SecureBytes
-    {
-        let md: OpaquePointer?
-        switch digest {
-        case .sha1: md = EVP_sha1()
-        case .sha256: md = EVP_sha256()
-        case .sha512: md = EVP_sha512()
-        }
+    static func pbkdf2(_ secret: SecureBytes, salt: Data, digest: Digest, iterations: Int) throws -> SecureBytes {
+        let md = digest.md
         guard let count = Int32(exactly: iterations), count > 0 else {
             throw FMDatabaseError.misuse("PBKDF2 iterations must be from 1 to \(Int32.max) (got \(iterations)).")
         }
@@ -35,6 +41,7 @@ enum KeyDerivation {
                 }
             }
             guard ok == 1 else {
+                OpenSSLErrors.drain(after: "PKCS5_PBKDF2_HMAC")
                 throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL PKCS5_PBKDF2_HMAC failed.")
             }
         }
@@ -70,6 +77,7 @@ enum KeyDerivation {
                 }
             }
             guard ok == 1 else {
+                OpenSSLErrors.drain(after: "EVP_PBE_scrypt")
                 throw FMDatabaseError(
                     code: SQLITE_ERROR,
                     message:

@@ -29,6 +29,7 @@ enum MessageAuthentication {
                 }
             }
             guard result != nil, length == UInt32(digest.size) else {
+                OpenSSLErrors.drain(after: "HMAC")
                 throw FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL HMAC failed.")
             }
         }

@@ -18,6 +18,10 @@ enum OpenSSLMemory {
     /// Fills `buffer` from OpenSSL's CSPRNG (`RAND_bytes`); false when it could not.
     static func randomBytes(into buffer: UnsafeMutableRawBufferPointer) -> Bool {
         guard let base = buffer.baseAddress, buffer.count <= Int(Int32.max) else { return buffer.isEmpty }
-        return RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
+        guard RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1 else {
+            OpenSSLErrors.drain(after: "RAND_bytes")
+            return false
+        }
+        return true
     }
 }
