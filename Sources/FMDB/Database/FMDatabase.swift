@@ -496,7 +496,7 @@ public final class FMDatabase {
         case SQLITE_ROW:
             throw FMDatabaseError(
                 code: SQLITE_MISUSE,
-                message: "A executeUpdate is being called with a query string '\(sql)'",
+                message: "A executeUpdate is being called with a query string '\(FMDatabaseError.loggable(sql))'",
                 sql: sql
             )
         default:

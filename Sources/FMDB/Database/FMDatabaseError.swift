@@ -91,10 +91,17 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         code: Int32, message: String?, sql: String? = nil, marks: [Mark], details: [String: String] = [:],
         keySlotFile: String? = nil
     ) {
-        let text = message ?? FMDatabaseError.defaultMessage(for: code)
+        let loggableSQL = sql.map(FMDatabaseError.loggable)
+        // SQL with a key PRAGMA is not shown, and neither is a message about it: SQLite's own messages quote
+        // the SQL near an error ("unrecognized token: "'passphrase"), and so may a message written here.
+        let hidesKey = sql != nil && loggableSQL != sql
+        let text =
+            hidesKey
+            ? FMDatabaseError.defaultMessage(for: code) + " (the SQL holds a key PRAGMA: its message is not shown)"
+            : message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
         self.message = text
-        let sql = sql.map(FMDatabaseError.loggable)
+        let sql = loggableSQL
         self.sql = sql
         var info: [String: Any] = [NSLocalizedDescriptionKey: text, "extendedCode": Int(code)]
         if let sql { info["sql"] = sql }
