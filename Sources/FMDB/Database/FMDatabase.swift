@@ -373,17 +373,20 @@ public final class FMDatabase {
     /// = queue.inDatabase { $0 }`): SQLITE_MISUSE. `lastError` is set only when no block is running;
     /// while one runs on another thread, writing it here would race with that block.
     ///
-    /// Logged at error level while `logsErrors` is on, by the throwing forms too: it is a bug in the
-    /// program, not an error a caller handles. Logged once (`logError` skips it).
+    /// Logged at error level, by the throwing forms too: it is a bug in the program, not an error a caller
+    /// handles. Logged once (`logError` skips it). With no block running, through the connection's
+    /// `logger` while `logsErrors` is on; while a block runs on another thread, that block may be changing
+    /// `logger` or `logsErrors`, so neither is read here and the line goes to a logger labelled "fmdb".
     @inline(never)
     func refuseUseOutsideItsBlock(_ lent: UInt) throws -> Never {
         let error = FMDatabaseError.misuse(Self.usedOutsideItsBlockMessage)
-        if lent == Lending.betweenBlocks { record(error) }
-        if logsErrors {
-            let path = databasePath ?? ":memory:"
-            logger.error(
-                "FMDatabase \(path) used outside the queue/pool block it was lent to (it escaped the block): refused with SQLITE_MISUSE"
-            )
+        let line: Logger.Message =
+            "FMDatabase \(databasePath ?? ":memory:") used outside the queue/pool block it was lent to (it escaped the block): refused with SQLITE_MISUSE"
+        if lent == Lending.betweenBlocks {
+            record(error)
+            if logsErrors { logger.error(line) }
+        } else {
+            Logger(label: "fmdb").error(line)
         }
         throw error
     }
