@@ -49,7 +49,8 @@ enum AuthenticatedEncryption {
         return (nonce, ciphertext, tag)
     }
 
-    /// AES-256-GCM decryption; nil when the tag does not verify (wrong key, or altered data).
+    /// AES-256-GCM decryption; nil when the tag does not verify (wrong key, or altered data). Throws
+    /// (SQLITE_ERROR) when OpenSSL could not run the decryption at all.
     static func open(ciphertext: Data, nonce: Data, tag: Data, key: SecureBytes, aad: Data) throws -> SecureBytes? {
         guard key.count == keyLength, nonce.count == standardNonceLength, tag.count == standardTagLength,
             ciphertext.count <= Int(Int32.max), aad.count <= Int(Int32.max)
@@ -57,8 +58,9 @@ enum AuthenticatedEncryption {
         let tagLength = tag.count
         guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
-        // Set-up failures (reported) differ from a tag that does not verify (an answer: wrong key or altered
-        // data); either way the result is nil and the queue is left empty.
+        // A set-up failure (reported, and thrown: it says nothing about the key, so a caller must not take it
+        // for a wrong key and remember that) differs from a tag that does not verify (an answer: wrong key or
+        // altered data, nil); either way the queue is left empty.
         var setUp = false
         var verified = false
         let plaintext = SecureBytes(count: ciphertext.count) { output in
@@ -89,7 +91,8 @@ enum AuthenticatedEncryption {
             }
         }
         if !verified {
-            if setUp { OpenSSLErrors.clear() } else { OpenSSLErrors.drain(after: "AES-256-GCM decryption") }
+            guard setUp else { throw failure("AES-256-GCM decryption") }
+            OpenSSLErrors.clear()
         }
         return verified ? plaintext : nil
     }
