@@ -391,6 +391,14 @@ public final class FMDatabasePool: @unchecked Sendable {
         var announce = false
         var candidate: (database: FMDatabase, generation: Int)?
         while true {
+            // Checked under the pool's lock, which `wakeCancelledWaiters` takes before it broadcasts: a
+            // cancellation that lands after this check finds this call waiting, and wakes it. First in the
+            // loop: a call cancelled before it got a connection neither takes one nor opens one (a key
+            // derivation) only to throw.
+            if cancellation?.isCancelled == true {
+                condition.unlock()
+                throw CancellationError()
+            }
             if !state.rekeying, let entry = state.checkedIn.popLast() {
                 // Checked out in the same critical section that took it from `checkedIn`: between the two
                 // it would count toward neither, and another caller could open a connection past the limit.
@@ -416,12 +424,6 @@ public final class FMDatabasePool: @unchecked Sendable {
                         + "thread, in an enclosing pool block: this nested call could never be served. Raise the limit, "
                         + "or use the database of the enclosing block."
                 )
-            }
-            // Checked under the pool's lock, which `wakeCancelledWaiters` takes before it broadcasts: a
-            // cancellation that lands after this check finds this call waiting, and wakes it.
-            if cancellation?.isCancelled == true {
-                condition.unlock()
-                throw CancellationError()
             }
             state.waiting += 1
             condition.wait()
