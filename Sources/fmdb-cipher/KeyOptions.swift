@@ -114,10 +114,10 @@ struct KeySourceOptions: ParsableArguments {
 }
 
 /// The key of the encrypted database a command opens and the settings it was written with (`info`, `sql`,
-/// `export`, ...). `encrypt` spells the one file it makes the same way (`NewFileKeyOptions`), so the flags
-/// that made a file open it: `encrypt --cipher-page-size 4096` then `sql --cipher-page-size 4096`. A second
-/// file a command writes beside the one it reads takes the same names with `new-` in front (`NewKeyOptions`,
-/// `--new-…`).
+/// `export`, ...). The settings of a file a command writes take the same names with `new-` in front
+/// (`export --new-cipher-page-size`, `encrypt --new-cipher-page-size`: `NewFileKeyOptions`), and a second key
+/// `--new-key-*` and `--new-kdf` (`NewKeyOptions`): `encrypt --new-cipher-page-size 4096` then
+/// `sql --cipher-page-size 4096`.
 struct KeyOptions: ParsableArguments {
     @OptionGroup var from: KeySourceOptions
 

@@ -2,9 +2,10 @@ import FMDB
 import Foundation
 import XCTest
 
-/// One flag language: the encrypted file's key and settings are `--kdf`, `--cipher-page-size`, `--kdf-iter`
-/// in every command (for `encrypt`, of the file it makes), a second file's the same with `new-` in front; a
-/// slot key is `slot`, `slot-raw` or `slot-recovery` everywhere. Old spellings work, with a warning.
+/// One flag language: `--kdf` goes with the key given (`--key-*`), `--new-kdf` with `--new-key-*`; the file a
+/// command reads is `--cipher-page-size`, `--kdf-iter`, the file it writes the same with `new-` in front (in
+/// `encrypt` too); a slot key is `slot`, `slot-raw` or `slot-recovery` everywhere. Old spellings work, with a
+/// warning, or are refused saying what to use.
 final class ToolFlagLanguageTests: ToolTestCase {
     private func deprecationWarning(_ old: String, _ new: String) -> String {
         "fmdb-cipher: warning: \(old) is deprecated and will be removed in the next release; use \(new)"
@@ -266,6 +267,12 @@ final class ToolFlagLanguageTests: ToolTestCase {
     func testHelpShowsTheCurrentSpellingsOnly() throws {
         let top = try run(["--help"]).stdout
         XCTAssertTrue(top.contains("--key-credential"), top)
+        // The rule, stated once for every command.
+        let rule = top.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        XCTAssertTrue(
+            rule.contains(
+                "--cipher-page-size and --kdf-iter describe the file a command reads, --new-cipher-page-size and "
+                    + "--new-kdf-iter the file it writes"), top)
         let encrypt = try run(["encrypt", "--help"]).stdout
         XCTAssertTrue(encrypt.contains("--new-cipher-page-size <BYTES>"), encrypt)
         XCTAssertTrue(encrypt.contains("--new-kdf-iter <N>"), encrypt)
