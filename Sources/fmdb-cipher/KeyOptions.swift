@@ -303,24 +303,25 @@ enum EnvironmentName {
     /// The longest name said back; a raw key's 64 hexadecimal digits, or a 32-byte key in base32 or base64, is
     /// longer.
     static let longestShown = 32
-    /// Names at least this long are said back only when written as variables conventionally are (one case,
-    /// words joined by `_`): a key in hexadecimal, base32 or base64 of 16 bytes or more has no `_` or mixes cases.
+    /// Names at least this long are said back only with a `_` (words joined as variables conventionally are): a
+    /// key in hexadecimal or base32 has none.
     static let longWord = 12
 
     /// A name is said back when it has the shape of a variable name (a letter or `_`, then letters, digits and
-    /// `_`; at most 32 characters: `K`, `DBKEY`, `db_key`) and not of a key: a name of 12 characters or more
-    /// must be in one case and contain `_` (`APP_DB_KEY`, not `JBSWY3DPEHPK3PXP`), and none may be 8 or more
-    /// hexadecimal digits alone (`DEADBEEF`).
+    /// `_`; at most 32 characters), written in one case (`K`, `DBKEY`, `db_key`, `APP_DB_KEY`), and not the shape
+    /// of a key: a name of 12 characters or more must contain `_` (not `JBSWY3DPEHPK3PXP`, base32), and none may
+    /// be 8 or more hexadecimal digits alone (`DEADBEEF`). Upper and lower case mixed (`S3cr3tTyped`, base64)
+    /// is not said.
     static func isShown(_ name: String) -> Bool {
         let scalars = Array(name.unicodeScalars)
         guard let first = scalars.first, scalars.count <= longestShown, isLetter(first) || first == "_",
             scalars.allSatisfy({ isLetter($0) || ("0"..."9").contains($0) || $0 == "_" })
         else { return false }
-        if scalars.count >= 8, scalars.allSatisfy({ $0.properties.isASCIIHexDigit }) { return false }
-        guard scalars.count >= longWord else { return true }
         let upper = scalars.contains { ("A"..."Z").contains($0) }
         let lower = scalars.contains { ("a"..."z").contains($0) }
-        return name.contains("_") && !(upper && lower)
+        if upper && lower { return false }
+        if scalars.count >= 8, scalars.allSatisfy({ $0.properties.isASCIIHexDigit }) { return false }
+        return scalars.count < longWord || name.contains("_")
     }
 
     private static func isLetter(_ scalar: Unicode.Scalar) -> Bool {

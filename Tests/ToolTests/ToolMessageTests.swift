@@ -54,9 +54,10 @@ final class ToolMessageTests: ToolTestCase {
         let hidden = try run(["info", enc, "--kdf", "raw", "--key-env", "correct horse"])
         XCTAssertEqual(hidden.status, 64, hidden.stderr)
         XCTAssertFalse(hidden.stderr.contains("horse"), "a name that may be a key is not repeated: \(hidden.stderr)")
-        // Nor one shaped like a key: base32 (no underscore), base64 (mixed case), hexadecimal, or too long.
+        // Nor one shaped like a key: base32 (no underscore), base64 or mixed case, hexadecimal, or too long.
         for keyShaped in [
-            "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "JBSWY3DPEHPK3PXP", "q7Xz0bLk3VwP9sR2tYu", "DEADBEEF", "cafe0123babe",
+            "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "JBSWY3DPEHPK3PXP", "q7Xz0bLk3VwP9sR2tYu", "S3cr3tTyped", "DEADBEEF",
+            "cafe0123babe",
             String(repeating: "AB_", count: 11),
         ] {
             let shaped = try runUnsetting([keyShaped], ["info", enc, "--kdf", "raw", "--key-env", keyShaped])
