@@ -62,14 +62,13 @@ struct Check: ParsableCommand {
             do {
                 problems += try DatabaseFiles.integrityCheck(db)
             } catch {
-                let ns = error as NSError
                 // Pages that failed their HMAC already explain any error integrity_check then meets (on 4.6.1 a
                 // plain SQLITE_ERROR): damage, exit 2, not an error of the tool's own.
-                if ns.code == Int(SQLITE_CORRUPT) || ns.code == Int(SQLITE_NOTADB) {
+                if FMResultCode.corrupt ~= error || FMResultCode.notADatabase ~= error {
                     problems.append(CLIError.fromOpened(error, context: "integrity_check", keyed: true).message)
                 } else if !problems.isEmpty {
                     problems.append(
-                        "integrity_check: stopped (\(ns.localizedDescription)) after the pages above failed their HMAC check"
+                        "integrity_check: stopped (\((error as NSError).localizedDescription)) after the pages above failed their HMAC check"
                     )
                 } else {
                     throw CLIError.from(error, context: database)

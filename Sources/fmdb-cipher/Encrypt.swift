@@ -9,22 +9,31 @@ struct Encrypt: ParsableCommand {
             The copy is written to a temporary file beside DEST, verified (integrity check, same tables and \
             row counts) and renamed into place, so an interrupted run never leaves a half file at DEST. \
             user_version and application_id are copied. SRC is not changed. When DEST's settings are not its \
-            format's defaults (--kdf, --page-size, --kdf-iter), the exact flags that open it are said on \
-            standard error: the file does not record them.
+            format's defaults (--kdf, --new-cipher-page-size, --new-kdf-iter), the exact flags that open it are \
+            said on standard error (with --json, in the JSON object's open_with): the file does not record them.
 
-            --kdf, --cipher-page-size and --kdf-iter describe DEST, the file the key opens: the same flags open \
-            it afterwards (sql, info, export ...). --page-size is the old name of --cipher-page-size (deprecated).
+            One flag language: --kdf says how the key given (--key-*) is used, here as in every command, and the \
+            same --kdf opens DEST. The settings of the file a command writes are --new-…: --new-cipher-page-size \
+            and --new-kdf-iter here, as in export; DEST opens afterwards with the same values as --cipher-page-size \
+            and --kdf-iter (sql, info, export ...). --cipher-page-size, --kdf-iter, --unsafe-kdf-iter and \
+            --page-size, encrypt's spellings of the last release for DEST's settings, still work with a \
+            deprecation warning.
 
             --kdf slot (or slot-raw) makes DEST a slotted database (see `fmdb-cipher keys`): a random data key, \
             slot 1 for the key given (a passphrase slot, KDF from --slot-kdf; or a raw-key slot), and with \
             --recovery a recovery-key slot whose key is printed once on standard output, as `keys recovery` \
-            prints it. DEST-keyslots is written 0600 beside DEST (refused if it exists, unless --force), the copy \
-            is verified through it, and it is moved into place before DEST.
+            prints it (with --json, as the object's recovery_key: the object is then a secret). DEST-keyslots is \
+            written 0600 beside DEST (refused if it exists, unless --force), the copy is verified through it, \
+            and it is moved into place before DEST.
+
+            --json prints one JSON object on standard output once DEST is in place: {"path": DEST, "open_with": \
+            [the flags besides the key that open it], "kdf": ..., "format": ..., "cipher_page_size": ..., \
+            "kdf_iter": ..., "key_slots": DEST-keyslots or null}.
 
             Examples:
               DB_KEY=... fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY
               fmdb-cipher encrypt plain.db secret.db --key-file /run/secrets/db-key --kdf pbkdf2
-              fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY --cipher-page-size 4096   # open it with the same flags
+              fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY --new-cipher-page-size 8192   # open with --cipher-page-size 8192
               fmdb-cipher encrypt plain.db app.db --kdf slot --recovery --key-env ADMIN   # slotted, prints the recovery key
             """
     )
@@ -32,15 +41,13 @@ struct Encrypt: ParsableCommand {
     @Argument(help: "The plaintext database to read.") var source: String
     @Argument(help: "The encrypted database to create.") var destination: String
     @OptionGroup var key: NewFileKeyOptions
-    // The old name of --cipher-page-size (which, as --kdf and --kdf-iter, describes DEST: the file the key opens).
-    @Option(name: .customLong("page-size"), help: .hidden)
-    var deprecatedPageSize: Int?
     @Option(
-        name: .customLong("unsafe-kdf-iter"),
+        name: .customLong("unsafe-new-kdf-iter"),
         help: ArgumentHelp(
-            "KDF iterations of the new file below the 64000 floor (weak: only for a reader that needs it).",
-            valueName: "N"))
-    var unsafeKDFIterations: Int?
+            "KDF iterations of DEST below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
+    var unsafeNewKDFIterations: Int?
+    // Its spelling of the last release (deprecated).
+    @Option(name: .customLong("unsafe-kdf-iter"), help: .hidden) var deprecatedUnsafeKDFIterations: Int?
     @Option(
         name: .customLong("slot-kdf"),
         help: "With --kdf slot: the KDF of the passphrase slot, scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000)."
@@ -56,9 +63,13 @@ struct Encrypt: ParsableCommand {
             "When standard error is not a terminal, print progress lines on it: progress encrypt PERCENT BYTES TOTAL BYTES_PER_SECOND."
     )
     var progress = false
+    @Flag(help: "Print one JSON object on standard output: DEST, the flags that open it, its settings.")
+    var json = false
 
     func validate() throws {
-        try Deprecation.check(key.cipherPageSize, "--cipher-page-size", old: deprecatedPageSize, oldName: "--page-size")
+        try Deprecation.check(
+            unsafeNewKDFIterations, "--unsafe-new-kdf-iter", old: deprecatedUnsafeKDFIterations,
+            oldName: "--unsafe-kdf-iter")
         if !key.kdf.opensSlot, recovery || slotKDF != nil {
             throw ValidationError("--recovery and --slot-kdf make a slotted database: add --kdf slot (or slot-raw)")
         }
@@ -67,10 +78,11 @@ struct Encrypt: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let settings = try KDFFloor.newFileSettings(
-                pageSize: deprecatedPageSize ?? key.cipherPageSize,
-                pageSizeOption: deprecatedPageSize == nil ? "--cipher-page-size" : "--page-size",
-                iterations: key.kdfIterations, unsafeIterations: unsafeKDFIterations,
-                option: "--kdf-iter", unsafeOption: "--unsafe-kdf-iter")
+                pageSize: key.pageSize.value, pageSizeOption: key.pageSize.option,
+                iterations: key.iterations.value,
+                unsafeIterations: unsafeNewKDFIterations ?? deprecatedUnsafeKDFIterations,
+                option: key.iterations.option,
+                unsafeOption: deprecatedUnsafeKDFIterations == nil ? "--unsafe-new-kdf-iter" : "--unsafe-kdf-iter")
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {
             case .plaintext: break
@@ -99,8 +111,18 @@ struct Encrypt: ParsableCommand {
                     ? "" : " (slotted: key slots in \(KeySlots.slotFilePath(forDatabaseAt: destination)))"
                 Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
-            OpeningFlags.note(destination, kdf: key.kdf, settings: settings)
-            if let recoveryKey { printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot) }
+            let written = OpeningFlags.Written(path: destination, kdf: key.kdf, settings: settings)
+            written.note()
+            if json {
+                if let recoveryKey {
+                    Output.message(
+                        "Recovery key for slot \(recoveryKey.slot.id): in the JSON object (recovery_key). It is shown "
+                            + "only this once: keep it offline, and the JSON output with it.")
+                }
+                try written.printJSON(recovery: recoveryKey)
+            } else if let recoveryKey {
+                printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot)
+            }
         }
     }
 }

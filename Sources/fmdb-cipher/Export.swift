@@ -12,7 +12,9 @@ struct Export: ParsableCommand {
             with a non-default --new-cipher-page-size or --new-kdf-iter needs the same settings to open (here \
             --cipher-page-size / --kdf-iter; in the sqlcipher shell PRAGMA cipher_page_size / PRAGMA kdf_iter \
             after PRAGMA key); the exact flags that open DEST are said on standard error when DEST is written, \
-            as for every new file whose settings are not its format's defaults.
+            as for every new file whose settings are not its format's defaults. --json prints one JSON object on \
+            standard output once DEST is in place: {"path", "open_with" (those flags), "kdf", "format", \
+            "cipher_page_size", "kdf_iter", "key_slots"}.
 
             A slotted SRC (keys) opened through a slot (found without --kdf, or --kdf slot, slot-raw or \
             slot-recovery) with no --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
@@ -63,7 +65,8 @@ struct Export: ParsableCommand {
         help: ArgumentHelp(
             "File format of DEST: 3 or 4 (SQLCipher 3 or 4; default: the linked SQLCipher's).", valueName: "N"))
     var format: Int?
-    @Flag(name: .customLong("sqlcipher4"), help: "Same as --format 4.")
+    // The old spelling of --format 4 (deprecated).
+    @Flag(name: .customLong("sqlcipher4"), help: .hidden)
     var sqlcipher4 = false
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
     var force = false
@@ -73,10 +76,13 @@ struct Export: ParsableCommand {
             "When standard error is not a terminal, print progress lines on it: progress export PERCENT BYTES TOTAL BYTES_PER_SECOND."
     )
     var progress = false
+    @Flag(help: "Print one JSON object on standard output: DEST, the flags that open it, its settings.")
+    var json = false
 
     func validate() throws {
         try Deprecation.check(
             newPageSize, "--new-cipher-page-size", old: deprecatedNewPageSize, oldName: "--new-page-size")
+        try Deprecation.check(format, "--format 4", old: sqlcipher4 ? true : nil, oldName: "--sqlcipher4")
     }
 
     func run() throws {
@@ -104,7 +110,8 @@ struct Export: ParsableCommand {
                 newProvider = provider
             } else {
                 newKDF = newKey.newKDF?.kdf ?? kdf.singleKey
-                let newMaterial = try reader.read(newKey.source, what: "new key for \(destination)", confirm: true)
+                let newMaterial = try reader.read(
+                    newKey.source, what: "new key for \(destination)", confirm: true, newKey: true)
                 newProvider = try newKDF.provider(newMaterial)
                 var status = stat()
                 if lstat(KeySlots.slotFilePath(forDatabaseAt: source), &status) == 0 {
@@ -126,7 +133,9 @@ struct Export: ParsableCommand {
                     carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
                 Output.message("exported \(source) → \(destination)\(slots)")
             }
-            OpeningFlags.note(destination, kdf: newKDF, settings: settings)
+            let written = OpeningFlags.Written(path: destination, kdf: newKDF, settings: settings)
+            written.note()
+            if json { try written.printJSON() }
         }
     }
 

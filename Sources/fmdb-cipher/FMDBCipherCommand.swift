@@ -14,6 +14,13 @@ struct FMDBCipherCommand: ParsableCommand {
             $CREDENTIALS_DIRECTORY/NAME) (and --new-key-env, --new-key-file, --new-key-stdin for a new key); \
             with none of these and a terminal, you are prompted.
 
+            One flag language: --kdf says how the key given with --key-* is used, --new-kdf how the one given \
+            with --new-key-* is; --cipher-page-size and --kdf-iter describe the file a command reads, \
+            --new-cipher-page-size and --new-kdf-iter the file it writes (encrypt's DEST as export's). A command \
+            that writes a file whose settings are not its format's defaults says the flags that open it on \
+            standard error; encrypt, export, migrate and rekey with --json print one JSON object with them \
+            (open_with) on standard output.
+
             Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed or the \
             database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
             4 rekey: which key opens the file could not be checked; 5 keys init --recovery: the database and \

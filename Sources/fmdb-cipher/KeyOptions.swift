@@ -51,7 +51,7 @@ extension KDF {
     static func rawKey<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_MISUSE {
+        } catch let error as FMDatabaseError where FMResultCode.misuse ~= error {
             let message = error.message.prefix(1).lowercased() + error.message.dropFirst()
             throw CLIError.usage("the key is not a raw key: " + message.trimmingCharacters(in: ["."]))
         }
@@ -96,7 +96,7 @@ struct KeySourceOptions: ParsableArguments {
         if keyOnCommandLine != nil {
             throw ValidationError(
                 "keys are never taken on the command line, where every user on the machine can read them; "
-                    + "use --key-env VAR, --key-file PATH or --key-stdin instead"
+                    + "use --key-env VAR, --key-file PATH, --key-stdin or --key-credential NAME instead"
             )
         }
         if [keyEnv != nil, keyFile != nil, keyStdin, keyCredential != nil].filter({ $0 }).count > 1 {
@@ -114,10 +114,10 @@ struct KeySourceOptions: ParsableArguments {
 }
 
 /// The key of the encrypted database a command opens and the settings it was written with (`info`, `sql`,
-/// `export`, ...). `encrypt` spells the one file it makes the same way (`NewFileKeyOptions`), so the flags
-/// that made a file open it: `encrypt --cipher-page-size 4096` then `sql --cipher-page-size 4096`. A second
-/// file a command writes beside the one it reads takes the same names with `new-` in front (`NewKeyOptions`,
-/// `--new-…`).
+/// `export`, ...). The settings of a file a command writes take the same names with `new-` in front
+/// (`export --new-cipher-page-size`, `encrypt --new-cipher-page-size`: `NewFileKeyOptions`), and a second key
+/// `--new-key-*` and `--new-kdf` (`NewKeyOptions`): `encrypt --new-cipher-page-size 4096` then
+/// `sql --cipher-page-size 4096`.
 struct KeyOptions: ParsableArguments {
     @OptionGroup var from: KeySourceOptions
 
@@ -237,8 +237,9 @@ struct NewKeyOptions: ParsableArguments {
 /// Reads keys with the library's `KeyMaterial.read(from:)` (getenv, read(2), the terminal with echo
 /// off, into wiped memory), adding the tool's prompts and exit codes.
 final class KeyReader {
-    /// The key from `source` (or a prompt when nil and standard input is a terminal).
-    func read(_ source: KeySource?, what: String, confirm: Bool = false) throws -> KeyMaterial {
+    /// The key from `source` (or a prompt when nil and standard input is a terminal). `newKey`: the key is
+    /// given with the `--new-key-*` options, which a missing key's message names.
+    func read(_ source: KeySource?, what: String, confirm: Bool = false, newKey: Bool = false) throws -> KeyMaterial {
         switch source ?? .prompt {
         case .environment(let name):
             if getenv(name) == nil, EnvironmentName.isShown(name) {
@@ -264,9 +265,11 @@ final class KeyReader {
             return try library(.standardInput, what: what)
         case .prompt:
             guard isatty(STDIN_FILENO) == 1 else {
-                throw CLIError.usage(
-                    "no \(what) given: use --key-env VAR, --key-file PATH or --key-stdin (or run on a terminal to be prompted)"
-                )
+                let options =
+                    newKey
+                    ? "--new-key-env VAR, --new-key-file PATH or --new-key-stdin"
+                    : "--key-env VAR, --key-file PATH, --key-stdin or --key-credential NAME"
+                throw CLIError.usage("no \(what) given: use \(options) (or run on a terminal to be prompted)")
             }
             let material = try library(.terminal(prompt: "Enter \(what): "), what: what)
             if confirm {
@@ -285,27 +288,43 @@ final class KeyReader {
                 Output.message("fmdb-cipher: warning: " + warning)
             }
         } catch let error as FMDatabaseError {
-            switch error.resultCode {
-            case SQLITE_CANTOPEN, SQLITE_PERM: throw CLIError(error.message, code: Exit.noInput)
-            case SQLITE_MISUSE: throw CLIError.usage(error.message)
+            switch FMResultCode(rawValue: error.extendedCode) {
+            case .cannotOpen, FMResultCode(rawValue: SQLITE_PERM): throw CLIError(error.message, code: Exit.noInput)
+            case .misuse: throw CLIError.usage(error.message)
             default: throw error
             }
         }
     }
 }
 
-/// Whether an environment variable's name may be repeated in a message. A name written as environment
-/// variables conventionally are (POSIX: upper-case letters, digits and underscores, not starting with a
-/// digit) is shown; anything else is not, since it may be the key itself given by mistake
-/// (`--key-env "$KEY"`), and neither is one of 64 hexadecimal digits (the form of a raw key).
+/// Whether an environment variable's name may be repeated in a message. A name with a variable's shape is
+/// shown; anything else is not, since it may be the key itself given by mistake (`--key-env "$KEY"`).
 enum EnvironmentName {
-    /// A name is said back only when it has the shape of a variable name and not of a key: upper-case letters,
-    /// digits and at least one underscore (`APP_DB_KEY`), at most 32 characters. Keys written as upper-case
-    /// hexadecimal or base32 have no underscore; a one-word name (`K`) is not said either.
+    /// The longest name said back; a raw key's 64 hexadecimal digits, or a 32-byte key in base32 or base64, is
+    /// longer.
+    static let longestShown = 32
+    /// Names at least this long are said back only with a `_` (words joined as variables conventionally are): a
+    /// key in hexadecimal or base32 has none.
+    static let longWord = 12
+
+    /// A name is said back when it has the shape of a variable name (a letter or `_`, then letters, digits and
+    /// `_`; at most 32 characters), written in one case (`K`, `DBKEY`, `db_key`, `APP_DB_KEY`), and not the shape
+    /// of a key: a name of 12 characters or more must contain `_` (not `JBSWY3DPEHPK3PXP`, base32), and none may
+    /// be 8 or more hexadecimal digits alone (`DEADBEEF`). Upper and lower case mixed (`S3cr3tTyped`, base64)
+    /// is not said.
     static func isShown(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, ("A"..."Z").contains(first), name.count <= 32,
-            name.contains("_")
+        let scalars = Array(name.unicodeScalars)
+        guard let first = scalars.first, scalars.count <= longestShown, isLetter(first) || first == "_",
+            scalars.allSatisfy({ isLetter($0) || ("0"..."9").contains($0) || $0 == "_" })
         else { return false }
-        return name.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
+        let upper = scalars.contains { ("A"..."Z").contains($0) }
+        let lower = scalars.contains { ("a"..."z").contains($0) }
+        if upper && lower { return false }
+        if scalars.count >= 8, scalars.allSatisfy({ $0.properties.isASCIIHexDigit }) { return false }
+        return scalars.count < longWord || name.contains("_")
+    }
+
+    private static func isLetter(_ scalar: Unicode.Scalar) -> Bool {
+        ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar)
     }
 }

@@ -78,7 +78,7 @@ struct SlotDatabaseOptions: ParsableArguments {
 
 /// Reads the secret of a new slot (asked twice on a terminal): raw with --new-kdf slot-raw, else a passphrase.
 private func newSlotSecret(_ options: NewSlotKeyOptions, reader: KeyReader, database: String) throws -> KeySlotSecret {
-    let material = try reader.read(options.source, what: "new slot key for \(database)", confirm: true)
+    let material = try reader.read(options.source, what: "new slot key for \(database)", confirm: true, newKey: true)
     let secret = try options.kdf.slotSecret(material)
     if secret.slotKind == .passphrase { warnIfShort(material) }
     return secret
@@ -368,8 +368,13 @@ struct KeysExportRaw: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export-raw",
         abstract: "Print the data key (64 hex digits) for escrow or the sqlcipher shell: PRAGMA key = \"x'<hex>'\".",
-        discussion:
-            "Whoever holds the data key reads the database without any slot, and changing slots does not revoke it (only rekey --data-key does)."
+        discussion: """
+            Whoever holds the data key reads the database without any slot, and changing slots does not revoke it \
+            (only rekey --data-key does). --output FILE writes it (and a newline) to FILE instead of standard \
+            output: created 0600 in a private directory beside FILE, no link followed, refused if it exists \
+            (exit 73) unless --force, and renamed into place only once written and synced (a shell redirection \
+            would make it 0644 under the usual umask).
+            """
     )
 
     @OptionGroup var slotted: SlotDatabaseOptions
@@ -377,23 +382,45 @@ struct KeysExportRaw: ParsableCommand {
         name: .customLong("i-understand-this-reveals-the-data-key"),
         help: "Required: confirms that the data key is to be printed.")
     var confirmed = false
+    @Option(
+        help: ArgumentHelp(
+            "Write the data key to FILE instead of standard output: created 0600, no link followed.",
+            valueName: "FILE"))
+    var output: String?
+    @Flag(help: "With --output: replace FILE if it exists.") var force = false
 
     func validate() throws {
         guard confirmed else {
             throw ValidationError(
                 "export-raw prints the database's data key in clear: add --i-understand-this-reveals-the-data-key")
         }
+        if force, output == nil { throw ValidationError("--force goes with --output") }
     }
 
     func run() throws {
         try runReportingErrors {
             let secret = try slotted.unlockingSecret(KeyReader())
+            let target = try output.map { try OutputFile($0, force: force, source: slotted.database) }
+            var writeError: Int32?
             do {
                 try KeySlots.withDataKeyHex(of: slotted.database, unlockingWith: secret) { hex in
-                    Output.secretLine(hex, what: "the data key")
+                    guard let target else { return Output.secretLine(hex, what: "the data key") }
+                    writeError = Output.writeAll(target.fd, hex)
+                    if writeError == nil {
+                        var newline = UInt8(ascii: "\n")
+                        writeError = withUnsafeBytes(of: &newline) { Output.writeAll(target.fd, $0) }
+                    }
                 }
             } catch {
                 throw CLIError.from(error, context: "keys export-raw \(slotted.database)")
+            }
+            if let target {
+                if let writeError {
+                    throw CLIError(
+                        "cannot write the data key to \(target.destination): \(String(cString: strerror(writeError)))",
+                        code: Exit.ioError)
+                }
+                try target.commit()
             }
         }
     }

@@ -12,7 +12,10 @@ struct Migrate: ParsableCommand {
             same tables and row counts) and renamed into place: SRC is intact on any failure. In place, SRC is \
             replaced only when no other process has it open (exit 75, naming the process), and SRC's write lock \
             is held from before the copy until it is replaced, so no write can land in between. \
-            The journal mode is not copied: set PRAGMA journal_mode = WAL again if the application used it.
+            The journal mode is not copied: set PRAGMA journal_mode = WAL again if the application used it. \
+            A key used with another --kdf than passphrase is said back as the flags that open the upgraded file \
+            (standard error); --json prints one JSON object on standard output with them: {"path", "open_with", \
+            "kdf", "format", "cipher_page_size", "kdf_iter", "key_slots"}.
 
             A slotted SRC (keys) is opened through a slot (found without --kdf, or --kdf slot, slot-raw or \
             slot-recovery; other --kdf values are refused, exit 64) and keeps its data key and salt: its slot file opens the upgraded file (checked \
@@ -38,6 +41,8 @@ struct Migrate: ParsableCommand {
             "When standard error is not a terminal, print progress lines on it: progress migrate PERCENT BYTES TOTAL BYTES_PER_SECOND."
     )
     var progress = false
+    @Flag(help: "Print one JSON object on standard output: the upgraded file, the flags that open it, its settings.")
+    var json = false
 
     func run() throws {
         try runReportingErrors {
@@ -96,9 +101,14 @@ struct Migrate: ParsableCommand {
                             with: "open it once (fmdb-cipher check \(source)) to checkpoint it, then run migrate again"),
                     code: error.code)
             }
+            let written = OpeningFlags.Written(
+                path: destination ?? source, kdf: kdf, settings: CipherSettings(format: .v4))
             let report = found
             guard let report else {
                 if !quiet { Output.message("\(source) is already in SQLCipher 4's format: nothing to do") }
+                var settings = key.settings
+                settings.format = .v4
+                if json { try OpeningFlags.Written(path: source, kdf: kdf, settings: settings).printJSON() }
                 return
             }
             if let notSynced = report.replacementNotSynced {
@@ -108,7 +118,8 @@ struct Migrate: ParsableCommand {
                 let from = report.sourceFormat?.description ?? "SQLCipher"
                 Output.message("migrated \(source) (\(from)) → \(destination ?? source) (SQLCipher 4)")
             }
-            OpeningFlags.note(destination ?? source, kdf: kdf, settings: CipherSettings(format: .v4))
+            written.note()
+            if json { try written.printJSON() }
         }
     }
 }

@@ -25,39 +25,70 @@ enum NewFileKDF: String, ExpressibleByArgument, CaseIterable {
     }
 }
 
-/// The key and settings of the one encrypted file `encrypt` makes: the same names (`--kdf`,
-/// `--cipher-page-size`, `--kdf-iter`) that open it afterwards, as `KeyOptions` spells them.
+/// The key and settings of the one encrypted file `encrypt` makes, in the tool's one flag language: `--kdf`
+/// goes with the key given (`--key-*`), as in every command; the settings of a file a command writes are
+/// `--new-cipher-page-size` and `--new-kdf-iter`, and the same values open it afterwards as
+/// `--cipher-page-size` / `--kdf-iter`. Those two unprefixed names (and `--page-size`), encrypt's spellings of
+/// an earlier release, still set the new file's values for one release, with a deprecation warning.
 struct NewFileKeyOptions: ParsableArguments {
     @OptionGroup var from: KeySourceOptions
 
     @Option(
         name: .customLong("kdf"),
         help:
-            "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw (a new slotted database)."
+            "How the key given is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw (a new slotted database). The same --kdf opens DEST."
     )
     var kind: NewFileKDF = .passphrase
 
     @Option(
-        name: .customLong("cipher-page-size"),
+        name: .customLong("new-cipher-page-size"),
         help: ArgumentHelp(
-            "DEST's cipher page size (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x); the same flag opens it.",
+            "DEST's cipher page size (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x); --cipher-page-size opens it.",
             valueName: "BYTES"))
-    var cipherPageSize: Int?
+    var newCipherPageSize: Int?
 
     @Option(
-        name: .customLong("kdf-iter"),
+        name: .customLong("new-kdf-iter"),
         help: ArgumentHelp(
-            "DEST's KDF iterations (passphrase keys; default: the format's, 64000 for 3, 256000 for 4; at least 64000); the same flag opens it.",
+            "DEST's KDF iterations (passphrase keys; default: the format's, 64000 for 3, 256000 for 4; at least 64000); --kdf-iter opens it.",
             valueName: "N"))
-    var kdfIterations: Int?
+    var newKDFIterations: Int?
+
+    // The spellings of an earlier release (deprecated): the new file's values under the names that open it.
+    @Option(name: .customLong("cipher-page-size"), help: .hidden) var deprecatedCipherPageSize: Int?
+    @Option(name: .customLong("page-size"), help: .hidden) var deprecatedPageSize: Int?
+    @Option(name: .customLong("kdf-iter"), help: .hidden) var deprecatedKDFIterations: Int?
 
     var kdf: KDF { kind.kdf }
     var source: KeySource? { from.source }
 
+    /// DEST's page size, and the option that gave it (for messages).
+    var pageSize: (value: Int?, option: String) {
+        if let deprecatedCipherPageSize { return (deprecatedCipherPageSize, "--cipher-page-size") }
+        if let deprecatedPageSize { return (deprecatedPageSize, "--page-size") }
+        return (newCipherPageSize, "--new-cipher-page-size")
+    }
+
+    /// DEST's KDF iterations, and the option that gave them.
+    var iterations: (value: Int?, option: String) {
+        if let deprecatedKDFIterations { return (deprecatedKDFIterations, "--kdf-iter") }
+        return (newKDFIterations, "--new-kdf-iter")
+    }
+
     func validate() throws {
+        if [newCipherPageSize, deprecatedCipherPageSize, deprecatedPageSize].compactMap({ $0 }).count > 1 {
+            throw ValidationError(
+                "give --new-cipher-page-size only (--cipher-page-size and --page-size are its old names)")
+        }
+        try Deprecation.check(
+            newCipherPageSize, "--new-cipher-page-size", old: deprecatedCipherPageSize, oldName: "--cipher-page-size")
+        try Deprecation.check(
+            newCipherPageSize, "--new-cipher-page-size", old: deprecatedPageSize, oldName: "--page-size")
+        try Deprecation.check(
+            newKDFIterations, "--new-kdf-iter", old: deprecatedKDFIterations, oldName: "--kdf-iter")
         do {
-            try CipherOptionRange.check(pageSize: cipherPageSize, option: "--cipher-page-size")
-            try CipherOptionRange.check(iterations: kdfIterations, option: "--kdf-iter")
+            try CipherOptionRange.check(pageSize: pageSize.value, option: pageSize.option)
+            try CipherOptionRange.check(iterations: iterations.value, option: iterations.option)
         } catch let error as CLIError {
             throw ValidationError(error.message)
         }

@@ -5,7 +5,8 @@ import Foundation
 /// the file: the page size, SQLCipher's KDF iterations and how the key was turned into a key (`--kdf`) are
 /// needed again at every open, and a wrong one reads as a wrong key. The tool says them back whenever it
 /// writes a file whose settings differ from its format's defaults (a note on standard error with the exact
-/// flags), and `info` says the ones it opened a file with. A slotted database needs no `--kdf` (its slots are
+/// flags; with `--json`, one object on standard output whose `open_with` holds them), and `info` says the ones
+/// it opened a file with. A slotted database needs no `--kdf` (its slots are
 /// found through the slot file beside it), but its slot file does not record a non-default page size.
 enum OpeningFlags {
     /// The default cipher page size of `format`: 4096 for SQLCipher 4, 1024 for the older formats.
@@ -32,11 +33,54 @@ enum OpeningFlags {
 
     /// Says on standard error which flags open `path`, when it needs any beyond the key.
     static func note(_ path: String, kdf: KDF, settings: CipherSettings) {
-        let flags = needed(kdf: kdf, settings: settings)
-        guard !flags.isEmpty else { return }
-        Output.message(
-            "fmdb-cipher: note: \(path) needs these settings at every open (the file does not record them): "
-                + flags.joined(separator: " "))
+        Written(path: path, kdf: kdf, settings: settings).note()
+    }
+
+    /// A file a command wrote (`encrypt`, `export`, `migrate`, `rekey`, `sql --create`), said back: a note on
+    /// standard error when it needs flags besides the key, and with `--json` one object on standard output.
+    struct Written {
+        let path: String
+        let kdf: KDF
+        let settings: CipherSettings
+
+        var format: CipherFormat { settings.format ?? .linkedDefault }
+        var flags: [String] { OpeningFlags.needed(kdf: kdf, settings: settings) }
+
+        /// The note on standard error, when the file needs flags besides the key.
+        func note() {
+            guard !flags.isEmpty else { return }
+            Output.message(
+                "fmdb-cipher: note: \(path) needs these settings at every open (the file does not record them): "
+                    + flags.joined(separator: " "))
+        }
+
+        /// The `--json` object: `path`, `open_with` (the flags besides the key, `[]` for none), `kdf` (as
+        /// `--kdf` spells it), `format` (3 or 4), `cipher_page_size`, `kdf_iter` (SQLCipher's iterations for a
+        /// passphrase it derives itself, else null) and `key_slots` (the slot file's path, or null).
+        var object: [String: Any] {
+            let slotted = kdf.opensSlot
+            return [
+                "path": path, "open_with": flags, "kdf": kdf.rawValue,
+                "format": format.rawValue,
+                "cipher_page_size": settings.pageSize ?? OpeningFlags.defaultPageSize(format),
+                "kdf_iter": kdf == .passphrase ? (settings.kdfIterations ?? format.kdfIterations) : NSNull(),
+                "key_slots": slotted ? KeySlots.slotFilePath(forDatabaseAt: path) : NSNull(),
+            ]
+        }
+
+        /// Prints the `--json` object; with a recovery key, it is in the object as `recovery_key` (and its slot
+        /// `recovery_slot`), written to standard output straight from the key's wiped memory.
+        func printJSON(recovery: (key: RecoveryKey, slot: KeySlotInfo)? = nil) throws {
+            guard let recovery else {
+                try Output.json(object)
+                return
+            }
+            var object = self.object
+            object["recovery_slot"] = recovery.slot.id
+            try Output.json(object, secretMember: "recovery_key") { write in
+                recovery.key.withFormattedText { write($0, "the recovery key") }
+            }
+        }
     }
 
     /// The key derivation a file opened with `kdf` actually went through.

@@ -33,6 +33,24 @@ enum Output {
         write(data + Data("\n".utf8), to: STDOUT_FILENO, what: "the output")
     }
 
+    /// `object` as `json(_:)` prints it, with one more member `name` whose string value `secret` writes
+    /// straight from the caller's wiped memory (its text must need no JSON escaping, as a recovery key's
+    /// letters, digits and hyphens do not): no copy of the secret is made. The member comes last.
+    static func json(
+        _ object: [String: Any], secretMember name: String,
+        secret: ((UnsafeRawBufferPointer, String) -> Void) -> Void
+    ) throws {
+        var text = String(
+            decoding: try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]),
+            as: UTF8.self)
+        guard text.hasSuffix("}") else { throw CLIError("cannot write the JSON object", code: Exit.failure) }
+        text.removeLast()
+        while text.last?.isWhitespace == true { text.removeLast() }
+        write(Data((text + ",\n  \"\(name)\" : \"").utf8), to: STDOUT_FILENO, what: "the output")
+        secret { bytes, what in record(writeAll(STDOUT_FILENO, bytes), what: what) }
+        write(Data("\"\n}\n".utf8), to: STDOUT_FILENO, what: "the output")
+    }
+
     /// A secret (`what`: "the recovery key", "the data key") and a newline on standard output, straight from
     /// the caller's wiped memory (no copy is made). A failure is recorded as for any output, naming `what`.
     static func secretLine(_ bytes: UnsafeRawBufferPointer, what: String) {
@@ -106,7 +124,7 @@ enum CellValue {
         case .integer(let v): return String(v)
         case .real(let v): return String(v)
         case .text(let v): return v
-        case .blob(let v): return "x'" + v.map { String(format: "%02x", $0) }.joined() + "'"
+        case .blob(let v): return Hex.blobLiteral(v)
         }
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Progress on standard error. On a terminal (unless --quiet): a bar with the percentage and throughput,
-/// redrawn 10 times a second (elapsed time when there is no measure). Not on a terminal, with `--progress`:
+/// drawn when the work starts, redrawn 10 times a second, and drawn at 100% when the work is done in full
+/// (elapsed time when there is no measure). Not on a terminal, with `--progress`:
 /// machine-readable lines, one when the work starts, about one a second, and one at 100% when it ends:
 ///
 ///     progress <verb> <percent> <bytes done> <bytes in all> <bytes per second>
@@ -21,6 +22,7 @@ final class ProgressReporter: @unchecked Sendable {
     private var totalBytes: Double?
     private var measure: (@Sendable () -> Double?)?
     private var verb = ""
+    private var label: String?
 
     /// Whether anything is shown.
     var enabled: Bool { style != .none }
@@ -46,7 +48,13 @@ final class ProgressReporter: @unchecked Sendable {
         self.totalBytes = totalBytes
         self.measure = measure
         verb = label.split(separator: " ").first.map(String.init) ?? label
-        if style == .lines { line(fraction: 0) }
+        // The first state at once (a terminal's bar at 0%, the first line), whatever the work then takes.
+        switch style {
+        case .lines: line(fraction: 0)
+        case .terminal: draw(label)
+        case .none: break
+        }
+        self.label = label
         let thread = Thread { [weak self] in
             var lastLine = Date()
             while let self, !self.isStopped {
@@ -80,9 +88,9 @@ final class ProgressReporter: @unchecked Sendable {
         return fraction * totalBytes / max(Date().timeIntervalSince(began), 1e-3)
     }
 
-    private func draw(_ label: String) {
+    private func draw(_ label: String, fraction done: Double? = nil) {
         let text: String
-        if let fraction = measure?() {
+        if let fraction = done ?? measure?() {
             let clamped = min(max(fraction, 0), 1)
             let filled = Int(clamped * 30)
             let rate = throughput(clamped).map { String(format: " %.1f MB/s", $0 / 1e6) } ?? ""
@@ -126,6 +134,8 @@ final class ProgressReporter: @unchecked Sendable {
         case .none: return
         case .terminal:
             if wasRunning { Thread.sleep(forTimeInterval: 0.12) }
+            // Work done in full ends its bar at 100%, with the throughput of the whole run, then the message.
+            if completed, let label, measure?() != nil { draw(label, fraction: 1) }
             Output.message("\r\u{1B}[K\(message)")
         case .lines:
             if wasRunning { Thread.sleep(forTimeInterval: 0.12) }

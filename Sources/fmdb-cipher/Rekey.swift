@@ -19,7 +19,11 @@ struct Rekey: ParsableCommand {
 
             A new key that already opens the file with the same settings is refused (exit 64, nothing \
             written), decided by opening the file with it. A new --new-kdf is said back as the flags that open \
-            the file from then on.
+            the file from then on; --json prints one JSON object on standard output with them: {"path", \
+            "open_with", "kdf", "format", "cipher_page_size", "kdf_iter", "key_slots"}.
+
+            --data-key unlocks a key slot (no --kdf: the kind is found; or --kdf slot, slot-raw, slot-recovery); \
+            --kdf pbkdf2, pbkdf2-sqlcipher or scrypt, and --new-kdf, are refused with it (exit 64).
 
             Exit codes: 0 rekeyed; 75 busy and 74 I/O (not done: the old key still opens it); 3 rekeyed, but \
             the WAL checkpoint is pending (only the new key opens it; do not retry).
@@ -70,6 +74,8 @@ struct Rekey: ParsableCommand {
     var slotKeyFiles: [String] = []
     @Flag(name: .customLong("drop-other-slots"), help: "With --data-key: remove the slots no given key opens.")
     var dropOtherSlots = false
+    @Flag(help: "Print one JSON object on standard output: the database, the flags that open it, its settings.")
+    var json = false
 
     func validate() throws {
         guard busyTimeout >= 0, busyTimeout.isFinite else {
@@ -85,6 +91,15 @@ struct Rekey: ParsableCommand {
         if key.slotID != nil { throw ValidationError("rekey does not take --slot") }
         // --data-key unlocks a slot: its raw key is slot-raw, as in every command that opens a slot.
         if dataKey, key.kdf == .raw { Deprecation.warn("rekey --data-key --kdf raw", use: "--kdf slot-raw") }
+        // --data-key unlocks a slot, whose own KDF derives the key: a single-key KDF names nothing there.
+        if dataKey, [.pbkdf2, .pbkdf2Sqlcipher, .scrypt].contains(key.kdf) {
+            throw ValidationError(
+                "rekey --data-key unlocks a key slot: give no --kdf (the kind is found from the slot file), or "
+                    + "--kdf slot, slot-raw or slot-recovery (--kdf \(key.kdf.rawValue) is a single-key database's)")
+        }
+        if dataKey, newKey.newKDF != nil {
+            throw ValidationError("--data-key makes a random new data key: no --new-kdf")
+        }
     }
 
     func run() throws {
@@ -93,6 +108,9 @@ struct Rekey: ParsableCommand {
                 try DataKeyRotation.run(
                     database: database, key: key, slotKeyFiles: slotKeyFiles, dropOtherSlots: dropOtherSlots,
                     backup: backup, force: force, quiet: quiet, progressLines: progress)
+                if json {
+                    try OpeningFlags.Written(path: database, kdf: .slot, settings: key.settings).printJSON()
+                }
                 return
             }
             if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
@@ -111,7 +129,8 @@ struct Rekey: ParsableCommand {
             let reader = KeyReader()
             let oldMaterial = try reader.read(key.source, what: "current key for \(database)")
             let oldProvider = try key.kdf.provider(oldMaterial)
-            let newMaterial = try reader.read(newKey.source, what: "new key for \(database)", confirm: true)
+            let newMaterial = try reader.read(
+                newKey.source, what: "new key for \(database)", confirm: true, newKey: true)
             let newKDF = newKey.newKDF?.kdf ?? key.kdf
             let newProvider = try newKDF.provider(newMaterial)
             // Decided by trying, not by comparing what was typed: keys from different sources (a variable and
@@ -177,7 +196,9 @@ struct Rekey: ParsableCommand {
             if !quiet { Output.message("rekeyed \(database)") }
             var settings = key.settings
             settings.format = format
-            OpeningFlags.note(database, kdf: newKDF, settings: settings)
+            let written = OpeningFlags.Written(path: database, kdf: newKDF, settings: settings)
+            written.note()
+            if json { try written.printJSON() }
         }
     }
 

@@ -144,12 +144,8 @@ final class RowWriter {
     }
 
     private func appendHex(_ data: Data?) {
-        let digits = Array("0123456789abcdef".utf8)
         out.append("x'")
-        data?.forEach { byte in
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
+        if let data { Hex.encode(data) { out.append($0) } }
         out.append(UInt8(ascii: "'"))
     }
 
@@ -269,7 +265,6 @@ extension OutputBuffer {
     }
 
     private func appendEscaped(_ text: UnsafeBufferPointer<UInt8>) {
-        let hex = Array("0123456789abcdef".utf8)
         append(UInt8(ascii: "\""))
         for byte in text {
             switch byte {
@@ -280,8 +275,7 @@ extension OutputBuffer {
             case 9: append("\\t")
             case 0..<0x20:
                 append("\\u00")
-                append(hex[Int(byte >> 4)])
-                append(hex[Int(byte & 0x0F)])
+                Hex.encode(CollectionOfOne(byte)) { append($0) }
             default: append(byte)
             }
         }

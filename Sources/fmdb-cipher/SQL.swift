@@ -15,12 +15,15 @@ struct SQL: ParsableCommand {
             lines (one row object per line). Rows stream: memory does not grow with the number of rows.
 
             Values: NULL is empty in a table and CSV, null in JSON. A BLOB is SQLite's hex literal x'…' in every \
-            format (in JSON, that text as a string): lossless, and pasted back into SQL it is the same BLOB. \
-            (sqlite3's shell writes raw bytes in CSV and JSON, which lose binary data; psql writes hex in every \
-            format too.)
+            format (in JSON, that text as a string): every byte is kept, and pasted back into SQL it is the same \
+            BLOB. A TEXT value that reads x'…' prints the same way: no format tells the two apart (select \
+            typeof(column) as well when that matters). (sqlite3's shell writes raw bytes in CSV and JSON, which \
+            lose binary data; psql writes hex in every format too.)
 
             DATABASE must exist: a mistyped path is an error (exit 66), never a new file. --create makes a new \
-            encrypted database (0600) when there is none; --read-only opens it so no statement can change it \
+            encrypted database (0600) when there is none, and when its settings are not its format's defaults \
+            (--kdf, --cipher-page-size, --kdf-iter) says on standard error the flags that open it (--json stays \
+            the rows' format: `info --json` gives them as open_with); --read-only opens it so no statement can change it \
             (a write, or a PRAGMA that would change the file, is an SQL error, exit 1; it leaves no -wal or \
             -shm it did not find). --output FILE \
             writes the rows to FILE instead of standard output: created 0600 in a private directory beside it, \
@@ -115,37 +118,10 @@ struct SQL: ParsableCommand {
                 db = try DatabaseFiles.open(database, provider: provider, settings: key.settings, readOnly: readOnly)
             }
             defer { db.close() }
-            // --output: the rows go to a new file in a private directory beside FILE (the tool's one way to
-            // create a file: 0600 whatever the umask, no link followed, FILE refused unless --force), renamed
-            // into place only when every statement ran; a failure leaves no FILE.
-            var target: FMPrivateFile?
-            var fd = STDOUT_FILENO
-            if let output {
-                let cleanup = StagingCleanup()
-                let made: FMPrivateFile
-                do {
-                    made = try FMPrivateFile(
-                        destination: output, replacingExisting: force, source: database, onStage: cleanup.reached)
-                } catch let error as FMDatabaseError where error.copyFailure != nil {
-                    let message = error.localizedDescription
-                        .replacingOccurrences(of: "set replacesExisting to", with: "use --force to")
-                    switch error.copyFailure {
-                    case .sameFile?: throw CLIError(message, code: Exit.usage)
-                    case .destinationInUse?: throw CLIError(message, code: Exit.busy)
-                    default: throw CLIError(message, code: Exit.cannotCreate)
-                    }
-                } catch {
-                    throw CLIError.from(error, context: output)
-                }
-                fd = open(made.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else {
-                    let reason = String(cString: strerror(errno))
-                    made.discard()
-                    throw CLIError("cannot open the output file beside \(output): \(reason)", code: Exit.cannotCreate)
-                }
-                target = made
-            }
-            defer { if fd != STDOUT_FILENO { close(fd) } }
+            // --output: the rows go to a new file in a private directory beside FILE, renamed into place only
+            // when every statement ran; a failure leaves no FILE.
+            let target = try output.map { try OutputFile($0, force: force, source: database) }
+            let fd = target?.fd ?? STDOUT_FILENO
             // Rows stream through a 64 KiB buffer: memory does not grow with the number of rows.
             let writer = RowWriter(format: csv ? .csv : json ? .json : jsonl ? .jsonl : .table, fd: fd)
             do {
@@ -161,15 +137,9 @@ struct SQL: ParsableCommand {
                 throw refused ? CLIError(cli.message, code: Exit.failure) : cli
             }
             try writer.finish()
-            if let target {
-                // On disk before it is named: a power loss must not leave a FILE said to be written, empty.
-                guard fsync(fd) == 0 else {
-                    throw CLIError(
-                        "cannot write \(output ?? "the output"): \(String(cString: strerror(errno)))",
-                        code: Exit.ioError)
-                }
-                try target.commit()
-            }
+            try target?.commit()
+            // A new file whose settings are not its format's defaults: the flags that open it, said once.
+            if kind == .missing { OpeningFlags.note(database, kdf: key.kdf, settings: key.settings) }
         }
     }
 }

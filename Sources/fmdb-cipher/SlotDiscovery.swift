@@ -167,7 +167,7 @@ enum SlotDiscovery {
             _ = try provider.key(for: KeyRequest(databasePath: database, salt: salt))
             return .opened
         } catch let error as FMDatabaseError
-            where error.resultCode == SQLITE_NOTADB || error.exceedsKeySlotWorkBudget
+            where FMResultCode.notADatabase ~= error || error.exceedsKeySlotWorkBudget
         {
             return .refused(error)
         } catch {

@@ -63,14 +63,15 @@ final class SecurityGuardToolTests: ToolTestCase {
     func testEncryptRefusesAWeakKDFUnlessSpelledUnsafe() throws {
         let plain = try makePlaintext()
         let weak = directory.path("weak.db")
-        let refused = try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "1", "--quiet"])
+        let refused = try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--new-kdf-iter", "1", "--quiet"])
         XCTAssertEqual(refused.status, 64, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("--unsafe-kdf-iter"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("use --unsafe-new-kdf-iter 1"), refused.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: weak))
         XCTAssertEqual(
-            try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--kdf-iter", "64000", "--quiet"]).status, 0)
+            try runKeyed(["encrypt", plain, weak, "--key-env", "K", "--new-kdf-iter", "64000", "--quiet"]).status, 0)
         let unsafe = directory.path("unsafe.db")
-        let written = try runKeyed(["encrypt", plain, unsafe, "--key-env", "K", "--unsafe-kdf-iter", "1000", "--quiet"])
+        let written = try runKeyed(
+            ["encrypt", plain, unsafe, "--key-env", "K", "--unsafe-new-kdf-iter", "1000", "--quiet"])
         XCTAssertEqual(written.status, 0, written.stderr)
         XCTAssertEqual(try rows(unsafe, key: "k1", iterations: 1_000), 2)
         XCTAssertNil(try rows(unsafe, key: "k1"), "it really uses 1000 iterations")

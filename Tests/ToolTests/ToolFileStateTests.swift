@@ -24,7 +24,10 @@ final class ToolFileStateTests: ToolTestCase {
         let plain = try makePlaintext()
         let secret = path("secret.db")
         let made = try run(
-            ["encrypt", plain, secret, "--kdf", "raw", "--page-size", Self.oddPageSize, "--key-env", "K", "--quiet"],
+            [
+                "encrypt", plain, secret, "--kdf", "raw", "--new-cipher-page-size", Self.oddPageSize, "--key-env", "K",
+                "--quiet",
+            ],
             env: ["K": Self.rawKey])
         XCTAssertEqual(made.status, 0, made.stderr)
         let flags = try XCTUnwrap(noteFlags(made.stderr), made.stderr)
@@ -51,7 +54,8 @@ final class ToolFileStateTests: ToolTestCase {
         let plain = try makePlaintext()
         let secret = path("iter.db")
         let made = try run(
-            ["encrypt", plain, secret, "--kdf-iter", "70000", "--key-env", "K", "--quiet"], env: ["K": "a passphrase"])
+            ["encrypt", plain, secret, "--new-kdf-iter", "70000", "--key-env", "K", "--quiet"],
+            env: ["K": "a passphrase"])
         XCTAssertEqual(made.status, 0, made.stderr)
         let flags = try XCTUnwrap(noteFlags(made.stderr), made.stderr)
         XCTAssertEqual(flags, ["--kdf-iter", "70000"])
@@ -70,8 +74,8 @@ final class ToolFileStateTests: ToolTestCase {
         let copy = path("copy.db")
         let exported = try run(
             [
-                "export", source, copy, "--kdf", "raw", "--key-env", "K", "--new-key-env", "N", "--new-page-size",
-                Self.oddPageSize, "--quiet",
+                "export", source, copy, "--kdf", "raw", "--key-env", "K", "--new-key-env", "N",
+                "--new-cipher-page-size", Self.oddPageSize, "--quiet",
             ], env: ["K": Self.rawKey, "N": Self.otherRawKey])
         XCTAssertEqual(exported.status, 0, exported.stderr)
         let flags = try XCTUnwrap(noteFlags(exported.stderr), exported.stderr)
@@ -231,6 +235,39 @@ final class ToolFileStateTests: ToolTestCase {
             ["keys", "add", db, "--key-env", "K", "--new-key-env", "N", "--slot-kdf", "pbkdf2"],
             env: ["K": Self.rawKey, "N": "a third long passphrase"])
         XCTAssertEqual(added.status, 0, added.stderr)
+
+        // info with a slot's key, no --kdf: opened through the slot, the file's details read.
+        let info = try run(["info", db, "--key-env", "K", "--json"], env: ["K": "the operators' passphrase"])
+        XCTAssertEqual(info.status, 0, info.stderr)
+        let object = try XCTUnwrap(
+            JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any], info.stdout)
+        XCTAssertEqual(object["kdf"] as? String, "slot", "\(object)")
+        let tables = try XCTUnwrap(object["tables"] as? [[String: Any]], "\(object)")
+        XCTAssertEqual(tables.first { $0["name"] as? String == "t" }?["rows"] as? Int, 7, "\(tables)")
+
+        // migrate, no --kdf: a format-3 copy (with the slots) is upgraded through a slot into DEST, which its
+        // slot file (carried) opens.
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
+        let old = path("old3.db")
+        let v3 = try run(
+            ["export", db, old, "--key-env", "K", "--format", "3", "--quiet"], env: ["K": "the operators' passphrase"])
+        XCTAssertEqual(v3.status, 0, v3.stderr)
+        let upgraded = path("upgraded.db")
+        let migrated = try run(
+            ["migrate", old, upgraded, "--key-env", "K", "--quiet"], env: ["K": "the operators' passphrase"])
+        XCTAssertEqual(migrated.status, 0, migrated.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: upgraded)))
+        for secret in ["the operators' passphrase", Self.rawKey] {
+            let sql = try run(
+                ["sql", upgraded, "select count(*) from t", "--csv", "--read-only", "--key-env", "K"],
+                env: ["K": secret])
+            XCTAssertEqual(sql.status, 0, sql.stderr)
+            XCTAssertEqual(sql.stdout.split(whereSeparator: \.isNewline), ["count(*)", "7"])
+        }
+        let format = try run(["info", upgraded, "--key-env", "K", "--json"], env: ["K": Self.rawKey])
+        let upgradedObject = try XCTUnwrap(
+            JSONSerialization.jsonObject(with: Data(format.stdout.utf8)) as? [String: Any], format.stdout)
+        XCTAssertEqual(upgradedObject["format"] as? String, "SQLCipher 4", "\(upgradedObject)")
     }
 
     func testInfoShowsTheSlotsWithoutAKeyAndWithoutASecret() throws {

@@ -2,9 +2,10 @@ import FMDB
 import Foundation
 import XCTest
 
-/// One flag language: the encrypted file's key and settings are `--kdf`, `--cipher-page-size`, `--kdf-iter`
-/// in every command (for `encrypt`, of the file it makes), a second file's the same with `new-` in front; a
-/// slot key is `slot`, `slot-raw` or `slot-recovery` everywhere. Old spellings work, with a warning.
+/// One flag language: `--kdf` goes with the key given (`--key-*`), `--new-kdf` with `--new-key-*`; the file a
+/// command reads is `--cipher-page-size`, `--kdf-iter`, the file it writes the same with `new-` in front (in
+/// `encrypt` too); a slot key is `slot`, `slot-raw` or `slot-recovery` everywhere. Old spellings work, with a
+/// warning, or are refused saying what to use.
 final class ToolFlagLanguageTests: ToolTestCase {
     private func deprecationWarning(_ old: String, _ new: String) -> String {
         "fmdb-cipher: warning: \(old) is deprecated and will be removed in the next release; use \(new)"
@@ -15,11 +16,11 @@ final class ToolFlagLanguageTests: ToolTestCase {
         let plain = try makePlaintext()
         let dest = path("paged.db")
         let written = try run(
-            ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--cipher-page-size", "8192", "--quiet"],
+            ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--new-cipher-page-size", "8192", "--quiet"],
             env: ["K": Self.rawKey])
         XCTAssertEqual(written.status, 0, written.stderr)
         XCTAssertFalse(written.stderr.contains("deprecated"), written.stderr)
-        // The one thing said: the flags that open the file, which are the ones that made it.
+        // The one thing said: the flags that open the file (the new file's settings without new-).
         XCTAssertTrue(written.stderr.contains("--kdf raw --cipher-page-size 8192"), written.stderr)
         let read = try run(
             [
@@ -29,30 +30,107 @@ final class ToolFlagLanguageTests: ToolTestCase {
             env: ["K": Self.rawKey])
         XCTAssertEqual(read.status, 0, read.stderr)
         XCTAssertEqual(read.stdout, "count(*)\n50\n")
+        let iterations = try run(
+            ["encrypt", plain, path("iter.db"), "--key-env", "K", "--new-kdf-iter", "70000", "--quiet"],
+            env: ["K": "a passphrase"])
+        XCTAssertEqual(iterations.status, 0, iterations.stderr)
+        XCTAssertFalse(iterations.stderr.contains("deprecated"), iterations.stderr)
+        XCTAssertTrue(iterations.stderr.contains("them): --kdf-iter 70000"), iterations.stderr)
     }
 
-    func testEncryptPageSizeStillWorksWithADeprecationWarning() throws {
+    func testEncryptsOldSettingSpellingsStillWorkWithADeprecationWarning() throws {
         let plain = try makePlaintext()
-        let dest = path("old.db")
-        let result = try run(
-            ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--page-size", "4096", "--quiet"],
-            env: ["K": Self.rawKey])
-        XCTAssertEqual(result.status, 0, result.stderr)
-        XCTAssertTrue(result.stderr.contains(deprecationWarning("--page-size", "--cipher-page-size")), result.stderr)
-        let read = try run(
-            [
-                "sql", dest, "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "K", "--cipher-page-size",
-                "4096",
-            ],
-            env: ["K": Self.rawKey])
-        XCTAssertEqual(read.stdout, "count(*)\n50\n", read.stderr)
+        for (old, new, value) in [
+            ("--page-size", "--new-cipher-page-size", "4096"), ("--cipher-page-size", "--new-cipher-page-size", "4096"),
+            ("--kdf-iter", "--new-kdf-iter", "64000"), ("--unsafe-kdf-iter", "--unsafe-new-kdf-iter", "64000"),
+        ] {
+            let dest = path("old\(old).db")
+            let result = try run(
+                ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", old, value, "--quiet"],
+                env: ["K": Self.rawKey])
+            XCTAssertEqual(result.status, 0, "\(old): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains(deprecationWarning(old, new)), "\(old): \(result.stderr)")
+            // The value reached DEST: the flags said back open it.
+            let reopen = old.hasSuffix("page-size") ? ["--cipher-page-size", value] : []
+            let check = try run(["check", dest, "--kdf", "raw", "--key-env", "K"] + reopen, env: ["K": Self.rawKey])
+            XCTAssertEqual(check.status, 0, "\(old): \(check.stderr)")
+        }
+        for pair in [["--page-size", "--new-cipher-page-size"], ["--cipher-page-size", "--new-cipher-page-size"]] {
+            let both = try run(
+                ["encrypt", plain, path("both.db"), "--kdf", "raw", "--key-env", "K"]
+                    + pair.flatMap { [$0, "4096"] }, env: ["K": Self.rawKey])
+            XCTAssertEqual(both.status, 64, both.stderr)
+            XCTAssertTrue(both.stderr.contains("give --new-cipher-page-size only"), both.stderr)
+        }
+    }
+
+    func testExportSQLCipher4IsADeprecatedSpellingOfFormat4() throws {
+        let help = try run(["export", "--help"]).stdout
+        XCTAssertFalse(help.contains("--sqlcipher4"), help)
+        let enc = try makeEncrypted()
+        let env = ["K": Self.rawKey, "N": Self.otherRawKey]
         let both = try run(
             [
-                "encrypt", plain, path("both.db"), "--kdf", "raw", "--key-env", "K", "--page-size", "4096",
-                "--cipher-page-size", "4096",
-            ], env: ["K": Self.rawKey])
+                "export", enc, path("both.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N", "--format", "3",
+                "--sqlcipher4",
+            ], env: env)
         XCTAssertEqual(both.status, 64, both.stderr)
-        XCTAssertTrue(both.stderr.contains("give --cipher-page-size only"), both.stderr)
+        XCTAssertTrue(both.stderr.contains("give --format 4 only"), both.stderr)
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
+        let old = try run(
+            [
+                "export", enc, path("v4.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N", "--sqlcipher4",
+                "--quiet",
+            ], env: env)
+        XCTAssertEqual(old.status, 0, old.stderr)
+        XCTAssertTrue(old.stderr.contains(deprecationWarning("--sqlcipher4", "--format 4")), old.stderr)
+        XCTAssertEqual(rowCount(path("v4.db"), rawKey: Self.otherRawKey), 50)
+    }
+
+    func testRekeyDataKeyRefusesAKDFThatOpensNoSlot() throws {
+        let plain = try makePlaintext(rows: 5)
+        let db = path("slotted.db")
+        let env = ["K": "an administrator's passphrase"]
+        XCTAssertEqual(
+            try run(["encrypt", plain, db, "--kdf", "slot", "--key-env", "K", "--quiet"], env: env).status, 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        for kdf in ["scrypt", "pbkdf2", "pbkdf2-sqlcipher"] {
+            let refused = try run(["rekey", "--data-key", db, "--kdf", kdf, "--key-env", "K"], env: env)
+            XCTAssertEqual(refused.status, 64, "\(kdf): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("unlocks a key slot"), refused.stderr)
+        }
+        let newKDF = try run(["rekey", "--data-key", db, "--new-kdf", "raw", "--key-env", "K"], env: env)
+        XCTAssertEqual(newKDF.status, 64, newKDF.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: db)), before, "not rotated")
+        let rotated = try run(["rekey", "--data-key", db, "--kdf", "slot", "--key-env", "K", "--quiet"], env: env)
+        XCTAssertEqual(rotated.status, 0, rotated.stderr)
+    }
+
+    func testKeysSpellingsOfAnEarlierReleaseAreDeprecatedOrSayWhatToUse() throws {
+        let db = path("slotted.db")
+        let env = ["A": "an administrator's passphrase", "B": "a second long passphrase", "C": "a third long one"]
+        XCTAssertEqual(try run(["keys", "init", db, "--key-env", "A"], env: env).status, 0)
+        // A single-key KDF named the unlocking passphrase (the slot's own KDF derives it): deprecated, works.
+        for (kdf, secret) in [("pbkdf2", "B"), ("scrypt", "C")] {
+            let added = try run(
+                ["keys", "add", db, "--kdf", kdf, "--key-env", "A", "--new-key-env", secret], env: env)
+            XCTAssertEqual(added.status, 0, "\(kdf): \(added.stderr)")
+            XCTAssertTrue(added.stderr.contains(deprecationWarning("--kdf \(kdf)", "--kdf slot")), added.stderr)
+        }
+        // For a new slot it named no slot KDF (--slot-kdf did): refused, saying what to use.
+        let initRefused = try run(["keys", "init", path("x.db"), "--kdf", "pbkdf2", "--key-env", "A"], env: env)
+        XCTAssertEqual(initRefused.status, 64, initRefused.stderr)
+        XCTAssertTrue(initRefused.stderr.contains("--kdf pbkdf2 is not a kind of slot key"), initRefused.stderr)
+        XCTAssertTrue(initRefused.stderr.contains("--slot-kdf scrypt or pbkdf2"), initRefused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("x.db")))
+        // Settings keys never used: what to use instead.
+        for option in ["--cipher-page-size", "--kdf-iter"] {
+            let refused = try run(
+                ["keys", "add", db, "--key-env", "A", "--new-key-env", "B", option, "4096"], env: env)
+            XCTAssertEqual(refused.status, 64, refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("keys takes no \(option)"), refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("(sql, info, export ...)"), refused.stderr)
+        }
     }
 
     func testExportNewPageSizeIsTheSourcesNameWithNewInFront() throws {
@@ -189,9 +267,21 @@ final class ToolFlagLanguageTests: ToolTestCase {
     func testHelpShowsTheCurrentSpellingsOnly() throws {
         let top = try run(["--help"]).stdout
         XCTAssertTrue(top.contains("--key-credential"), top)
+        // The rule, stated once for every command.
+        let rule = top.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        XCTAssertTrue(
+            rule.contains(
+                "--cipher-page-size and --kdf-iter describe the file a command reads, --new-cipher-page-size and "
+                    + "--new-kdf-iter the file it writes"), top)
         let encrypt = try run(["encrypt", "--help"]).stdout
-        XCTAssertTrue(encrypt.contains("--cipher-page-size"), encrypt)
-        XCTAssertFalse(encrypt.contains("  --page-size"), encrypt)
+        XCTAssertTrue(encrypt.contains("--new-cipher-page-size <BYTES>"), encrypt)
+        XCTAssertTrue(encrypt.contains("--new-kdf-iter <N>"), encrypt)
+        XCTAssertTrue(encrypt.contains("--unsafe-new-kdf-iter <N>"), encrypt)
+        // Old spellings are named only as old ones: never an option of its own in the help.
+        for old in ["--page-size", "--cipher-page-size <", "--kdf-iter <", "--unsafe-kdf-iter"] {
+            XCTAssertFalse(encrypt.contains("  \(old)"), "\(old): \(encrypt)")
+        }
+        XCTAssertFalse(encrypt.contains("(--kdf, --page-size"), encrypt)
         let export = try run(["export", "--help"]).stdout
         XCTAssertTrue(export.contains("--new-cipher-page-size"), export)
         XCTAssertFalse(export.contains("  --new-page-size"), export)

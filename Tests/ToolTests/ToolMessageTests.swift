@@ -34,32 +34,65 @@ final class ToolMessageTests: ToolTestCase {
         XCTAssertFalse(result.stderr.contains("Tr0ub4dor"), result.stderr)
     }
 
-    func testAnUnsetKeyVariableIsNamedButALowerCaseWordIsNot() throws {
+    /// Runs the tool with `names` removed from its environment (`env -u`), whatever the test runner's has.
+    private func runUnsetting(_ names: [String], _ arguments: [String], env: [String: String] = [:]) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
+        try runTool(arguments, env: env, wrapper: ["env"] + names.flatMap { ["-u", $0] })
+    }
+
+    func testAnUnsetKeyVariableIsNamedButAKeyShapedNameIsNot() throws {
         let enc = try makeEncrypted()
-        var environment = ProcessInfo.processInfo.environment
-        environment["FMDB_TEST_UNSET_KEY"] = nil
-        let named = try run(["info", enc, "--kdf", "raw", "--key-env", "FMDB_TEST_UNSET_KEY"])
-        XCTAssertEqual(named.status, 64, named.stderr)
-        XCTAssertTrue(
-            named.stderr.hasPrefix("fmdb-cipher: the environment variable FMDB_TEST_UNSET_KEY (the key for "),
-            named.stderr)
+        // A variable's shape, long with `_`, or short in one word: named.
+        for name in ["FMDB_TEST_UNSET_KEY", "K", "DBKEY", "db_key"] {
+            let named = try runUnsetting([name], ["info", enc, "--kdf", "raw", "--key-env", name])
+            XCTAssertEqual(named.status, 64, named.stderr)
+            XCTAssertTrue(
+                named.stderr.hasPrefix("fmdb-cipher: the environment variable \(name) (the key for "),
+                "\(name): \(named.stderr)")
+        }
         let hidden = try run(["info", enc, "--kdf", "raw", "--key-env", "correct horse"])
         XCTAssertEqual(hidden.status, 64, hidden.stderr)
         XCTAssertFalse(hidden.stderr.contains("horse"), "a name that may be a key is not repeated: \(hidden.stderr)")
-        // Nor one shaped like an upper-case key (base32 has no underscore), nor a one-word name.
-        for keyShaped in ["JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "K"] {
-            let shaped = try run(["info", enc, "--kdf", "raw", "--key-env", keyShaped])
+        // Nor one shaped like a key: base32 (no underscore), base64 or mixed case, hexadecimal, or too long.
+        for keyShaped in [
+            "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "JBSWY3DPEHPK3PXP", "q7Xz0bLk3VwP9sR2tYu", "S3cr3tTyped", "DEADBEEF",
+            "cafe0123babe",
+            String(repeating: "AB_", count: 11),
+        ] {
+            let shaped = try runUnsetting([keyShaped], ["info", enc, "--kdf", "raw", "--key-env", keyShaped])
             XCTAssertEqual(shaped.status, 64, shaped.stderr)
-            XCTAssertFalse(shaped.stderr.contains(keyShaped + " "), shaped.stderr)
+            XCTAssertFalse(shaped.stderr.contains(keyShaped), shaped.stderr)
+            XCTAssertTrue(shaped.stderr.contains("is not set (its name is not shown"), shaped.stderr)
         }
         let rawShaped = String(repeating: "AB", count: 32)
         let raw = try run(["info", enc, "--kdf", "raw", "--key-env", rawShaped])
         XCTAssertFalse(raw.stderr.contains(rawShaped), raw.stderr)
-        let newKey = try run(
+        let newKey = try runUnsetting(
+            ["FMDB_TEST_UNSET_NEW"],
             ["rekey", enc, "--kdf", "raw", "--key-env", "K", "--new-key-env", "FMDB_TEST_UNSET_NEW"],
             env: ["K": Self.rawKey])
         XCTAssertEqual(newKey.status, 64, newKey.stderr)
         XCTAssertTrue(newKey.stderr.contains("FMDB_TEST_UNSET_NEW (the new key for "), newKey.stderr)
+    }
+
+    func testEveryMessageListingTheKeySourcesNamesKeyCredential() throws {
+        let enc = try makeEncrypted()
+        let onCommandLine = try run(["info", enc, "--key", "hunter2-hunter2"])
+        XCTAssertEqual(onCommandLine.status, 64, onCommandLine.stderr)
+        XCTAssertTrue(
+            onCommandLine.stderr.contains("--key-stdin or --key-credential NAME instead"), onCommandLine.stderr)
+        XCTAssertFalse(onCommandLine.stderr.contains("hunter2"), onCommandLine.stderr)
+        // Standard input is not a terminal: no prompt, the sources are listed.
+        let noKey = try run(["sql", enc, "select 1", "--kdf", "raw"])
+        XCTAssertEqual(noKey.status, 64, noKey.stderr)
+        XCTAssertTrue(
+            noKey.stderr.contains("--key-stdin or --key-credential NAME (or run on a terminal"), noKey.stderr)
+        // The new key has no credential option: its message names the --new-key-* options.
+        let noNewKey = try run(["rekey", enc, "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+        XCTAssertEqual(noNewKey.status, 64, noNewKey.stderr)
+        XCTAssertTrue(
+            noNewKey.stderr.contains("use --new-key-env VAR, --new-key-file PATH or --new-key-stdin"), noNewKey.stderr)
     }
 
     func testAMalformedRawKeyIsAUsageErrorInTheToolsStyle() throws {

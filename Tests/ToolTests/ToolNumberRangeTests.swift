@@ -22,6 +22,9 @@ final class ToolNumberRangeTests: ToolTestCase {
                 ("--unsafe-kdf-iter", ["encrypt", plain, dest] + raw + ["--unsafe-kdf-iter=\(value)"]),
                 ("--page-size", ["encrypt", plain, dest] + raw + ["--page-size=\(value)"]),
                 ("--cipher-page-size", ["encrypt", plain, dest] + raw + ["--cipher-page-size=\(value)"]),
+                ("--new-kdf-iter", ["encrypt", plain, dest] + raw + ["--new-kdf-iter=\(value)"]),
+                ("--unsafe-new-kdf-iter", ["encrypt", plain, dest] + raw + ["--unsafe-new-kdf-iter=\(value)"]),
+                ("--new-cipher-page-size", ["encrypt", plain, dest] + raw + ["--new-cipher-page-size=\(value)"]),
                 ("--new-kdf-iter", ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-kdf-iter=\(value)"]),
                 (
                     "--unsafe-new-kdf-iter",

@@ -154,4 +154,51 @@ final class ToolOutputFileTests: ToolTestCase {
         other.close()
         XCTAssertEqual(mode(path("default.db")), 0o644)
     }
+
+    func testKeysExportRawOutputIsAPrivateFileThatFollowsNoLink() throws {
+        let db = path("slotted.db")
+        let env = ["K": "an administrator's passphrase"]
+        XCTAssertEqual(try run(["keys", "init", db, "--key-env", "K"], env: env).status, 0)
+        let confirm = "--i-understand-this-reveals-the-data-key"
+        let shown = try run(["keys", "export-raw", db, "--key-env", "K", confirm], env: env)
+        XCTAssertEqual(shown.status, 0, shown.stderr)
+        let key = shown.stdout
+        XCTAssertEqual(key.count, 65, "64 hex digits and a newline")
+
+        let file = path("data.key")
+        let written = try run(["keys", "export-raw", db, "--key-env", "K", confirm, "--output", file], env: env)
+        XCTAssertEqual(written.status, 0, written.stderr)
+        XCTAssertEqual(written.stdout, "", "nothing on standard output")
+        XCTAssertEqual(mode(file), 0o600, "0600 under umask 022")
+        XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), key)
+        XCTAssertEqual(entries().filter { $0.hasPrefix(".") }, [], "no private directory left behind")
+
+        // An existing FILE is refused unless --force; a planted link there is replaced, never followed.
+        let again = try run(["keys", "export-raw", db, "--key-env", "K", confirm, "--output", file], env: env)
+        XCTAssertEqual(again.status, 73, again.stderr)
+        let target = path("elsewhere")
+        XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data("keep".utf8)))
+        let link = path("link.key")
+        XCTAssertEqual(symlink(target, link), 0)
+        let noForce = try run(["keys", "export-raw", db, "--key-env", "K", confirm, "--output", link], env: env)
+        XCTAssertEqual(noForce.status, 73, noForce.stderr)
+        let forced = try run(
+            ["keys", "export-raw", db, "--key-env", "K", confirm, "--output", link, "--force"], env: env)
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        XCTAssertFalse(isSymbolicLink(link))
+        XCTAssertEqual(mode(link), 0o600)
+        XCTAssertEqual(try String(contentsOfFile: link, encoding: .utf8), key)
+        XCTAssertEqual(try String(contentsOfFile: target, encoding: .utf8), "keep", "the link was not followed")
+        // Never the database's own files; a wrong key leaves no FILE.
+        let own = try run(
+            ["keys", "export-raw", db, "--key-env", "K", confirm, "--output", db + "-keyslots", "--force"], env: env)
+        XCTAssertEqual(own.status, 64, own.stderr)
+        let wrong = try run(
+            ["keys", "export-raw", db, "--key-env", "K", confirm, "--output", path("wrong.key")],
+            env: ["K": "not the passphrase"])
+        XCTAssertEqual(wrong.status, 65, wrong.stderr)
+        XCTAssertNil(mode(path("wrong.key")))
+        let forceAlone = try run(["keys", "export-raw", db, "--key-env", "K", confirm, "--force"], env: env)
+        XCTAssertEqual(forceAlone.status, 64, forceAlone.stderr)
+    }
 }

@@ -1,4 +1,5 @@
 import FMDB
+import TestSupport
 import Foundation
 import XCTest
 
@@ -115,5 +116,45 @@ final class ToolProgressTests: ToolTestCase {
             ["encrypt", plain, path("a.db"), "--kdf", "raw", "--key-env", "K", "--progress"], env: env)
         XCTAssertEqual(refused.status, 73, refused.stderr)
         XCTAssertFalse(progressLines(refused.stderr, verb: "encrypt").contains { $0[0] == 100 }, refused.stderr)
+    }
+}
+
+/// Progress of `rekey` on a terminal (`script` gives the tool one) and `rekey --data-key --progress` lines.
+final class ToolRekeyProgressTests: ToolTestCase {
+    func testRekeyOnATerminalShowsAPercentageAndThroughput() throws {
+        let enc = try makeEncrypted(rows: 200, payload: 1_000)
+        var env = ProcessInfo.processInfo.environment
+        env["K"] = Self.rawKey
+        env["N"] = Self.otherRawKey
+        let script = try XCTUnwrap(which("script"))
+        let command = "\(tool!) rekey \(enc) --kdf raw --key-env K --new-key-env N"
+        let tty = try runProcess(script, ["-qec", command, "/dev/null"], environment: env)
+        XCTAssertEqual(tty.status, 0, tty.stdout + tty.stderr)
+        XCTAssertTrue(tty.stdout.contains("rekey ["), "a bar: \(tty.stdout)")
+        XCTAssertTrue(tty.stdout.contains("100%"), "at 100% when done: \(tty.stdout)")
+        XCTAssertNotNil(tty.stdout.range(of: #"[0-9]+\.[0-9] MB/s"#, options: .regularExpression), tty.stdout)
+        XCTAssertTrue(tty.stdout.contains("rekeyed \(enc)"), tty.stdout)
+        XCTAssertEqual(rowCount(enc, rawKey: Self.otherRawKey), 200)
+    }
+
+    func testDataKeyRotationPrintsProgressLinesWhenAsked() throws {
+        let plain = try makePlaintext(rows: 200, payload: 1_000)
+        let db = path("slotted.db")
+        let env = ["K": "an administrator's passphrase"]
+        let made = try run(["encrypt", plain, db, "--kdf", "slot", "--key-env", "K", "--quiet"], env: env)
+        XCTAssertEqual(made.status, 0, made.stderr)
+        let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: db)[.size] as? NSNumber).int64Value
+        let rotated = try run(["rekey", "--data-key", db, "--key-env", "K", "--progress"], env: env)
+        XCTAssertEqual(rotated.status, 0, rotated.stderr)
+        let lines = rotated.stderr.split(separator: "\n").filter { $0.hasPrefix("progress ") }
+            .map { $0.split(separator: " ").map(String.init) }
+        XCTAssertGreaterThanOrEqual(lines.count, 2, rotated.stderr)
+        XCTAssertTrue(
+            lines.allSatisfy { $0.count == 6 && $0[1] == "rekey" && $0[2...].allSatisfy { Int64($0) != nil } })
+        XCTAssertEqual(lines.first?[2], "0", "a line when the rotation starts")
+        XCTAssertEqual(lines.first?[4], String(size))
+        XCTAssertEqual(lines.last?[2], "100", "a line at 100 when it is done")
+        let opened = try run(["sql", db, "select count(*) from t", "--csv", "--key-env", "K"], env: env)
+        XCTAssertEqual(opened.stdout, "count(*)\n200\n", opened.stderr)
     }
 }

@@ -107,6 +107,21 @@ final class ToolStreamingTests: ToolTestCase {
         XCTAssertEqual(table.stdout, "b\n-------\nx'cafe'\n")
     }
 
+    func testATextThatReadsLikeABlobPrintsTheSameAndTheHelpSaysSo() throws {
+        let file = try makeRows("rows.db", rows: 1)
+        let query = "select x'cafe' as b, 'x''cafe''' as t, typeof(x'cafe') as bt, typeof('x''cafe''') as tt"
+        let json = try run(["sql", file, query, "--jsonl"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertEqual(json.stdout, #"{"b":"x'cafe'","t":"x'cafe'","bt":"blob","tt":"text"}"# + "\n")
+        let csv = try run(["sql", file, query, "--csv"])
+        XCTAssertEqual(csv.stdout, "b,t,bt,tt\nx'cafe',x'cafe',blob,text\n")
+        // The rule as documented: every byte kept, but no format tells such a text from a BLOB (typeof does).
+        let help = try run(["sql", "--help"]).stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        XCTAssertFalse(help.contains("lossless"), help)
+        XCTAssertTrue(help.contains("A TEXT value that reads x'…' prints the same way"), help)
+        XCTAssertTrue(help.contains("typeof(column)"), help)
+    }
+
     /// The JSON arrays `--json` printed, one per statement: each starts on a line of its own with `[`.
     private func jsonArrays(_ output: String) throws -> [[[String: Any]]] {
         var arrays: [String] = []
