@@ -94,7 +94,7 @@ public struct CipherSettings: Sendable, Equatable {
         if creatingFile, !allowsWeakKDF, let kdfIterations, kdfIterations < Self.minimumKDFIterations {
             throw FMDatabaseError.misuse(
                 "A new database is not written with \(kdfIterations) KDF iterations: the floor is \(Self.minimumKDFIterations). "
-                    + "Use CipherSettings(unsafeKDFIterations:) (fmdb-cipher: --unsafe-kdf-iter) if you must."
+                    + "Use CipherSettings(unsafeKDFIterations:) (fmdb-cipher: --unsafe-new-kdf-iter) if you must."
             )
         }
     }

@@ -33,7 +33,8 @@ public protocol KeyProvider: Sendable {
     /// `KeySlots.createDatabase` or `fmdb-cipher keys init`, and only a provider asked for that very path
     /// (``KeySlotKeyProvider/creatingDatabase(at:)``) answers with a key. A provider that wraps another
     /// (``ReloadableKeyProvider``, ``SystemdCredentialKeyProvider``) answers what the wrapped one answers.
-    /// The default is false: the provider's key makes a new database.
+    /// The default is false: the provider's key makes a new database. A `file:` URI path is opened as
+    /// SQLite reads it, without this check: a failed open there may leave the file SQLite made.
     ///
     /// ```swift
     /// let provider = try ReloadableKeyProvider { KeySlotKeyProvider(secret: .passphrase(passphrase)) }
