@@ -251,7 +251,16 @@ struct DatabaseCopy {
         case .sourceDamaged?, .verificationFailed?:
             return CLIError((error as NSError).localizedDescription, code: Exit.integrity)
         case .sourceInUse?:
-            return CLIError((error as NSError).localizedDescription, code: Exit.busy)
+            // The library says why SRC is not replaced; the tool adds its own commands for what to do, by the
+            // failure's kind (never by rewording the library's text).
+            var message = (error as NSError).localizedDescription
+            if verb == "migrate", source == destination {
+                message +=
+                    " (with fmdb-cipher: `fmdb-cipher sql \(source) 'PRAGMA wal_checkpoint(TRUNCATE)'` with its key "
+                    + "checkpoints a -wal left behind; `fmdb-cipher migrate \(source) DEST` migrates into a new file "
+                    + "instead)"
+            }
+            return CLIError(message, code: Exit.busy)
         default: break
         }
         switch stage {
@@ -267,9 +276,8 @@ struct DatabaseCopy {
         case .verifying?:
             return CLIError.fromOpened(error, context: "verifying the new database", keyed: destinationProvider != nil)
         default:
-            // Checking DEST, making the private directory, publishing: the library's own words, in the tool's terms.
+            // Checking DEST, making the private directory, publishing: the library's own words.
             let message = (error as NSError).localizedDescription
-                .replacingOccurrences(of: "set replacesExisting to", with: "use --force to")
             let code: Int32
             switch failure {
             case .sameFile?: code = Exit.usage

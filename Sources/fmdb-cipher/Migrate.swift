@@ -77,29 +77,14 @@ struct Migrate: ParsableCommand {
                 settings: CipherSettings(format: .v4), force: force, quiet: quiet, verb: "migrate",
                 progressLines: progress)
             // The library's migration (verified, atomic, SRC intact on any failure; a slotted SRC keeps its slots).
-            let found: FMDatabaseCopy.Report?
-            do {
-                found = try copy.perform { onStage in
-                    if let destination {
-                        return try FMDatabaseCopy.migrate(
-                            source, keyProvider: provider, settings: key.settings, to: destination,
-                            replacingExisting: force, onStage: onStage)
-                    }
-                    return try FMDatabaseCopy.migrateInPlace(
-                        source, keyProvider: provider, settings: key.settings, onStage: onStage)
+            let found = try copy.perform { onStage in
+                if let destination {
+                    return try FMDatabaseCopy.migrate(
+                        source, keyProvider: provider, settings: key.settings, to: destination,
+                        replacingExisting: force, onStage: onStage)
                 }
-            } catch let error as CLIError {
-                // The library's advice, in the tool's commands.
-                throw CLIError(
-                    error.message
-                        .replacingOccurrences(
-                            of: "migrate into a new file",
-                            with: "migrate into a new file (fmdb-cipher migrate SRC DEST)"
-                        )
-                        .replacingOccurrences(
-                            of: "open it once with its key to checkpoint it, then migrate again",
-                            with: "open it once (fmdb-cipher check \(source)) to checkpoint it, then run migrate again"),
-                    code: error.code)
+                return try FMDatabaseCopy.migrateInPlace(
+                    source, keyProvider: provider, settings: key.settings, onStage: onStage)
             }
             let written = OpeningFlags.Written(
                 path: destination ?? source, kdf: kdf, settings: CipherSettings(format: .v4))

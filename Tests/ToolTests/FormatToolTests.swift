@@ -75,6 +75,9 @@ final class FormatToolTests: ToolTestCase {
         XCTAssertEqual(refused.status, 75, refused.stderr)
         XCTAssertTrue(
             refused.stderr.contains("open in another process (pid \(writer.processIdentifier)"), refused.stderr)
+        // The tool's own way out, added by the failure's kind.
+        XCTAssertTrue(
+            refused.stderr.contains("`fmdb-cipher migrate \(file) DEST` migrates into a new file"), refused.stderr)
         writer.terminate()
         writer.waitUntilExit()
         acknowledged += String(decoding: acks.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -122,6 +125,33 @@ final class FormatToolTests: ToolTestCase {
         defer { reader.close() }
         try reader.setKey(using: PassphraseKeyProvider("format key"))
         XCTAssertEqual(reader.int(forQuery: "select count(*) from t"), 21)
+    }
+
+    /// A -wal a stopped process left beside SRC (no process has it open) is applied, not lost: migrate in
+    /// place reads it under SRC's write lock, switches SRC out of WAL (which checkpoints it) and upgrades
+    /// every row, the one only the -wal held included.
+    func testMigrateInPlaceAppliesAWALAStoppedProcessLeft() throws {
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
+        let live = try makeDatabase("live.db", format: .v3)
+        let db = FMDatabase(path: live)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("format key"), settings: CipherSettings(format: .v3))
+        XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = WAL"), "wal")
+        XCTAssertTrue(db.executeUpdate("insert into t (v) values ('in the wal')"))
+        // The files as a process killed now would leave them: the database and its -wal, no process.
+        let file = path("stopped.db")
+        try FileManager.default.copyItem(atPath: live, toPath: file)
+        try FileManager.default.copyItem(atPath: live + "-wal", toPath: file + "-wal")
+        db.close()
+
+        let result = try runKeyed(["migrate", file, "--key-env", "K", "--quiet"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try format(file), "SQLCipher 4")
+        let rows = try runKeyed(["sql", file, "select count(*) from t", "--read-only", "--key-env", "K", "--csv"])
+        XCTAssertEqual(rows.stdout.split(separator: "\n").last, "21", rows.stderr)
+        for suffix in ["-wal", "-shm", "-journal"] {
+            XCTAssertFalse(FileManager.default.fileExists(atPath: file + suffix), suffix)
+        }
     }
 
     func testMigrateUpgradesInPlaceAndIntoDestOrRefusesClearly() throws {
