@@ -2,7 +2,8 @@ import ArgumentParser
 import FMDB
 import Foundation
 
-/// The tool's documented exit codes (also in `fmdb-cipher --help` and README.md).
+/// The tool's documented exit codes (also in `fmdb-cipher --help`, README.md in short, and the DocC article
+/// "The fmdb-cipher tool").
 enum Exit {
     static let success: Int32 = 0
     static let failure: Int32 = 1
