@@ -51,6 +51,19 @@ final class KeyPragmaErrorTextTests: FMDBCipherTestCase {
         }
     }
 
+    /// The key guard's own reason is shown (it names no part of the SQL); the key in the SQL is not.
+    func testTheKeyGuardsRefusalKeepsItsReasonAndHidesTheKey() throws {
+        let capture = LogCapture()
+        let db = try connection(capture)
+        try db.setKey(using: RawKeyProvider(key: Data(repeating: 0x42, count: 32)))
+        XCTAssertFalse(db.executeUpdate("PRAGMA rekey = '\(secret)'"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertTrue(db.lastErrorMessage().contains("PRAGMA rekey"), db.lastErrorMessage())
+        XCTAssertFalse(db.lastErrorMessage().contains("is not shown"), db.lastErrorMessage())
+        assertHidden(db, capture, nil)
+        db.close()
+    }
+
     func testAKeyPragmaThatReturnsARowIsAMisuseWithoutItsText() throws {
         // SQLCipher 4 answers `PRAGMA key` with a row ("ok"): executeUpdate is then a misuse whose message
         // used to quote the statement. On 3.4.1 it returns no row and keys the connection.

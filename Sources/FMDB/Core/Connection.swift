@@ -72,7 +72,7 @@ final class Connection {
     func error(code: Int32? = nil, sql: String? = nil) -> FMDatabaseError {
         guard let db = handle else { return .closed(sql: sql) }
         if let refusal = authorizerState.takeRefusal() {
-            return FMDatabaseError(code: SQLITE_AUTH, message: refusal, sql: sql)
+            return FMDatabaseError.refused(refusal, sql: sql)
         }
         let current = sqlite3_extended_errcode(db)
         guard let code, (code & 0xFF) != (current & 0xFF) else {

@@ -440,7 +440,7 @@ extension Connection {
     /// statement (SQLite reports a refused function as SQLITE_ERROR), SQLite's own error otherwise.
     func execError(message: String?, sql: String) -> FMDatabaseError {
         if let refusal = authorizerState.takeRefusal() {
-            return FMDatabaseError(code: SQLITE_AUTH, message: refusal, sql: sql)
+            return FMDatabaseError.refused(refusal, sql: sql)
         }
         guard let db = handle else { return .closed(sql: sql) }
         return FMDatabaseError(code: sqlite3_extended_errcode(db), message: message, sql: sql)

@@ -87,14 +87,16 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     }
 
     /// `details`: more `userInfo` entries, each read back by the feature that wrote it (`copyFailure`).
+    /// `messageNamesNoSQL`: `message` is the library's own and never quotes the SQL (the key guard's
+    /// refusals); otherwise a message about SQL with a key PRAGMA is not shown.
     init(
         code: Int32, message: String?, sql: String? = nil, marks: [Mark], details: [String: String] = [:],
-        keySlotFile: String? = nil
+        keySlotFile: String? = nil, messageNamesNoSQL: Bool = false
     ) {
         let loggableSQL = sql.map(FMDatabaseError.loggable)
         // SQL with a key PRAGMA is not shown, and neither is a message about it: SQLite's own messages quote
         // the SQL near an error ("unrecognized token: "'passphrase"), and so may a message written here.
-        let hidesKey = sql != nil && loggableSQL != sql
+        let hidesKey = !messageNamesNoSQL && sql != nil && loggableSQL != sql
         let text =
             hidesKey
             ? FMDatabaseError.defaultMessage(for: code) + " (the SQL holds a key PRAGMA: its message is not shown)"
@@ -129,6 +131,12 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     }
 
     // MARK: - Library errors
+
+    /// The key guard refused `sql`: SQLITE_AUTH with the guard's reason, which names no part of the SQL and
+    /// is shown even when the SQL holds a key PRAGMA (the SQL itself is not).
+    static func refused(_ reason: String, sql: String?) -> FMDatabaseError {
+        FMDatabaseError(code: SQLITE_AUTH, message: reason, sql: sql, marks: [], messageNamesNoSQL: true)
+    }
 
     static func misuse(_ message: String, sql: String? = nil) -> FMDatabaseError {
         FMDatabaseError(code: SQLITE_MISUSE, message: message, sql: sql)
