@@ -276,8 +276,10 @@ struct DatabaseCopy {
         case .verifying?:
             return CLIError.fromOpened(error, context: "verifying the new database", keyed: destinationProvider != nil)
         default:
-            // Checking DEST, making the private directory, publishing: the library's own words.
+            // Checking DEST, making the private directory, publishing: the library's own words, with the
+            // tool's way to ask for a replacement in place of the library's (its documented hint).
             let message = (error as NSError).localizedDescription
+                .replacingOccurrences(of: FMDatabaseCopy.replaceHint, with: "use --force")
             let code: Int32
             switch failure {
             case .sameFile?: code = Exit.usage

@@ -20,7 +20,7 @@ final class OutputFile {
                 destination: destination, replacingExisting: force, source: source, onStage: cleanup.reached)
         } catch let error as FMDatabaseError where error.copyFailure != nil {
             let message = error.localizedDescription
-                .replacingOccurrences(of: "set replacesExisting to", with: "use --force to")
+                .replacingOccurrences(of: FMDatabaseCopy.replaceHint, with: "use --force")
             switch error.copyFailure {
             case .sameFile?: throw CLIError(message, code: Exit.usage)
             case .destinationInUse?: throw CLIError(message, code: Exit.busy)

@@ -481,8 +481,10 @@ public struct FMDatabaseCopy {
         FMDatabaseError(code: code, message: message, marks: [], copyFailure: failure)
     }
 
-    /// How a refusal says that replacing was not asked for (a program may reword it in its own terms).
-    static let replaceHint = "set replacesExisting"
+    /// The words with which a refusal (``Failure/destinationExists``) says that replacing was not asked
+    /// for: "set replacesExisting to replace it". A program whose users ask for it otherwise (a flag, a
+    /// setting) may put its own words in their place; the rest of the message is the library's.
+    public static let replaceHint = "set replacesExisting"
 }
 
 // Not Sendable: `onStage` is a plain closure, called on the thread that runs the copy.
