@@ -3,7 +3,8 @@
 
 // The provider's callbacks (provider.c), for its registration (registration.c) and its known-answer
 // self-test (the CFMDBCryptoSelfTest target, built for the tests only). A private header, not part of
-// the module Swift imports. Hidden from the dynamic symbol table; each takes SQLCipher's context pointer as SQLCipher passes it (src/sqlcipher.h).
+// the module Swift imports. Hidden from the dynamic symbol table; each takes SQLCipher's context pointer
+// as SQLCipher passes it (src/sqlcipher.h).
 
 #define HMAC_SHA1 0
 #define HMAC_SHA256 1
@@ -32,15 +33,17 @@ FMDB_CRYPTO_INTERNAL int fmdb_crypto_ctx_init(void **ctx);
 FMDB_CRYPTO_INTERNAL int fmdb_crypto_ctx_free(void **ctx);
 
 // SQLCipher 4.6.1's forms: the algorithm (HMAC_SHA1/256/512) is an argument.
-FMDB_CRYPTO_INTERNAL int fmdb_crypto_hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in,
-                                          int in_sz, unsigned char *in2, int in2_sz, unsigned char *out);
+FMDB_CRYPTO_INTERNAL int fmdb_crypto_hmac(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz,
+                                          unsigned char *in, int in_sz, unsigned char *in2, int in2_sz,
+                                          unsigned char *out);
 FMDB_CRYPTO_INTERNAL int fmdb_crypto_kdf(void *ctx, int algorithm, const unsigned char *pass, int pass_sz,
-                                         unsigned char *salt, int salt_sz, int workfactor, int key_sz, unsigned char *key);
+                                         unsigned char *salt, int salt_sz, int workfactor, int key_sz,
+                                         unsigned char *key);
 FMDB_CRYPTO_INTERNAL int fmdb_crypto_hmac_size(void *ctx, int algorithm);
 
 // SQLCipher 3.4.1's forms: HMAC-SHA1 and PBKDF2-HMAC-SHA1 only; PRAGMA cipher; context copies.
-FMDB_CRYPTO_INTERNAL int fmdb_crypto_hmac_3(void *ctx, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
-                                            unsigned char *in2, int in2_sz, unsigned char *out);
+FMDB_CRYPTO_INTERNAL int fmdb_crypto_hmac_3(void *ctx, unsigned char *hmac_key, int key_sz, unsigned char *in,
+                                            int in_sz, unsigned char *in2, int in2_sz, unsigned char *out);
 FMDB_CRYPTO_INTERNAL int fmdb_crypto_kdf_3(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt,
                                            int salt_sz, int workfactor, int key_sz, unsigned char *key);
 FMDB_CRYPTO_INTERNAL int fmdb_crypto_hmac_size_3(void *ctx);

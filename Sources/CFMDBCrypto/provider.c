@@ -219,8 +219,8 @@ static const EVP_CIPHER *context_cipher(void *ctx) {
     return p != NULL && p->cipher != NULL ? p->cipher : aes_256_cbc;
 }
 
-int fmdb_crypto_cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
-                  unsigned char *out) {
+int fmdb_crypto_cipher(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in,
+                       int in_sz, unsigned char *out) {
     provider_ctx *p = ctx;
     direction_ctx *d;
     int first = 0, last = 0, cipher_key_sz;
@@ -335,7 +335,8 @@ int fmdb_crypto_kdf(void *ctx, int algorithm, const unsigned char *pass, int pas
     // 3.4.1 ignores this result: a key that failed to derive must not be a known one (zeros, or the old
     // key during a rekey), or pages would be written under it.
     if (algorithm < HMAC_SHA1 || algorithm > HMAC_SHA512 || pass_sz < 0 || salt_sz < 0
-        || !PKCS5_PBKDF2_HMAC((const char *)pass, pass_sz, salt, salt_sz, workfactor, digests[algorithm], key_sz, key)) {
+        || !PKCS5_PBKDF2_HMAC((const char *)pass, pass_sz, salt, salt_sz, workfactor, digests[algorithm], key_sz,
+                              key)) {
         drain_openssl_errors(__func__);
         fill_unusable(key, (size_t)key_sz);
         return FMDB_SQLITE_ERROR;
@@ -396,8 +397,8 @@ int fmdb_crypto_hmac_3(void *ctx, unsigned char *hmac_key, int key_sz, unsigned 
     return fmdb_crypto_hmac(ctx, HMAC_SHA1, hmac_key, key_sz, in, in_sz, in2, in2_sz, out); // 3.4.1: always HMAC-SHA1
 }
 
-int fmdb_crypto_kdf_3(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz, int workfactor,
-                 int key_sz, unsigned char *key) {
+int fmdb_crypto_kdf_3(void *ctx, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
+                      int workfactor, int key_sz, unsigned char *key) {
     return fmdb_crypto_kdf(ctx, HMAC_SHA1, pass, pass_sz, salt, salt_sz, workfactor, key_sz, key); // PBKDF2-HMAC-SHA1
 }
 
@@ -430,7 +431,8 @@ int fmdb_crypto_set_cipher_3(void *ctx, const char *cipher_name) {
     mode = EVP_CIPHER_get_mode(found);
     if ((EVP_CIPHER_get_flags(found) & EVP_CIPH_FLAG_AEAD_CIPHER) != 0 || mode == EVP_CIPH_GCM_MODE
         || mode == EVP_CIPH_CCM_MODE || mode == EVP_CIPH_OCB_MODE || mode == EVP_CIPH_SIV_MODE
-        || mode == EVP_CIPH_WRAP_MODE || EVP_CIPHER_get_key_length(found) > 64 || EVP_CIPHER_get_iv_length(found) > 16) {
+        || mode == EVP_CIPH_WRAP_MODE || EVP_CIPHER_get_key_length(found) > 64
+        || EVP_CIPHER_get_iv_length(found) > 16) {
         EVP_CIPHER_free(found);
         return FMDB_SQLITE_ERROR;
     }

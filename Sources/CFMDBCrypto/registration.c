@@ -11,20 +11,20 @@
 // the others, so each layout names its members; this fills the common ones by name).
 #define FILL_COMMON_MEMBERS(p)                                                                                 \
     do {                                                                                                       \
-        (p)->activate = fmdb_crypto_activate;                                                                              \
-        (p)->deactivate = fmdb_crypto_deactivate;                                                                            \
-        (p)->get_provider_name = fmdb_crypto_provider_name;                                                                \
-        (p)->add_random = fmdb_crypto_add_random;                                                                          \
-        (p)->random = fmdb_crypto_random_bytes;                                                                            \
-        (p)->cipher = fmdb_crypto_cipher;                                                                                  \
-        (p)->get_cipher = fmdb_crypto_get_cipher;                                                                          \
-        (p)->get_key_sz = fmdb_crypto_get_key_sz;                                                                          \
-        (p)->get_iv_sz = fmdb_crypto_get_iv_sz;                                                                            \
-        (p)->get_block_sz = fmdb_crypto_get_block_sz;                                                                      \
-        (p)->ctx_init = fmdb_crypto_ctx_init;                                                                              \
-        (p)->ctx_free = fmdb_crypto_ctx_free;                                                                              \
-        (p)->fips_status = fmdb_crypto_fips_status;                                                                        \
-        (p)->get_provider_version = fmdb_crypto_provider_version;                                                          \
+        (p)->activate = fmdb_crypto_activate;                                                                  \
+        (p)->deactivate = fmdb_crypto_deactivate;                                                              \
+        (p)->get_provider_name = fmdb_crypto_provider_name;                                                    \
+        (p)->add_random = fmdb_crypto_add_random;                                                              \
+        (p)->random = fmdb_crypto_random_bytes;                                                                \
+        (p)->cipher = fmdb_crypto_cipher;                                                                      \
+        (p)->get_cipher = fmdb_crypto_get_cipher;                                                              \
+        (p)->get_key_sz = fmdb_crypto_get_key_sz;                                                              \
+        (p)->get_iv_sz = fmdb_crypto_get_iv_sz;                                                                \
+        (p)->get_block_sz = fmdb_crypto_get_block_sz;                                                          \
+        (p)->ctx_init = fmdb_crypto_ctx_init;                                                                  \
+        (p)->ctx_free = fmdb_crypto_ctx_free;                                                                  \
+        (p)->fips_status = fmdb_crypto_fips_status;                                                            \
+        (p)->get_provider_version = fmdb_crypto_provider_version;                                              \
     } while (0)
 
 int fmdb_crypto_register(int layout) {

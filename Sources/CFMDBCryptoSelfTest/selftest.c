@@ -85,7 +85,8 @@ int fmdb_crypto_selftest(void) {
         for (int repeat = 0; repeat < 2 && !failed; repeat++) {
             pgno[0] = (unsigned char)(round * 2 + repeat + 1);
             step++;
-            if (fmdb_crypto_hmac(ctx, algorithms[round], key, 32, page, (int)sizeof page, pgno, 4, mac_got) != FMDB_SQLITE_OK
+            if (fmdb_crypto_hmac(ctx, algorithms[round], key, 32, page, (int)sizeof page, pgno, 4, mac_got)
+                    != FMDB_SQLITE_OK
                 || !reference_hmac(algorithms[round], key, 32, page, (int)sizeof page, pgno, 4, mac_want)
                 || memcmp(mac_got, mac_want, (size_t)fmdb_crypto_hmac_size(ctx, algorithms[round])) != 0)
                 failed = step;
@@ -98,12 +99,14 @@ int fmdb_crypto_selftest(void) {
         if (fmdb_crypto_cipher(ctx, 7, key, 32, iv, page, (int)sizeof page, got) == FMDB_SQLITE_OK) failed = step;
     }
     step++;
-    if (!failed && (fmdb_crypto_hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got) == FMDB_SQLITE_OK
+    if (!failed && (fmdb_crypto_hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got)
+                        == FMDB_SQLITE_OK
                     || !reference_hmac(HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_want)
                     || memcmp(mac_got, mac_want, 20) == 0))
         failed = step;
     step++;
-    if (!failed && (fmdb_crypto_hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got) != FMDB_SQLITE_OK
+    if (!failed && (fmdb_crypto_hmac(ctx, HMAC_SHA1, key, 32, page, (int)sizeof page, pgno, 4, mac_got)
+                        != FMDB_SQLITE_OK
                     || memcmp(mac_got, mac_want, 20) != 0))
         failed = step;
     // A failure leaves OpenSSL's error queue empty (here: an entry put there before a call that fails).

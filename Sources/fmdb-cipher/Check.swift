@@ -68,7 +68,8 @@ struct Check: ParsableCommand {
                     problems.append(CLIError.fromOpened(error, context: "integrity_check", keyed: true).message)
                 } else if !problems.isEmpty {
                     problems.append(
-                        "integrity_check: stopped (\((error as NSError).localizedDescription)) after the pages above failed their HMAC check"
+                        "integrity_check: stopped (\((error as NSError).localizedDescription)) after the pages above "
+                            + "failed their HMAC check"
                     )
                 } else {
                     throw CLIError.from(error, context: database)

@@ -22,7 +22,10 @@ struct Decrypt: ParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
     @Flag(
         help:
-            "When standard error is not a terminal, print progress lines on it: progress decrypt PERCENT BYTES TOTAL BYTES_PER_SECOND."
+            """
+            When standard error is not a terminal, print progress lines on it: progress decrypt PERCENT BYTES TOTAL \
+            BYTES_PER_SECOND.
+            """
     )
     var progress = false
 

@@ -33,8 +33,10 @@ struct Encrypt: ParsableCommand {
             Examples:
               DB_KEY=... fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY
               fmdb-cipher encrypt plain.db secret.db --key-file /run/secrets/db-key --kdf pbkdf2
-              fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY --new-cipher-page-size 8192   # open with --cipher-page-size 8192
-              fmdb-cipher encrypt plain.db app.db --kdf slot --recovery --key-env ADMIN   # slotted, prints the recovery key
+              fmdb-cipher encrypt plain.db secret.db --key-env DB_KEY --new-cipher-page-size 8192   \
+            # open with --cipher-page-size 8192
+              fmdb-cipher encrypt plain.db app.db --kdf slot --recovery --key-env ADMIN   \
+            # slotted, prints the recovery key
             """
     )
 
@@ -60,7 +62,10 @@ struct Encrypt: ParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
     @Flag(
         help:
-            "When standard error is not a terminal, print progress lines on it: progress encrypt PERCENT BYTES TOTAL BYTES_PER_SECOND."
+            """
+            When standard error is not a terminal, print progress lines on it: progress encrypt PERCENT BYTES TOTAL \
+            BYTES_PER_SECOND.
+            """
     )
     var progress = false
     @Flag(help: "Print one JSON object on standard output: DEST, the flags that open it, its settings.")

@@ -17,9 +17,9 @@ struct Export: ParsableCommand {
             "cipher_page_size", "kdf_iter", "key_slots"}.
 
             A slotted SRC (keys) opened through a slot (found without --kdf, or --kdf slot, slot-raw or \
-            slot-recovery) with no --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and SRC-keyslots is \
-            copied byte for byte to DEST-keyslots (0600; refused if it exists, unless --force) after the \
-            copy was verified to open through it; DEST-keyslots is moved into place before DEST. With \
+            slot-recovery) with no --new-key-* is copied with its slots: DEST keeps the data key and SRC's salt, and \
+            SRC-keyslots is copied byte for byte to DEST-keyslots (0600; refused if it exists, unless --force) after \
+            the copy was verified to open through it; DEST-keyslots is moved into place before DEST. With \
             --new-key-*, DEST is a single-key database without slots. DEST and DEST-keyslots are a pair: an \
             existing DEST-keyslots is refused without --force (exit 73) for every copy; --force keeps the old \
             pair in the private directory beside DEST until the new one is in place (never a DEST beside a \
@@ -73,7 +73,10 @@ struct Export: ParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
     @Flag(
         help:
-            "When standard error is not a terminal, print progress lines on it: progress export PERCENT BYTES TOTAL BYTES_PER_SECOND."
+            """
+            When standard error is not a terminal, print progress lines on it: progress export PERCENT BYTES TOTAL \
+            BYTES_PER_SECOND.
+            """
     )
     var progress = false
     @Flag(help: "Print one JSON object on standard output: DEST, the flags that open it, its settings.")
@@ -117,8 +120,8 @@ struct Export: ParsableCommand {
                 if lstat(KeySlots.slotFilePath(forDatabaseAt: source), &status) == 0 {
                     Output.message(
                         "fmdb-cipher: note: \(destination) is a single-key database under the new key: the key slots "
-                            + "of \(source) are not carried (they are when SRC is opened through a slot, as it is without --kdf, "
-                            + "and no --new-key-* is given)")
+                            + "of \(source) are not carried (they are when SRC is opened through a slot, as it is "
+                            + "without --kdf, and no --new-key-* is given)")
                 }
             }
             try DatabaseCopy(
@@ -148,8 +151,8 @@ struct Export: ParsableCommand {
         guard format.isSupportedByLinkedSQLCipher else {
             throw CLIError.usage(
                 "SQLCipher 4's format needs HMAC-SHA512 page authentication, which the linked SQLCipher "
-                    + "\(FMDBCipherVersion.sqlcipher) cannot write; install SQLCipher 4 (see README), or open SQLCipher 3 "
-                    + "files in SQLCipher 4 with PRAGMA cipher_compatibility = 3"
+                    + "\(FMDBCipherVersion.sqlcipher) cannot write; install SQLCipher 4 (see README), or open "
+                    + "SQLCipher 3 files in SQLCipher 4 with PRAGMA cipher_compatibility = 3"
             )
         }
         return format

@@ -7,7 +7,8 @@ struct FMDBCipherCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fmdb-cipher",
         abstract:
-            "Encrypted SQLite (SQLCipher) databases from scripts: rekey, encrypt, decrypt, export, inspect, check, query.",
+            "Encrypted SQLite (SQLCipher) databases from scripts: rekey, encrypt, decrypt, export, inspect, check, "
+            + "query.",
         discussion: """
             Keys are never taken on the command line (every user on the machine can read it). Give them \
             with --key-env VAR, --key-file PATH, --key-stdin or --key-credential NAME (a systemd credential, \
@@ -25,14 +26,16 @@ struct FMDBCipherCommand: ParsableCommand {
             database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
             4 rekey: which key opens the file could not be checked; 5 keys init --recovery: the database and \
             its first slot made, no recovery slot; \
-            64 usage error (also an unknown command, an unset --key-env variable, a malformed raw key, key slots too costly \
-            to try in turn: name one with --slot ID); 65 wrong key or not a database; 66 input file missing, unreadable or \
-            not a regular file (also a key file; also a key slot file group or others can change, or owned by another user than root, you or the database's owner); 69 a SQLCipher 4 database (the key is right) and the linked SQLCipher is 3.x; \
-            73 output exists (use --force) or cannot be created; 74 I/O error, disk full or read-only, or standard output could not be written; \
-            75 database busy or locked (try again).
+            64 usage error (also an unknown command, an unset --key-env variable, a malformed raw key, key slots too \
+            costly to try in turn: name one with --slot ID); 65 wrong key or not a database; 66 input file missing, \
+            unreadable or not a regular file (also a key file; also a key slot file group or others can change, or \
+            owned by another user than root, you or the database's owner); 69 a SQLCipher 4 database (the key is \
+            right) and the linked SQLCipher is 3.x; 73 output exists (use --force) or cannot be created; 74 I/O error, \
+            disk full or read-only, or standard output could not be written; 75 database busy or locked (try again).
             """,
         version:
-            "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher \(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
+            "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher "
+            + "\(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",
         subcommands: [
             Rekey.self, Encrypt.self, Decrypt.self, Export.self, Migrate.self, Info.self, Check.self, SQL.self,
             Keys.self,

@@ -86,7 +86,8 @@ struct Info: ParsableCommand {
                     // The key is right and the file is SQLCipher 4, which the linked 3.x cannot read: say so.
                     info["format"] = CipherFormat.v4.description
                     lines.append(
-                        "format: \(CipherFormat.v4) (cannot be read by the linked SQLCipher \(FMDBCipherVersion.sqlcipher))"
+                        "format: \(CipherFormat.v4) (cannot be read by the linked SQLCipher "
+                            + "\(FMDBCipherVersion.sqlcipher))"
                     )
                     if json { try Output.json(info) } else { lines.forEach(Output.line) }
                     throw error

@@ -80,7 +80,8 @@ extension CLIError {
         }
         let unknown =
             v4
-            ? "the damaged page is not known (neither cipher_integrity_check nor integrity_check of SQLCipher \(version) names it)"
+            ? "the damaged page is not known (neither cipher_integrity_check nor integrity_check of SQLCipher "
+                + "\(version) names it)"
             : "the damaged page is not known (SQLCipher \(version) does not say which page failed its check)"
         guard let problems = try? DatabaseFiles.integrityCheck(db) else { return unknown }
         let lines = problems.flatMap { $0.split(separator: "\n") }

@@ -25,8 +25,9 @@ enum KDFFloor {
         }
         if let iterations, iterations < CipherSettings.minimumKDFIterations {
             throw CLIError.usage(
-                "\(option) \(iterations) is below the floor of \(CipherSettings.minimumKDFIterations) iterations, which makes the "
-                    + "passphrase cheap to guess; use \(unsafeOption) \(iterations) if a reader really needs it"
+                "\(option) \(iterations) is below the floor of \(CipherSettings.minimumKDFIterations) iterations, "
+                    + "which makes the passphrase cheap to guess; use \(unsafeOption) \(iterations) if a reader really "
+                    + "needs it"
             )
         }
         return CipherSettings(pageSize: pageSize, kdfIterations: iterations, format: format)

@@ -123,7 +123,10 @@ struct KeyOptions: ParsableArguments {
 
     @Option(
         help:
-            "How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw, slot-recovery (a key slot)."
+            """
+            How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, \
+            scrypt, raw; slot, slot-raw, slot-recovery (a key slot).
+            """
     )
     var kdf: KDF = .passphrase
 
@@ -137,14 +140,16 @@ struct KeyOptions: ParsableArguments {
     @Option(
         name: .customLong("kdf-iter"),
         help: ArgumentHelp(
-            "The encrypted database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, 256000 for 4).",
+            "The encrypted database's KDF iterations (passphrase keys), when not its format's (64000 for SQLCipher 3, "
+                + "256000 for 4).",
             valueName: "N"))
     var kdfIterations: Int?
 
     @Option(
         name: .customLong("slot"),
         help: ArgumentHelp(
-            "Open a slotted database through this key slot only (an id from keys list): one key derivation, whatever the other slots cost.",
+            "Open a slotted database through this key slot only (an id from keys list): one key derivation, whatever "
+                + "the other slots cost.",
             valueName: "ID"))
     var slotID: Int?
 

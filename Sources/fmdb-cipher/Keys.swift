@@ -130,8 +130,11 @@ struct KeysInit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
         abstract: "Create a new encrypted database with a random data key and its first slot.",
-        discussion:
-            "The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); --kdf slot-raw makes it a raw-key slot. A recovery step (--recovery) that fails after the database was made exits 5: the database and its first slot work, and `keys recovery` adds the recovery slot."
+        discussion: """
+            The first slot's key comes from --key-env/--key-file/--key-stdin/--key-credential (or a prompt, twice); \
+            --kdf slot-raw makes it a raw-key slot. A recovery step (--recovery) that fails after the database \
+            was made exits 5: the database and its first slot work, and `keys recovery` adds the recovery slot.
+            """
     )
 
     @Argument(help: "The database to create (must not exist).") var database: String
@@ -167,7 +170,8 @@ struct KeysInit: ParsableCommand {
                 throw cli.code == Exit.noInput ? CLIError(cli.message, code: Exit.cannotCreate) : cli
             }
             Output.message(
-                "created \(database) with \(describe(first)); slots in \(KeySlots.slotFilePath(forDatabaseAt: database))"
+                "created \(database) with \(describe(first)); slots in "
+                    + "\(KeySlots.slotFilePath(forDatabaseAt: database))"
             )
             if recovery {
                 let added: (KeySlotInfo, RecoveryKey)
@@ -190,13 +194,14 @@ struct KeysInit: ParsableCommand {
                         let check = CLIError.from(error, context: "opening it through \(describe(first))").message
                         throw CLIError(
                             "keys init \(database): the database and \(describe(first)) were created, but there is no "
-                                + "recovery slot (\(cause)), and whether the first slot opens the database could not be "
-                                + "checked (\(check)): try `fmdb-cipher check \(database)` with the first slot's key",
+                                + "recovery slot (\(cause)), and whether the first slot opens the database could not "
+                                + "be checked (\(check)): try `fmdb-cipher check \(database)` with the first slot's "
+                                + "key",
                             code: Exit.ioError)
                     }
                     throw CLIError(
-                        "keys init \(database): the database and \(describe(first)) were created and open, but there is "
-                            + "no recovery slot (\(cause)); add one with `fmdb-cipher keys recovery \(database)`",
+                        "keys init \(database): the database and \(describe(first)) were created and open, but there "
+                            + "is no recovery slot (\(cause)); add one with `fmdb-cipher keys recovery \(database)`",
                         code: Exit.partlyDone)
                 }
                 printRecoveryKey(added.1, slot: added.0)
@@ -334,7 +339,8 @@ struct KeysChange: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "change",
         abstract:
-            "Change the secret of the slot the current key opens (one KDF and one small file write; no page is rewritten).",
+            "Change the secret of the slot the current key opens (one KDF and one small file write; no page is "
+            + "rewritten).",
         discussion: """
             The old key stops opening the database. It does not protect against someone who kept a copy of \
             the old DB-keyslots and knows the old key: they can still unwrap the data key from that copy. \
@@ -474,8 +480,8 @@ enum DataKeyRotation {
             // key it is under, and the next slot change settles it.
             progress.finish("rekey --data-key: outcome not checked")
             throw CLIError(
-                "rekey --data-key \(database): \(error.message) The key slot file wraps both data keys: every kept slot opens the "
-                    + "database either way, and the next slot change (or rekey --data-key) settles it.",
+                "rekey --data-key \(database): \(error.message) The key slot file wraps both data keys: every kept "
+                    + "slot opens the database either way, and the next slot change (or rekey --data-key) settles it.",
                 code: Exit.rekeyUnchecked
             )
         } catch {
@@ -491,15 +497,17 @@ enum DataKeyRotation {
         progress.finish("rekey --data-key: done", completed: true)
         if case .checkpointPending(let error) = outcome {
             throw CLIError(
-                "rotated the data key of \(database): only the new data key opens it now, but the WAL checkpoint is pending "
-                    + "(\(error.message)); pages under the old data key stay in the file until SQLite checkpoints it, when the "
-                    + "last connection closes. Do not retry with a copy of the old data key: it no longer opens the database.",
+                "rotated the data key of \(database): only the new data key opens it now, but the WAL checkpoint is "
+                    + "pending (\(error.message)); pages under the old data key stay in the file until SQLite "
+                    + "checkpoints it, when the last connection closes. Do not retry with a copy of the old data key: "
+                    + "it no longer opens the database.",
                 code: Exit.checkpointPending
             )
         }
         if !quiet {
             Output.message(
-                "rotated the data key of \(database); slots: \(try KeySlots.list(forDatabaseAt: database).map { String($0.id) }.joined(separator: ", "))"
+                "rotated the data key of \(database); slots: "
+                    + "\(try KeySlots.list(forDatabaseAt: database).map { String($0.id) }.joined(separator: ", "))"
             )
         }
     }

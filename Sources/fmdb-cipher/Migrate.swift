@@ -18,10 +18,10 @@ struct Migrate: ParsableCommand {
             "kdf", "format", "cipher_page_size", "kdf_iter", "key_slots"}.
 
             A slotted SRC (keys) is opened through a slot (found without --kdf, or --kdf slot, slot-raw or \
-            slot-recovery; other --kdf values are refused, exit 64) and keeps its data key and salt: its slot file opens the upgraded file (checked \
-            before the rename). In place, SRC-keyslots stays as it is, locked (as keys and rekey --data-key lock \
-            it) from the copy until SRC is replaced; into DEST it is copied byte for byte to \
-            DEST-keyslots (0600; refused if it exists, unless --force), which is moved into place before DEST.
+            slot-recovery; other --kdf values are refused, exit 64) and keeps its data key and salt: its slot file \
+            opens the upgraded file (checked before the rename). In place, SRC-keyslots stays as it is, locked (as \
+            keys and rekey --data-key lock it) from the copy until SRC is replaced; into DEST it is copied byte for \
+            byte to DEST-keyslots (0600; refused if it exists, unless --force), which is moved into place before DEST.
 
             Examples:
               DB_KEY=... fmdb-cipher migrate app.db --key-env DB_KEY
@@ -38,7 +38,10 @@ struct Migrate: ParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
     @Flag(
         help:
-            "When standard error is not a terminal, print progress lines on it: progress migrate PERCENT BYTES TOTAL BYTES_PER_SECOND."
+            """
+            When standard error is not a terminal, print progress lines on it: progress migrate PERCENT BYTES TOTAL \
+            BYTES_PER_SECOND.
+            """
     )
     var progress = false
     @Flag(help: "Print one JSON object on standard output: the upgraded file, the flags that open it, its settings.")
@@ -48,8 +51,8 @@ struct Migrate: ParsableCommand {
         try runReportingErrors {
             guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
                 throw CLIError.usage(
-                    "migrate writes SQLCipher 4 files, which the linked SQLCipher \(FMDBCipherVersion.sqlcipher) cannot write: "
-                        + "install SQLCipher 4 (see README, \"Supported SQLCipher\")"
+                    "migrate writes SQLCipher 4 files, which the linked SQLCipher \(FMDBCipherVersion.sqlcipher) "
+                        + "cannot write: install SQLCipher 4 (see README, \"Supported SQLCipher\")"
                 )
             }
             let kind = try DatabaseFiles.requireInput(source)
@@ -67,8 +70,9 @@ struct Migrate: ParsableCommand {
             let (kdf, provider) = try key.opening(source, with: material)
             if slotted, !kdf.opensSlot {
                 throw CLIError.usage(
-                    "\(source) has key slots (\(slotPath)): open it through one (no --kdf, or --kdf slot, slot-raw or slot-recovery) so "
-                        + "they are carried; under another key the upgraded file would get a new salt and no slot would open it"
+                    "\(source) has key slots (\(slotPath)): open it through one (no --kdf, or --kdf slot, slot-raw or "
+                        + "slot-recovery) so they are carried; under another key the upgraded file would get a new "
+                        + "salt and no slot would open it"
                 )
             }
             let copy = DatabaseCopy(

@@ -36,21 +36,26 @@ struct NewFileKeyOptions: ParsableArguments {
     @Option(
         name: .customLong("kdf"),
         help:
-            "How the key given is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, scrypt, raw; slot, slot-raw (a new slotted database). The same --kdf opens DEST."
+            """
+            How the key given is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, \
+            scrypt, raw; slot, slot-raw (a new slotted database). The same --kdf opens DEST.
+            """
     )
     var kind: NewFileKDF = .passphrase
 
     @Option(
         name: .customLong("new-cipher-page-size"),
         help: ArgumentHelp(
-            "DEST's cipher page size (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x); --cipher-page-size opens it.",
+            "DEST's cipher page size (default: the linked SQLCipher's, 1024 on 3.x, 4096 on 4.x); --cipher-page-size "
+                + "opens it.",
             valueName: "BYTES"))
     var newCipherPageSize: Int?
 
     @Option(
         name: .customLong("new-kdf-iter"),
         help: ArgumentHelp(
-            "DEST's KDF iterations (passphrase keys; default: the format's, 64000 for 3, 256000 for 4; at least 64000); --kdf-iter opens it.",
+            "DEST's KDF iterations (passphrase keys; default: the format's, 64000 for 3, 256000 for 4; at least "
+                + "64000); --kdf-iter opens it.",
             valueName: "N"))
     var newKDFIterations: Int?
 

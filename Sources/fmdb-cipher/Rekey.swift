@@ -37,7 +37,8 @@ struct Rekey: ParsableCommand {
             them, also slots --drop-other-slots drops): to revoke a secret for good, destroy the backup too.
 
             Examples:
-              OLD_KEY=... NEW_KEY=... fmdb-cipher rekey app.db --key-env OLD_KEY --new-key-env NEW_KEY --backup app.db.bak
+              OLD_KEY=... NEW_KEY=... fmdb-cipher rekey app.db --key-env OLD_KEY --new-key-env NEW_KEY \
+            --backup app.db.bak
               printf '%s\\n%s\\n' "$OLD" "$NEW" | fmdb-cipher rekey app.db --key-stdin --new-key-stdin
             """
     )
@@ -61,7 +62,10 @@ struct Rekey: ParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
     @Flag(
         help:
-            "When standard error is not a terminal, print progress lines on it: progress rekey PERCENT BYTES TOTAL BYTES_PER_SECOND."
+            """
+            When standard error is not a terminal, print progress lines on it: progress rekey PERCENT BYTES TOTAL \
+            BYTES_PER_SECOND.
+            """
     )
     var progress = false
     @Flag(
@@ -115,7 +119,8 @@ struct Rekey: ParsableCommand {
             }
             if FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: database)) {
                 throw CLIError.usage(
-                    "\(database) has key slots: change a slot with `keys change`, or rotate the data key with `rekey --data-key`"
+                    "\(database) has key slots: change a slot with `keys change`, or rotate the data key with "
+                        + "`rekey --data-key`"
                 )
             }
             let kind = try DatabaseFiles.requireInput(database)
@@ -187,9 +192,10 @@ struct Rekey: ParsableCommand {
             progress.finish("rekey: done", completed: true)
             if case .checkpointPending(let error) = outcome {
                 throw CLIError(
-                    "rekeyed \(database): only the new key opens it now, but the WAL checkpoint is pending (\(error.message)); "
-                        + "pages under the old key stay in the file until SQLite checkpoints it, when the last connection "
-                        + "closes. Do not retry the rekey: the old key no longer opens the database.",
+                    "rekeyed \(database): only the new key opens it now, but the WAL checkpoint is pending "
+                        + "(\(error.message)); pages under the old key stay in the file until SQLite checkpoints it, "
+                        + "when the last connection closes. Do not retry the rekey: the old key no longer opens the "
+                        + "database.",
                     code: Exit.checkpointPending
                 )
             }

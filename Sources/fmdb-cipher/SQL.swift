@@ -23,8 +23,8 @@ struct SQL: ParsableCommand {
             DATABASE must exist: a mistyped path is an error (exit 66), never a new file. --create makes a new \
             encrypted database (0600) when there is none, and when its settings are not its format's defaults \
             (--kdf, --cipher-page-size, --kdf-iter) says on standard error the flags that open it (--json stays \
-            the rows' format: `info --json` gives them as open_with); --read-only opens it so no statement can change it \
-            (a write, or a PRAGMA that would change the file, is an SQL error, exit 1; it leaves no -wal or \
+            the rows' format: `info --json` gives them as open_with); --read-only opens it so no statement can change \
+            it (a write, or a PRAGMA that would change the file, is an SQL error, exit 1; it leaves no -wal or \
             -shm it did not find). --output FILE \
             writes the rows to FILE instead of standard output: created 0600 in a private directory beside it, \
             no link followed, refused if it exists (exit 73) unless --force, and renamed into place only when \
@@ -48,7 +48,8 @@ struct SQL: ParsableCommand {
     @Flag(help: "Open DATABASE read-only: statements that would change it fail.") var readOnly = false
     @Option(
         help: ArgumentHelp(
-            "Write the rows to FILE instead of standard output: created 0600, no link followed, in place only once complete.",
+            "Write the rows to FILE instead of standard output: created 0600, no link followed, in place only once "
+                + "complete.",
             valueName: "FILE"))
     var output: String?
     @Flag(help: "With --output: replace FILE if it exists.") var force = false

@@ -303,7 +303,8 @@ case "service":
     // `acks` in immediate transactions and print "ack ID" once the commit returned; two reader threads read
     // a row and count. Each failed request prints "fail read|write CODE MESSAGE". Prints "rss-warm KB requests
     // N" once warm (500 acks in, three connections open) and runs until standard input closes; then prints
-    // "rss-end KB", "requests N" and "stopped". The two-process load test runs the operator's fmdb-cipher commands beside it.
+    // "rss-end KB", "requests N" and "stopped". The two-process load test runs the operator's fmdb-cipher
+    // commands beside it.
     let args = Array(arguments)
     guard args.count == 4, args[3] == "slot" || args[3] == "raw" else { exit(64) }
     let keyFile = args[2]

@@ -501,7 +501,8 @@ final class KeySlotTests: FMDBCipherTestCase {
         XCTAssertEqual(try readRow(path, .passphrase("alpha 3")), "slotted")
     }
 
-    /// The key slot example of FMDB.docc/KeySlotsAndRecoveryKeys.md, as written there (with the default, real-cost KDFs).
+    /// The key slot example of FMDB.docc/KeySlotsAndRecoveryKeys.md, as written there (with the default,
+    /// real-cost KDFs).
     func testReadmeExample() throws {
         let path = directory.path("readme.db")
         try KeySlots.createDatabase(at: path, secret: .passphrase("admin passphrase"))  // scrypt slot 1

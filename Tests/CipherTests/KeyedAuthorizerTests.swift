@@ -305,8 +305,8 @@ final class KeyedAuthorizerTests: FMDBCipherTestCase {
         }
         input.fileHandleForWriting.write(
             Data(
-                ".timeout 60000\nPRAGMA key = \"x'\(hexKey)'\";\nBEGIN IMMEDIATE;\nINSERT INTO t (v) VALUES ('other');\n"
-                    .utf8))
+                (".timeout 60000\nPRAGMA key = \"x'\(hexKey)'\";\nBEGIN IMMEDIATE;\nINSERT INTO t (v) VALUES "
+                    + "('other');\n").utf8))
         // Wait until it holds the lock (up to a minute: the shell starts at its own pace on a loaded machine).
         db.maxBusyRetryTimeInterval = 0
         var locked = false

@@ -38,7 +38,9 @@ final class TamperTests: FMDBCipherTestCase {
         var codes: [Int32: Int] = [:]
         var description: String {
             "\(cases) cases: \(original) read the original data, \(earlierCommit) an earlier committed state, "
-                + "\(refused) refused (\(codes.sorted { $0.key < $1.key }.map { "code \($0.key): \($0.value)" }.joined(separator: ", "))), "
+                + "\(refused) refused ("
+                + codes.sorted { $0.key < $1.key }.map { "code \($0.key): \($0.value)" }.joined(separator: ", ")
+                + "), "
                 + "\(failures.count) failures"
         }
     }

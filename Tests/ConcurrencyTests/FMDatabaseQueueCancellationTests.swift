@@ -11,7 +11,8 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
     /// stepping then, so an interrupt from that moment on reaches it. (One sent before its first step would
     /// be dropped: SQLite clears the interrupt flag when a statement starts with none running.)
     static let longQuery =
-        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000 AND (x <> 1000 OR running())) SELECT count(*) FROM c"
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000 AND (x <> 1000 OR "
+        + "running())) SELECT count(*) FROM c"
 
     /// What a long block saw: whether its long query is stepping, and whether SQLite interrupted it.
     struct Probe: Sendable {
@@ -120,7 +121,8 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         let count = try await queue.perform { db in
             db.int(
                 forQuery:
-                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) SELECT count(*) FROM c"
+                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) SELECT count(*) "
+                    + "FROM c"
             )
         }
         XCTAssertEqual(count, 100_000)
@@ -140,7 +142,8 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
                 // Some work on the new connection, short enough to run to its end: the interrupt, sent
                 // through the closed connection's handle, is dropped.
                 let rs = try db.executeQuery(
-                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) FROM c",
+                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) "
+                        + "FROM c",
                     values: nil)
                 _ = try rs.nextWithError()
                 return rs.int(forColumnIndex: 0)

@@ -326,7 +326,8 @@ final class FMDatabaseQueueTests: FMDBCipherTestCase {
             // An endless recursive query, stopped only by the interrupt.
             let value = db.int(
                 forQuery:
-                    "with recursive c(x) as (select 1 union all select x + 1 from c where x <> 1000 or running()) select count(*) from c"
+                    "with recursive c(x) as (select 1 union all select x + 1 from c where x <> 1000 or running()) "
+                    + "select count(*) from c"
             )
             XCTAssertEqual(db.lastErrorCode(), SQLITE_INTERRUPT)
             return value

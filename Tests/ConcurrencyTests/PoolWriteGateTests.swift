@@ -326,7 +326,8 @@ final class PoolWriteGateTests: FMDBCipherTestCase {
         print(
             String(
                 format:
-                    "pool load: 8 workers, %.1f s: %d write transactions (%.0f/s), %d point reads (%.0f/s), %d skipped, %d errors",
+                    "pool load: 8 workers, %.1f s: %d write transactions (%.0f/s), %d point reads (%.0f/s), %d "
+                    + "skipped, %d errors",
                 elapsed, transactions, Double(transactions) / elapsed, reads, Double(reads) / elapsed, skipped,
                 errors.count))
         XCTAssertEqual(skipped, 0, "no transaction was skipped")

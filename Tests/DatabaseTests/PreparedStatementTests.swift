@@ -51,7 +51,8 @@ final class PreparedStatementTests: XCTestCase {
         let db = FMDatabase()
         XCTAssertTrue(db.open())
         let select = try db.prepareStatement(
-            "select x'010203' as first, 'four' as second, NULL as third, x'' as fourth, 12345 as fifth, 'héllo' as sixth"
+            "select x'010203' as first, 'four' as second, NULL as third, x'' as fourth, 12345 as fifth, 'héllo' as "
+                + "sixth"
         )
         XCTAssertEqual(
             (0..<select.columnCount).map { select.columnName(at: $0) },

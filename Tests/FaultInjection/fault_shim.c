@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 // The libc function this shim wraps, looked up once.
-#define REAL(name) static __typeof__(&name) real_##name; if (!real_##name) real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+#define REAL(name)                                                                                             \
+    static __typeof__(&name) real_##name;                                                                      \
+    if (!real_##name) real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
 static long counted;
 static int full;

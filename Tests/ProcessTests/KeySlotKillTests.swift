@@ -72,7 +72,8 @@ final class KeySlotKillTests: FMDBCipherTestCase {
             let new = opens(path, passphrase: next)
             XCTAssertTrue(
                 (old == 100) != (new == 100),
-                "round \(round): exactly one of the two passphrases opens (old \(String(describing: old)), new \(String(describing: new)))"
+                "round \(round): exactly one of the two passphrases opens (old \(String(describing: old)), new "
+                    + "\(String(describing: new)))"
             )
             XCTAssertEqual(try KeySlots.list(forDatabaseAt: path).count, 1, "round \(round): the slot file reads")
             let now = new == 100 ? next : current

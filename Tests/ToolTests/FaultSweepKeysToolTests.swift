@@ -178,7 +178,8 @@ final class FaultSweepKeysToolTests: ToolTestCase {
                     !result.stderr.lowercased().contains("power loss")
                 {
                     failures.append(
-                        "\(run.place): the directory sync failed, but nothing warns that the change may not survive a power loss"
+                        "\(run.place): the directory sync failed, but nothing warns that the change may not survive a "
+                            + "power loss"
                     )
                 }
             }
@@ -260,7 +261,8 @@ final class FaultSweepKeysToolTests: ToolTestCase {
             switch claim {
             case .new where !newState, .old where !oldState, .either where !oldState && !newState:
                 return
-                    "claims \(claim); the old secret opens \(String(describing: old)) rows, the new \(String(describing: new))"
+                    "claims \(claim); the old secret opens \(String(describing: old)) rows, the new "
+                    + "\(String(describing: new))"
             default: return nil
             }
         }

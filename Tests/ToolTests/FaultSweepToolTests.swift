@@ -164,7 +164,8 @@ final class FaultSweepToolTests: ToolTestCase {
                     mode == .kill
                     && (result.status == 128 + SIGKILL || result.status == SIGKILL || result.status == -SIGKILL)
                 let place =
-                    "\(name): \(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) \(result.stderr.prefix(160))"
+                    "\(name): \(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) "
+                    + "\(result.stderr.prefix(160))"
                 let exists = FileManager.default.fileExists(atPath: dest)
                 let copied = exists ? opens(dest) : nil
                 if exists, copied != rows {
@@ -291,7 +292,8 @@ final class FaultSweepToolTests: ToolTestCase {
                     mode == .kill
                     && (result.status == 128 + SIGKILL || result.status == SIGKILL || result.status == -SIGKILL)
                 let place =
-                    "migrate: \(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) \(result.stderr.prefix(160))"
+                    "migrate: \(mode) at \(point) (\(plan.calls[point - 1])): exit \(result.status) "
+                    + "\(result.stderr.prefix(160))"
                 let count = rowCount(file, rawKey: Self.rawKey)
                 if count != rows {
                     failures.append("\(place): SRC opens with its key with \(String(describing: count)) rows")

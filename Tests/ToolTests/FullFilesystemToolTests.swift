@@ -29,7 +29,8 @@ final class FullFilesystemToolTests: ToolTestCase {
         XCTAssertTrue(big.executeUpdate("create table t (pad blob)"))
         XCTAssertTrue(
             big.executeStatements(
-                "with recursive c(x) as (select 1 union all select x + 1 from c limit 400) insert into t select randomblob(2000) from c"
+                "with recursive c(x) as (select 1 union all select x + 1 from c limit 400) insert into t select "
+                    + "randomblob(2000) from c"
             ))
         big.close()
         let full = try run(["encrypt", source, point + "/big-enc.db", "--key-env", "K", "--quiet"], env: keys)

@@ -232,7 +232,8 @@ final class ToolFlagLanguageTests: ToolTestCase {
 
         // Every command that opens an existing encrypted file takes every kind of key that can open one.
         let opening =
-            "(values: passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw, slot, slot-raw, slot-recovery; default: passphrase)"
+            "(values: passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw, slot, slot-raw, slot-recovery; default: "
+            + "passphrase)"
         for command in ["rekey", "export", "decrypt", "info", "sql", "check", "migrate"] {
             XCTAssertTrue(try help([command]).contains(opening), "\(command) --kdf")
         }
@@ -259,7 +260,8 @@ final class ToolFlagLanguageTests: ToolTestCase {
             completion.contains("-W 'slot'$'\\n''slot-raw'$'\\n''slot-recovery'"), "completions follow the same lists")
         XCTAssertTrue(
             completion.contains(
-                "'--new-kdf')\n        __fmdb-cipher_add_completions -W 'passphrase'$'\\n''pbkdf2-sqlcipher'$'\\n''pbkdf2'$'\\n''scrypt'$'\\n''raw'\n"
+                "'--new-kdf')\n        __fmdb-cipher_add_completions -W "
+                    + "'passphrase'$'\\n''pbkdf2-sqlcipher'$'\\n''pbkdf2'$'\\n''scrypt'$'\\n''raw'\n"
             ),
             "--new-kdf completes the single-key kinds only")
     }

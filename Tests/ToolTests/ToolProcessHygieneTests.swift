@@ -7,8 +7,8 @@ import XCTest
 /// restored after Ctrl-C, a warning for key files others can read.
 final class ToolProcessHygieneTests: ToolTestCase {
     /// Core dumps off and the process not dumpable, from the start: checked from outside while the tool
-    /// waits to read a key from a FIFO the test holds open. A non-dumpable process's /proc files belong to root, so the tool
-    /// runs as `nobody` when the test runs as root.
+    /// waits to read a key from a FIFO the test holds open. A non-dumpable process's /proc files belong to
+    /// root, so the tool runs as `nobody` when the test runs as root.
     func testCoreDumpsAreOffAndTheProcessIsNotDumpable() throws {
         let plain = try makePlaintext()
         XCTAssertEqual(chmod(directory.url.path, 0o755), 0)
@@ -58,7 +58,8 @@ final class ToolProcessHygieneTests: ToolTestCase {
         XCTAssertEqual(stat("/proc/\(pid)/environ", &status), 0)
         XCTAssertEqual(
             status.st_uid, 0,
-            "a process that is not dumpable has /proc files owned by root (the tool runs as uid \(getuid() == 0 ? 65534 : getuid()))"
+            "a process that is not dumpable has /proc files owned by root (the tool runs as uid "
+                + "\(getuid() == 0 ? 65534 : getuid()))"
         )
         XCTAssertNotEqual(getuid() == 0 ? 65534 : getuid(), 0)
     }

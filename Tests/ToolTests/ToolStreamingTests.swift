@@ -16,7 +16,8 @@ final class ToolStreamingTests: ToolTestCase {
                 """
                 CREATE TABLE r (id INTEGER PRIMARY KEY, x REAL, s TEXT, n, b BLOB);
                 WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < \(rows))
-                INSERT INTO r SELECT i, i / 4.0, 'row ' || i || ', "quoted"' || printf('%.60c', 'x'), NULL, x'00ff10' FROM c;
+                INSERT INTO r SELECT i, i / 4.0, 'row ' || i || ', "quoted"' || printf('%.60c', 'x'), NULL, x'00ff10' \
+                FROM c;
                 """))
         db.close()
         return file

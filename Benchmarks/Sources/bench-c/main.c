@@ -64,7 +64,8 @@ static uint64_t lcg(uint64_t *state) {
 static sqlite3 *open_db(const char *path, const char *mode) {
     sqlite3 *db = NULL;
     /* NOMUTEX, as the wrappers use: one thread per connection, no per-call mutex. */
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) die(db, "open");
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+        die(db, "open");
     if (strcmp(mode, "encrypted") == 0) {
         if (sqlite3_key_v2(db, "main", RAW_KEY, (int)strlen(RAW_KEY)) != SQLITE_OK) die(db, "key");
     } else if (strcmp(mode, "passphrase") == 0) {
@@ -84,7 +85,8 @@ static sqlite3 *open_db(const char *path, const char *mode) {
         snprintf(sql, sizeof sql, "PRAGMA temp_store = MEMORY; PRAGMA cache_size = %s", tuned);
         if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) die(db, "keyed defaults");
     }
-    if (sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL, NULL) != SQLITE_OK) die(db, "pragmas");
+    if (sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL, NULL) != SQLITE_OK)
+        die(db, "pragmas");
     return db;
 }
 
@@ -139,7 +141,8 @@ static void *service_run(void *arg) {
     service_thread *me = arg;
     sqlite3 *db = open_db(me->path, me->mode);
     sqlite3_stmt *read, *check;
-    if (sqlite3_prepare_v2(db, "SELECT a, s FROM t WHERE id = ?", -1, &read, NULL) != SQLITE_OK) die(db, "prepare read");
+    if (sqlite3_prepare_v2(db, "SELECT a, s FROM t WHERE id = ?", -1, &read, NULL) != SQLITE_OK)
+        die(db, "prepare read");
     if (sqlite3_prepare_v2(db, "PRAGMA schema_version", -1, &check, NULL) != SQLITE_OK) die(db, "prepare check");
     uint64_t state = 1000 + (uint64_t)me->thread;
     for (;;) {
@@ -202,9 +205,12 @@ static void service(const char *path, const char *mode) {
     service_writer = open_db(path, mode);
     sqlite3 *w = service_writer;
     if (sqlite3_exec(w, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, s TEXT);"
-                        "CREATE TABLE log (id INTEGER PRIMARY KEY, t_id INTEGER); BEGIN", NULL, NULL, NULL) != SQLITE_OK) die(w, "schema");
+                        "CREATE TABLE log (id INTEGER PRIMARY KEY, t_id INTEGER); BEGIN", NULL, NULL, NULL)
+        != SQLITE_OK)
+        die(w, "schema");
     sqlite3_stmt *insert;
-    if (sqlite3_prepare_v2(w, "INSERT INTO t (id, a, s) VALUES (?, ?, ?)", -1, &insert, NULL) != SQLITE_OK) die(w, "prepare");
+    if (sqlite3_prepare_v2(w, "INSERT INTO t (id, a, s) VALUES (?, ?, ?)", -1, &insert, NULL) != SQLITE_OK)
+        die(w, "prepare");
     for (long i = 1; i <= rows; i++) {
         char text[16];
         snprintf(text, sizeof text, "name-%07ld", i % 10000000);
@@ -219,7 +225,8 @@ static void service(const char *path, const char *mode) {
         sqlite3_prepare_v2(w, "COMMIT", -1, &service_commit, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "UPDATE t SET a = a + 1 WHERE id = ?", -1, &service_update, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w, "INSERT INTO log (t_id) VALUES (?)", -1, &service_log, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w, "PRAGMA schema_version", -1, &service_writer_check, NULL) != SQLITE_OK) die(w, "prepare writes");
+        sqlite3_prepare_v2(w, "PRAGMA schema_version", -1, &service_writer_check, NULL) != SQLITE_OK)
+        die(w, "prepare writes");
     (void)take_misses(w);  /* the seeding's misses are not the service's */
     service_thread *all = calloc((size_t)threads, sizeof *all);
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
@@ -260,7 +267,8 @@ static void service(const char *path, const char *mode) {
            elapsed, checksum, peak_rss_kb(), total / elapsed, percentile_us(merged, total, 500),
            percentile_us(merged, total, 990), percentile_us(merged_writes, writes, 990), total, writes, failures);
     if (count_misses) {
-        printf(" misses_per_read=%.3f misses_per_write=%.3f", (double)read_misses / (double)(total - writes ? total - writes : 1),
+        printf(" misses_per_read=%.3f misses_per_write=%.3f",
+               (double)read_misses / (double)(total - writes ? total - writes : 1),
                (double)write_misses / (double)(writes ? writes : 1));
     }
     printf("\n");
@@ -284,7 +292,8 @@ int main(int argc, char **argv) {
         sqlite3 *scratch = open_db(":memory:", "encrypted");
         sqlite3_stmt *stmt = NULL;
         int layout = 0;
-        if (sqlite3_prepare_v2(scratch, "PRAGMA cipher_version", -1, &stmt, NULL) != SQLITE_OK) die(scratch, "cipher_version");
+        if (sqlite3_prepare_v2(scratch, "PRAGMA cipher_version", -1, &stmt, NULL) != SQLITE_OK)
+            die(scratch, "cipher_version");
         if (sqlite3_step(stmt) == SQLITE_ROW) {
             const char *version = (const char *)sqlite3_column_text(stmt, 0);
             if (version && strcmp(version, "3.4.1") == 0) layout = FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1;
@@ -293,16 +302,21 @@ int main(int argc, char **argv) {
         sqlite3_finalize(stmt);
         if (layout == 0 || fmdb_crypto_register(layout) != 0) die(scratch, "BENCH_PROVIDER=fmdb: not registered");
     }
-    long rows = env_long("BENCH_ROWS", 200000), lookups = env_long("BENCH_LOOKUPS", 50000), opens = env_long("BENCH_OPENS", 50);
+    long rows = env_long("BENCH_ROWS", 200000), lookups = env_long("BENCH_LOOKUPS", 50000),
+         opens = env_long("BENCH_OPENS", 50);
     double checksum = 0, start = 0, elapsed = 0;
 
     if (strcmp(workload, "insert") == 0) {
         sqlite3 *db = open_db(path, mode);
-        if (sqlite3_exec(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, r REAL, s TEXT, b BLOB)", NULL, NULL, NULL) != SQLITE_OK) die(db, "create");
+        if (sqlite3_exec(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, r REAL, s TEXT, b BLOB)", NULL, NULL,
+                         NULL) != SQLITE_OK)
+            die(db, "create");
         start = now();
         sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
         sqlite3_stmt *stmt;
-        if (sqlite3_prepare_v2(db, "INSERT INTO t (id, a, r, s, b) VALUES (?, ?, ?, ?, ?)", -1, &stmt, NULL) != SQLITE_OK) die(db, "prepare");
+        if (sqlite3_prepare_v2(db, "INSERT INTO t (id, a, r, s, b) VALUES (?, ?, ?, ?, ?)", -1, &stmt, NULL)
+            != SQLITE_OK)
+            die(db, "prepare");
         uint64_t state = 42;
         char text[32];
         unsigned char blob[32];
@@ -330,7 +344,8 @@ int main(int argc, char **argv) {
         sqlite3_stmt *stmt;
         if (sqlite3_prepare_v2(db, "SELECT id, a, r, s, b FROM t", -1, &stmt, NULL) != SQLITE_OK) die(db, "prepare");
         while (sqlite3_step(stmt) == SQLITE_ROW) {
-            checksum += (double)sqlite3_column_int64(stmt, 0) + (double)sqlite3_column_int64(stmt, 1) + sqlite3_column_double(stmt, 2);
+            checksum += (double)sqlite3_column_int64(stmt, 0) + (double)sqlite3_column_int64(stmt, 1)
+                        + sqlite3_column_double(stmt, 2);
             const unsigned char *s = sqlite3_column_text(stmt, 3);
             checksum += (double)sqlite3_column_bytes(stmt, 3) + (s ? s[0] : 0);
             const unsigned char *b = sqlite3_column_blob(stmt, 4);
@@ -344,7 +359,8 @@ int main(int argc, char **argv) {
         sqlite3 *db = open_db(path, mode);
         start = now();
         sqlite3_stmt *stmt;
-        if (sqlite3_prepare_v2(db, "SELECT a, r, s, b FROM t WHERE id = ?", -1, &stmt, NULL) != SQLITE_OK) die(db, "prepare");
+        if (sqlite3_prepare_v2(db, "SELECT a, r, s, b FROM t WHERE id = ?", -1, &stmt, NULL) != SQLITE_OK)
+            die(db, "prepare");
         uint64_t state = 7;
         for (long i = 0; i < lookups; i++) {
             sqlite3_bind_int64(stmt, 1, (int64_t)(lcg(&state) % (uint64_t)rows) + 1);
@@ -373,7 +389,8 @@ int main(int argc, char **argv) {
         if (sqlite3_rekey_v2(db, "main", NEW_KEY, (int)strlen(NEW_KEY)) != SQLITE_OK) die(db, "rekey");
         elapsed = now() - start;
         sqlite3_stmt *stmt;
-        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, NULL) != SQLITE_OK) die(db, "verify");
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, NULL) != SQLITE_OK)
+            die(db, "verify");
         if (sqlite3_step(stmt) == SQLITE_ROW) checksum = (double)sqlite3_column_int64(stmt, 0);
         sqlite3_finalize(stmt);
         sqlite3_close(db);
@@ -395,11 +412,13 @@ int main(int argc, char **argv) {
         start = now();
         for (long i = 0; i < opens; i++) {
             sqlite3 *db = NULL;
-            if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) die(db, "open");
+            if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+                die(db, "open");
             if (strcmp(mode, "encrypted") == 0) sqlite3_key_v2(db, "main", RAW_KEY, (int)strlen(RAW_KEY));
             if (strcmp(mode, "passphrase") == 0) sqlite3_key_v2(db, "main", PASSPHRASE, (int)strlen(PASSPHRASE));
             sqlite3_stmt *stmt;
-            if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, NULL) != SQLITE_OK) die(db, "first query");
+            if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, NULL) != SQLITE_OK)
+                die(db, "first query");
             if (sqlite3_step(stmt) != SQLITE_ROW) die(db, "first query");
             checksum += (double)sqlite3_column_int64(stmt, 0);
             sqlite3_finalize(stmt);

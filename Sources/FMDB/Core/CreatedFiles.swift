@@ -45,8 +45,9 @@ struct CreatedFiles {
 
     /// Removes what the open made, and only that: the database file when it is still the file this open
     /// made (same device and inode) and holds nothing but what this open wrote (empty, or unchanged since
-    /// its own keying: another party that opened it meanwhile and wrote to it keeps it), then the side files noted missing — never a side file of a
-    /// database that stays. Call only after the connection that created them is closed.
+    /// its own keying: another party that opened it meanwhile and wrote to it keeps it), then the side files
+    /// noted missing — never a side file of a database that stays. Call only after the connection that
+    /// created them is closed.
     func removeCreated() {
         guard let path = missing.first, let identity, let now = Self.status(path),
             UInt64(now.st_dev) == identity.device, UInt64(now.st_ino) == identity.inode,

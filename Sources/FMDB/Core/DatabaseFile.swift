@@ -70,7 +70,8 @@ enum DatabaseFile {
     /// closed its own did exactly that). SQLite's unix VFS keeps the descriptor of a file this process holds
     /// locks on open until they are released.
     ///
-    /// Related SQLite documentation: <https://www.sqlite.org/howtocorrupt.html#_posix_advisory_locks_canceled_by_a_separate_thread_doing_close_>
+    /// Related SQLite documentation:
+    /// <https://www.sqlite.org/howtocorrupt.html#_posix_advisory_locks_canceled_by_a_separate_thread_doing_close_>
     static func readStart(ofFileAt path: String, count: Int) -> (bytes: Data, size: Int64)? {
         var db: OpaquePointer?
         defer { sqlite3_close_v2(db) }

@@ -20,10 +20,10 @@ import Foundation
 ///   key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`), `cipher_migrate` (which acts
 ///   without a value), and every cipher PRAGMA, `kdf_iter`, `fast_kdf_iter`, `page_size`, `temp_store` and
 ///   `temp_store_directory` when it **sets** a value, are refused with SQLITE_AUTH; reading one (no value)
-///   stays allowed, and so does `temp_store = MEMORY`, which a keyed connection has already. `ATTACH` of a file and `sqlcipher_export` from SQL text are refused (`ATTACH ''`, an
-///   in-memory temporary database that VACUUM uses, is not): use
-///   `attachDatabase(atPath:schema:keyProvider:settings:)` and `exportContents(to:)`, which say in code
-///   whether the other file is encrypted.
+///   stays allowed, and so does `temp_store = MEMORY`, which a keyed connection has already. `ATTACH` of a
+///   file and `sqlcipher_export` from SQL text are refused (`ATTACH ''`, an in-memory temporary database that
+///   VACUUM uses, is not): use `attachDatabase(atPath:schema:keyProvider:settings:)` and
+///   `exportContents(to:)`, which say in code whether the other file is encrypted.
 /// - a key PRAGMA in SQL text (`PRAGMA key = '…'` or another key PRAGMA with a value) is let through on an
 ///   unkeyed connection only with a key SQLCipher would use: an empty value, or a `hexkey`/`hexrekey` value
 ///   that is not whole bytes of hexadecimal digits, is refused (SQLCipher 3.4.1 would attach no codec and
@@ -75,8 +75,9 @@ enum KeyedAuthorizerPolicy {
         let hasValue = value != nil
         if hasValue, name.hasPrefix("cipher_default_") || processWidePragmas.contains(name) {
             return
-                "PRAGMA \(name) is refused: it changes a process-wide SQLCipher setting, which would weaken or expose every "
-                + "later encrypted connection of this process. Use CipherSettings (or fmdb-cipher's options) for one database."
+                "PRAGMA \(name) is refused: it changes a process-wide SQLCipher setting, which would weaken or expose "
+                + "every later encrypted connection of this process. Use CipherSettings (or fmdb-cipher's options) for "
+                + "one database."
         }
         guard keyed else { return nil }
         if keyPragmas.contains(name) {
@@ -92,27 +93,28 @@ enum KeyedAuthorizerPolicy {
         if name == "temp_store", strcasecmp(value, "memory") == 0 || strcmp(value, "2") == 0 { return nil }
         if name == "temp_store" || name == "temp_store_directory" {
             return
-                "PRAGMA \(name) is refused on an encrypted database: temporary tables and sort files must stay in memory "
-                + "(temp_store = MEMORY), never on disk in plaintext."
+                "PRAGMA \(name) is refused on an encrypted database: temporary tables and sort files must stay in "
+                + "memory (temp_store = MEMORY), never on disk in plaintext."
         }
         if name == "page_size" {
             return
-                "PRAGMA page_size is refused on an encrypted database: SQLCipher 3.4.1 would write pages it cannot read back. "
-                + "Use CipherSettings(pageSize:) when keying a new database, or fmdb-cipher export --new-page-size."
+                "PRAGMA page_size is refused on an encrypted database: SQLCipher 3.4.1 would write pages it cannot "
+                + "read back. Use CipherSettings(pageSize:) when keying a new database, or fmdb-cipher export "
+                + "--new-page-size."
         }
         if settingPragmas.contains(name) || name.hasPrefix("cipher_") {
             return
-                "PRAGMA \(name) = … is refused on an encrypted database: changing cipher settings on a keyed connection "
-                + "can make the file unreadable. Use CipherSettings with setKey(using:settings:) or attachDatabase, "
-                + "or fmdb-cipher export to convert a database."
+                "PRAGMA \(name) = … is refused on an encrypted database: changing cipher settings on a keyed "
+                + "connection can make the file unreadable. Use CipherSettings with setKey(using:settings:) or "
+                + "attachDatabase, or fmdb-cipher export to convert a database."
         }
         return nil
     }
 
     static let attachRefusal =
         "ATTACH is refused on an encrypted database: an attached file could receive a plaintext copy "
-        + "(ATTACH … KEY '' then sqlcipher_export or INSERT … SELECT). Use attachDatabase(atPath:schema:keyProvider:), which "
-        + "says in code whether the attached file is encrypted."
+        + "(ATTACH … KEY '' then sqlcipher_export or INSERT … SELECT). Use "
+        + "attachDatabase(atPath:schema:keyProvider:), which says in code whether the attached file is encrypted."
 
     static let keyRequiredRefusal =
         "No statement runs on this connection: setKey(using:) failed on a new database, and "
@@ -419,8 +421,9 @@ extension Connection {
         throw FMDatabaseError(
             code: SQLITE_AUTH,
             message:
-                "PRAGMA key keyed a connection that had databases attached without a key (\(names.joined(separator: ", "))): "
-                + "they were detached, so nothing is copied into them in plaintext. Key the connection before attaching."
+                "PRAGMA key keyed a connection that had databases attached without a key "
+                + "(\(names.joined(separator: ", "))): they were detached, so nothing is copied into them in "
+                + "plaintext. Key the connection before attaching."
         )
     }
 

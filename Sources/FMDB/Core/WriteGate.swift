@@ -65,8 +65,9 @@ final class WriteGate: @unchecked Sendable {
             if pthread_equal(holder, me) != 0 {
                 lock.unlock()
                 throw FMDatabaseError.misuse(
-                    "A pool transaction was started inside another pool transaction on the same database file, on the same "
-                        + "thread: it would wait for itself. Use the database of the enclosing transaction (or a savepoint on it)."
+                    "A pool transaction was started inside another pool transaction on the same database file, on the "
+                        + "same thread: it would wait for itself. Use the database of the enclosing transaction (or a "
+                        + "savepoint on it)."
                 )
             }
             let waiter = Waiter(thread: me)
@@ -90,8 +91,8 @@ final class WriteGate: @unchecked Sendable {
                     throw FMDatabaseError(
                         code: SQLITE_BUSY,
                         message:
-                            "The transaction did not start: it waited \(Self.waited(timeout)) (the pool's transactionQueueTimeout) "
-                            + "behind this file's earlier transactions in this process."
+                            "The transaction did not start: it waited \(Self.waited(timeout)) (the pool's "
+                            + "transactionQueueTimeout) behind this file's earlier transactions in this process."
                     )
                 }
                 lock.unlock()

@@ -26,8 +26,8 @@ extension FMDatabase {
                 )
             case (false, true):
                 throw FMDatabaseError.misuse(
-                    "Backing up a plaintext database into an encrypted one is refused: SQLCipher 3.4.1 would not encrypt "
-                        + "it. Use fmdb-cipher encrypt (sqlcipher_export)."
+                    "Backing up a plaintext database into an encrypted one is refused: SQLCipher 3.4.1 would not "
+                        + "encrypt it. Use fmdb-cipher encrypt (sqlcipher_export)."
                 )
             default:
                 break

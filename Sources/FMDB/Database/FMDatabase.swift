@@ -381,7 +381,10 @@ public final class FMDatabase {
     func refuseUseOutsideItsBlock(_ lent: UInt) throws -> Never {
         let error = FMDatabaseError.misuse(Self.usedOutsideItsBlockMessage)
         let line: Logger.Message =
-            "FMDatabase \(databasePath ?? ":memory:") used outside the queue/pool block it was lent to (it escaped the block): refused with SQLITE_MISUSE"
+            """
+            FMDatabase \(databasePath ?? ":memory:") used outside the queue/pool block it was lent to (it escaped the \
+            block): refused with SQLITE_MISUSE
+            """
         if lent == Lending.betweenBlocks {
             record(error)
             if logsErrors { logger.error(line) }

@@ -163,7 +163,8 @@ extension FMDatabaseError {
     static func loggable(_ sql: String) -> String {
         sql.range(
             of:
-                #"pragma\s+(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?\s*\.\s*)?["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#,
+                #"pragma\s+(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?\s*\.\s*)?"#
+                + #"["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#,
             options: [.regularExpression, .caseInsensitive]) == nil
             ? sql : "(SQL with a key PRAGMA, not shown)"
     }

@@ -117,10 +117,11 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
 
     /// The message for a SQLCipher 4 file on a SQLCipher 3 system.
     static func sqlcipher4Unavailable(action: String) -> String {
-        "This is a SQLCipher 4 database (the key is right), and the linked SQLCipher \(SQLCipherRuntime.version ?? "3") "
-            + "cannot \(action) SQLCipher 4 files. Install SQLCipher 4 (Debian 12: apt-get install -t bookworm-backports "
-            + "libsqlcipher-dev sqlcipher; Debian 13 and Ubuntu 24.04: apt-get install libsqlcipher-dev) and rebuild, "
-            + "or convert the file on a SQLCipher 4 system (fmdb-cipher export --format 3)."
+        "This is a SQLCipher 4 database (the key is right), and the linked SQLCipher "
+            + "\(SQLCipherRuntime.version ?? "3") cannot \(action) SQLCipher 4 files. Install SQLCipher 4 (Debian 12: "
+            + "apt-get install -t bookworm-backports libsqlcipher-dev sqlcipher; Debian 13 and Ubuntu 24.04: apt-get "
+            + "install libsqlcipher-dev) and rebuild, or convert the file on a SQLCipher 4 system (fmdb-cipher export "
+            + "--format 3)."
     }
 }
 

@@ -13,9 +13,9 @@ import Foundation
 /// (that count is needed to read it).
 ///
 /// ```swift
-/// try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 256_000))   // new file
-/// try old.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 4_000))    // existing file
-/// let weak = CipherSettings(unsafeKDFIterations: 1)   // tests only
+/// try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 256_000))  // new file
+/// try old.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(kdfIterations: 4_000))  // existing file
+/// let weak = CipherSettings(unsafeKDFIterations: 1)  // tests only
 /// ```
 ///
 /// Related SQLCipher documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/>
@@ -93,8 +93,9 @@ public struct CipherSettings: Sendable, Equatable {
         try validate()
         if creatingFile, !allowsWeakKDF, let kdfIterations, kdfIterations < Self.minimumKDFIterations {
             throw FMDatabaseError.misuse(
-                "A new database is not written with \(kdfIterations) KDF iterations: the floor is \(Self.minimumKDFIterations). "
-                    + "Use CipherSettings(unsafeKDFIterations:) (fmdb-cipher: --unsafe-new-kdf-iter) if you must."
+                "A new database is not written with \(kdfIterations) KDF iterations: the floor is "
+                    + "\(Self.minimumKDFIterations). Use CipherSettings(unsafeKDFIterations:) (fmdb-cipher: "
+                    + "--unsafe-new-kdf-iter) if you must."
             )
         }
     }
@@ -112,9 +113,10 @@ extension FMDatabase {
             return
         }
         throw FMDatabaseError.misuse(
-            "This database uses \(iterations) KDF iterations, below the floor of \(CipherSettings.minimumKDFIterations): "
-                + "a passphrase rekey would keep that count. Copy it with fmdb-cipher export --new-kdf-iter "
-                + "\(CipherSettings.minimumKDFIterations) (or attachDatabase + exportContents), or rekey to a raw key."
+            "This database uses \(iterations) KDF iterations, below the floor of "
+                + "\(CipherSettings.minimumKDFIterations): a passphrase rekey would keep that count. Copy it with "
+                + "fmdb-cipher export --new-kdf-iter \(CipherSettings.minimumKDFIterations) (or attachDatabase + "
+                + "exportContents), or rekey to a raw key."
         )
     }
 }

@@ -15,7 +15,8 @@ extension FMDatabase {
     /// Either way nothing stays attached.
     ///
     /// ```swift
-    /// try db.attachDatabase(atPath: "/data/archive.db", schema: "archive", keyProvider: PassphraseKeyProvider("archive key"))
+    /// try db.attachDatabase(
+    ///     atPath: "/data/archive.db", schema: "archive", keyProvider: PassphraseKeyProvider("archive key"))
     /// let rows = db.executeQuery("SELECT * FROM main.t JOIN archive.t USING (id)")
     /// ```
     ///
@@ -134,11 +135,12 @@ extension FMDatabase {
         if let pageSize = settings.pageSize { needs.append("cipher_page_size \(pageSize)") }
         if let iterations = settings.kdfIterations { needs.append("kdf_iter \(iterations)") }
         return
-            "The key opens this file, but it needs cipher settings other than SQLCipher's defaults (\(needs.joined(separator: ", "))), "
-            + "and SQLite reads an attached file before any per-database setting can apply; changing SQLCipher's "
-            + "process-wide defaults for the moment would also change every other database keyed in the process at that moment, "
-            + "so this library does not. Open the file with its own FMDatabase and setKey(using:settings:), or convert it to the "
-            + "linked default format first (fmdb-cipher migrate, or export without --new-page-size/--new-kdf-iter)."
+            "The key opens this file, but it needs cipher settings other than SQLCipher's defaults "
+            + "(\(needs.joined(separator: ", "))), and SQLite reads an attached file before any per-database setting "
+            + "can apply; changing SQLCipher's process-wide defaults for the moment would also change every other "
+            + "database keyed in the process at that moment, so this library does not. Open the file with its own "
+            + "FMDatabase and setKey(using:settings:), or convert it to the linked default format first (fmdb-cipher "
+            + "migrate, or export without --new-page-size/--new-kdf-iter)."
     }
 
     /// Detaches a database attached with `attachDatabase(atPath:schema:keyProvider:settings:)`.

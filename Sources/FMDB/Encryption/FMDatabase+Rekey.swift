@@ -246,8 +246,9 @@ extension FMDatabase {
         var info = stat()
         guard lstat(KeySlotFile.path(forDatabaseAt: path), &info) == 0 else { return }
         throw FMDatabaseError.misuse(
-            "\(path) has key slots (\(KeySlotFile.path(forDatabaseAt: path))): a plain rekey would make every slot stop opening it. "
-                + "Change a slot with KeySlots.changeSlot, or the data key itself with KeySlots.rotateDataKey."
+            "\(path) has key slots (\(KeySlotFile.path(forDatabaseAt: path))): a plain rekey would make every slot "
+                + "stop opening it. Change a slot with KeySlots.changeSlot, or the data key itself with "
+                + "KeySlots.rotateDataKey."
         )
     }
 

@@ -182,7 +182,8 @@ extension FMDatabase {
             if connection.hasTouchedPages {
                 throw FMDatabaseError.misuse(
                     "This connection was keyed and has used the database: keying it again with a different key "
-                        + "would corrupt the file (SQLCipher 3.4.1). Use rekey to change the key, or open a new connection."
+                        + "would corrupt the file (SQLCipher 3.4.1). Use rekey to change the key, or open a new "
+                        + "connection."
                 )
             }
         } else if connection.hasTouchedPages {

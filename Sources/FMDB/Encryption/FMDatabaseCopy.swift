@@ -405,7 +405,8 @@ public struct FMDatabaseCopy {
         guard problems.isEmpty else {
             throw Self.failure(
                 .sourceDamaged, SQLITE_CORRUPT,
-                "\(source) fails its integrity check, so it is not copied: \(problems.prefix(3).joined(separator: "; "))"
+                "\(source) fails its integrity check, so it is not copied: "
+                    + "\(problems.prefix(3).joined(separator: "; "))"
             )
         }
         let expected = try db.tableRowCounts()

@@ -241,7 +241,8 @@ final class PrivateOutput {
     private enum Step {
         /// The old DEST was moved to `aside`.
         case movedAside(original: String, aside: String)
-        /// The old slot file at `original` was replaced or removed; `aside` is a hard link to it (or it was moved there).
+        /// The old slot file at `original` was replaced or removed; `aside` is a hard link to it (or it was
+        /// moved there).
         case removedSlotFile(original: String, aside: String)
         /// The new slot file was moved to `path` (identified by device and inode).
         case placed(path: String, device: UInt64, inode: UInt64)

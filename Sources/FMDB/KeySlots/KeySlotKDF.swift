@@ -35,8 +35,8 @@ public struct KeySlotKDF: Sendable, Equatable {
         KeySlotKDF(algorithm: .pbkdf2SHA512(iterations: iterations), allowsWeak: false)
     }
 
-    /// PBKDF2-HMAC-SHA512 with any iteration count from 1,000 (the lowest a slot file may hold). For tests only: weak counts make
-    /// passphrases cheap to guess from a copy of the slot file.
+    /// PBKDF2-HMAC-SHA512 with any iteration count from 1,000 (the lowest a slot file may hold). For tests
+    /// only: weak counts make passphrases cheap to guess from a copy of the slot file.
     public static func unsafePBKDF2SHA512(iterations: Int) -> KeySlotKDF {
         KeySlotKDF(algorithm: .pbkdf2SHA512(iterations: iterations), allowsWeak: true)
     }

@@ -200,7 +200,8 @@ public final class KeySlotKeyProvider: KeyProvider {
         let noDatabase = FMDatabaseError(
             code: SQLITE_CANTOPEN,
             message:
-                "There is no slotted database at \(path) (create one with KeySlots.createDatabase or fmdb-cipher keys init)."
+                "There is no slotted database at \(path) (create one with KeySlots.createDatabase or fmdb-cipher keys "
+                + "init)."
         )
         // A plaintext (or unreadable) file has no salt either: only a database yet to be made takes the
         // slot file's identity.
@@ -215,8 +216,8 @@ public final class KeySlotKeyProvider: KeyProvider {
                 code: SQLITE_CANTOPEN,
                 message:
                     "There is no database at \(path) (or it is empty), and the key slot file beside it is not used "
-                    + "to create one: a slotted database is made with KeySlots.createDatabase or fmdb-cipher keys init, "
-                    + "a copy through KeySlotKeyProvider.creatingDatabase(at:)."
+                    + "to create one: a slotted database is made with KeySlots.createDatabase or fmdb-cipher keys "
+                    + "init, a copy through KeySlotKeyProvider.creatingDatabase(at:)."
             )
         }
         let bytes = try KeySlotStorage.read(slotPath)

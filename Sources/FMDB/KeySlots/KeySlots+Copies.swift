@@ -85,7 +85,8 @@ extension KeySlots {
     /// or an `attachDatabase` + `exportContents` that fills it from another database.
     ///
     /// ```swift
-    /// let made = try KeySlots.createSlotFile(forNewDatabaseAt: "app.db", secret: .passphrase("admin"), addingRecoveryKey: true)
+    /// let made = try KeySlots.createSlotFile(
+    ///     forNewDatabaseAt: "app.db", secret: .passphrase("admin"), addingRecoveryKey: true)
     /// made.recoveryKey?.withFormattedText { FileHandle.standardOutput.write(Data($0)) }   // shown once
     /// let plain = FMDatabase(path: "plain.db")
     /// guard plain.open() else { throw plain.lastError() }

@@ -144,8 +144,9 @@ public enum KeySlots {
                 unlink(staging)
                 if let failure = KeySlotStorage.syncDirectory(directory) {
                     warn(
-                        "\(path) and its key slot file were created, but the directory could not be synced (\(failure.message)): "
-                            + "a power loss may undo the creation until the file system is synced.")
+                        "\(path) and its key slot file were created, but the directory could not be synced "
+                            + "(\(failure.message)): a power loss may undo the creation until the file system is "
+                            + "synced.")
                 }
                 return info(slot)
             } catch {
@@ -234,7 +235,9 @@ public enum KeySlots {
     /// key; only the file's shape is checked (its tag is checked by every operation that unlocks).
     ///
     /// ```swift
-    /// for slot in try KeySlots.list(forDatabaseAt: path) { print(slot) }   // "1 passphrase scrypt N=32768 r=8 p=1 ..."
+    /// for slot in try KeySlots.list(forDatabaseAt: path) {
+    ///     print(slot)  // "1 passphrase scrypt N=32768 r=8 p=1 ..."
+    /// }
     /// ```
     /// - Throws: `FMDatabaseError` (SQLITE_CANTOPEN missing, SQLITE_CORRUPT damaged).
     public static func list(forDatabaseAt path: String) throws -> [KeySlotInfo] {
@@ -315,8 +318,9 @@ public enum KeySlots {
                 let others = opened.filter { $0 != id }
                 guard others.isEmpty else {
                     throw FMDatabaseError.misuse(
-                        "The secret of key slot \(id) also opens slot(s) \(others.map(String.init).joined(separator: ", ")): removing "
-                            + "slot \(id) would not revoke it. Change that secret (its slots are merged into one), then remove that slot."
+                        "The secret of key slot \(id) also opens slot(s) "
+                            + "\(others.map(String.init).joined(separator: ", ")): removing slot \(id) would not "
+                            + "revoke it. Change that secret (its slots are merged into one), then remove that slot."
                     )
                 }
                 revoking = true
@@ -453,8 +457,8 @@ public enum KeySlots {
             let unmatched = file.body.slots.map(\.id).filter { keks[$0] == nil }
             if !unmatched.isEmpty, !droppingUnmatchedSlots {
                 throw FMDatabaseError.misuse(
-                    "No given secret opens key slot(s) \(unmatched.map(String.init).joined(separator: ", ")): give their "
-                        + "secrets too, or drop them explicitly."
+                    "No given secret opens key slot(s) \(unmatched.map(String.init).joined(separator: ", ")): give "
+                        + "their secrets too, or drop them explicitly."
                 )
             }
             let newKey = try secureRandomBytes(KeySlotCrypto.dataKeyLength)
@@ -478,8 +482,8 @@ public enum KeySlots {
                 throw FMDatabaseError(
                     code: failure.extendedCode,
                     message:
-                        "The data key was not rotated: the pending key slot file could not be made durable (\(failure.message)); "
-                        + "the database was not touched and the old data key still opens it."
+                        "The data key was not rotated: the pending key slot file could not be made durable "
+                        + "(\(failure.message)); the database was not touched and the old data key still opens it."
                 )
             }
             // (2) The rekey.
@@ -516,16 +520,18 @@ public enum KeySlots {
                     file.serialized(dataKeys: [newGeneration: newKey]), to: slotPath)
                 if case .notSynced(let failure) = durability {
                     warn(
-                        "The data key was rotated and the key slot file \(slotPath) finished, but its directory could not be synced "
-                            + "(\(failure.message)): after a power loss the slot file may be the pending one again (it wraps both keys "
-                            + "and opens the database through every kept slot; the next slot change finishes it).")
+                        "The data key was rotated and the key slot file \(slotPath) finished, but its directory could "
+                            + "not be synced (\(failure.message)): after a power loss the slot file may be the pending "
+                            + "one again (it wraps both keys and opens the database through every kept slot; the next "
+                            + "slot change finishes it).")
                 }
             } catch {
                 // The database is under the new key: the rotation is done. The pending file opens it through
                 // every kept slot, and the next slot change finishes it.
                 warn(
-                    "The data key was rotated, but the key slot file \(slotPath) stays pending (both keys wrapped; it opens the "
-                        + "database through every kept slot, and the next slot change finishes it): \((error as NSError).localizedDescription)"
+                    "The data key was rotated, but the key slot file \(slotPath) stays pending (both keys wrapped; it "
+                        + "opens the database through every kept slot, and the next slot change finishes it): "
+                        + "\((error as NSError).localizedDescription)"
                 )
             }
             return outcome
@@ -666,15 +672,17 @@ public enum KeySlots {
                     throw FMDatabaseError(
                         code: SQLITE_ERROR,
                         message:
-                            "The revoked secret still opens key slot(s) \(still.map(String.init).joined(separator: ", ")) of the file as written."
+                            "The revoked secret still opens key slot(s) "
+                            + "\(still.map(String.init).joined(separator: ", ")) of the file as written."
                     )
                 }
             }
             if case .notSynced(let failure) = durability {
                 // The change took (the new file is at the path); only its durability is in doubt.
                 warn(
-                    "The key slot file \(slotPath) was changed, but its directory could not be synced (\(failure.message)): "
-                        + "a power loss may bring the old slot file back until the file system is synced.")
+                    "The key slot file \(slotPath) was changed, but its directory could not be synced "
+                        + "(\(failure.message)): a power loss may bring the old slot file back until the file system "
+                        + "is synced.")
             }
             return result
         }
@@ -748,8 +756,8 @@ public enum KeySlots {
         return FMDatabaseError(
             code: cause.extendedCode,
             message:
-                "Could not check which data key \(path) is under (\(cause.message)); nothing was changed or handed out: "
-                + "try again when the database is not locked and can be read."
+                "Could not check which data key \(path) is under (\(cause.message)); nothing was changed or handed "
+                + "out: try again when the database is not locked and can be read."
         )
     }
 

@@ -38,7 +38,8 @@ public protocol KeyProvider: Sendable {
     ///
     /// ```swift
     /// let provider = try ReloadableKeyProvider { KeySlotKeyProvider(secret: .passphrase(passphrase)) }
-    /// provider.requiresExistingDatabase  // true: FMDatabaseQueue(path: missing, keyProvider: provider) creates no file
+    /// provider.requiresExistingDatabase  // true: FMDatabaseQueue(path: missing, keyProvider: provider)
+    ///                                    // creates no file
     /// ```
     var requiresExistingDatabase: Bool { get }
 }

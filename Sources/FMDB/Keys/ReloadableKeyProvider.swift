@@ -10,7 +10,8 @@ import Foundation
 ///
 /// ```swift
 /// let provider = try ReloadableKeyProvider {
-///     try RawKeyProvider(material: KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key"))
+///     try RawKeyProvider(
+///         material: KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key"))
 /// }
 /// let pool = try FMDatabasePool(path: "/var/lib/app/app.db", keyProvider: provider)
 /// ```

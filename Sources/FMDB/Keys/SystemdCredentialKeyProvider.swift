@@ -91,7 +91,8 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
     ) throws -> KeyMaterial {
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
             throw FMDatabaseError.misuse(
-                "A credential name is a file name: not empty, not \".\" or \"..\", no \"/\" (the name given is not shown)."
+                "A credential name is a file name: not empty, not \".\" or \"..\", no \"/\" (the name given is not "
+                    + "shown)."
             )
         }
         guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
@@ -122,8 +123,9 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
             throw FMDatabaseError(
                 code: SQLITE_PERM,
                 message:
-                    "The credential given (in \(directory)) is readable or writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8))): "
-                    + "refused; systemd makes credentials readable by the service only."
+                    "The credential given (in \(directory)) is readable or writable by group or others (mode "
+                    + "\(String(info.st_mode & 0o777, radix: 8))): refused; systemd makes credentials readable by the "
+                    + "service only."
             )
         }
         var folder = stat()
@@ -132,8 +134,8 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
                 code: SQLITE_PERM,
                 message:
                     "The directory CREDENTIALS_DIRECTORY names (\(directory)) is writable by group or others (mode "
-                    + "\(String(folder.st_mode & 0o777, radix: 8))): refused, as anyone who can write there can replace the "
-                    + "credential; systemd makes it read-only to the service."
+                    + "\(String(folder.st_mode & 0o777, radix: 8))): refused, as anyone who can write there can "
+                    + "replace the credential; systemd makes it read-only to the service."
             )
         }
         let material = try KeyMaterial(capacity: maximumSize + 1) { buffer in

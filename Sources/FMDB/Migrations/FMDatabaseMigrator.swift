@@ -119,7 +119,8 @@ public struct FMDatabaseMigrator: Sendable {
     private func run(_ inTransaction: ((FMDatabase) throws -> Void) throws -> Void) throws {
         try inTransaction { db in
             try db.executeUpdate(
-                "CREATE TABLE IF NOT EXISTS \(Self.tableName) (identifier TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS \(Self.tableName) "
+                    + "(identifier TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL)",
                 values: nil)
             try refuseUnknown(Self.applied(db))
         }
@@ -174,8 +175,8 @@ public struct FMDatabaseMigrator: Sendable {
             throw FMDatabaseError(
                 code: SQLITE_CONSTRAINT,
                 message:
-                    "The migration \"\(identifier)\" left a foreign key violation (a row of \(table) refers to a missing row of "
-                    + "\(parent)): it was rolled back."
+                    "The migration \"\(identifier)\" left a foreign key violation (a row of \(table) refers to a "
+                    + "missing row of \(parent)): it was rolled back."
             )
         }
     }

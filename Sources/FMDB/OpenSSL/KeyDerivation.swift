@@ -81,7 +81,8 @@ enum KeyDerivation {
                 throw FMDatabaseError(
                     code: SQLITE_ERROR,
                     message:
-                        "OpenSSL EVP_PBE_scrypt failed (n=\(n), r=\(r), p=\(p) may need more than maxMemory=\(limit) bytes)."
+                        "OpenSSL EVP_PBE_scrypt failed (n=\(n), r=\(r), p=\(p) may need more than maxMemory=\(limit) "
+                        + "bytes)."
                 )
             }
         }

@@ -86,7 +86,10 @@ extension FMDatabasePool: KeyChangeListener {
         for connection in idle { connection.closeAsOwner() }
         condition.broadcast()
         logger.warning(
-            "FMDatabasePool: \(path ?? ":memory:") is under a key its connections do not hold (rekeyed elsewhere); they are reopened with the key provider asked again."
+            """
+            FMDatabasePool: \(path ?? ":memory:") is under a key its connections do not hold (rekeyed elsewhere); \
+            they are reopened with the key provider asked again.
+            """
         )
         do {
             try provider?.reloadKey()

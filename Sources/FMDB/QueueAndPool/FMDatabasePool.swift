@@ -421,8 +421,8 @@ public final class FMDatabasePool: @unchecked Sendable {
                 condition.unlock()
                 programmingError(
                     "FMDatabasePool: every connection (maximumNumberOfDatabasesToCreate = \(maximum)) is held by this "
-                        + "thread, in an enclosing pool block: this nested call could never be served. Raise the limit, "
-                        + "or use the database of the enclosing block."
+                        + "thread, in an enclosing pool block: this nested call could never be served. Raise the "
+                        + "limit, or use the database of the enclosing block."
                 )
             }
             state.waiting += 1
@@ -715,7 +715,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
             condition.unlock()
             programmingError(
-                "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked in, so it would deadlock."
+                "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked "
+                    + "in, so it would deadlock."
             )
         }
         while state.rekeying || state.replacingKey || !state.checkedOut.isEmpty || state.opening > 0 {
@@ -759,7 +760,10 @@ public final class FMDatabasePool: @unchecked Sendable {
                 try prepare(db)
             } catch {
                 logger.warning(
-                    "After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)"
+                    """
+                    After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was \
+                    closed: \(error)
+                    """
                 )
             }
         }

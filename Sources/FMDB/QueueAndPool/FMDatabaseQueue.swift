@@ -364,7 +364,10 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func keyChanged() {
         closeDatabase()
         logger.warning(
-            "FMDatabaseQueue: \(path ?? ":memory:") is under a key its connection does not hold (rekeyed elsewhere); it is reopened with the key provider asked again."
+            """
+            FMDatabaseQueue: \(path ?? ":memory:") is under a key its connection does not hold (rekeyed elsewhere); \
+            it is reopened with the key provider asked again.
+            """
         )
         do {
             try keyProvider?.reloadKey()
@@ -560,7 +563,10 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                     try prepare(db)
                 } catch {
                     logger.warning(
-                        "After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was closed: \(error)"
+                        """
+                        After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was \
+                        closed: \(error)
+                        """
                     )
                 }
             }

@@ -108,8 +108,8 @@ extension FMDatabase {
         FMDatabaseError(
             code: (cause as? FMDatabaseError)?.extendedCode ?? SQLITE_NOTADB,
             message:
-                "The database at \(path ?? ":memory:") was rekeyed while this block ran (its key was changed elsewhere): "
-                + "the block was stopped and is not run again; its connection was closed, and the next one is opened "
-                + "with the key provider asked again.")
+                "The database at \(path ?? ":memory:") was rekeyed while this block ran (its key was changed "
+                + "elsewhere): the block was stopped and is not run again; its connection was closed, and the next one "
+                + "is opened with the key provider asked again.")
     }
 }
