@@ -308,28 +308,25 @@ enum EnvironmentName {
     /// The longest name said back; a raw key's 64 hexadecimal digits, or a 32-byte key in base32 or base64, is
     /// longer.
     static let longestShown = 32
-    /// Names at least this long are said back only with a `_` (words joined as variables conventionally are): a
-    /// key in hexadecimal or base32 has none.
-    static let longWord = 12
+    /// The longest name said back without a `_`: `K`, `DBKEY`. Longer single words (`PASSWORD1`, `HUNTER2`)
+    /// are what a passphrase given by mistake looks like.
+    static let longestWord = 5
 
-    /// A name is said back when it has the shape of a variable name (a letter or `_`, then letters, digits and
-    /// `_`; at most 32 characters), written in one case (`K`, `DBKEY`, `db_key`, `APP_DB_KEY`), and not the shape
-    /// of a key: a name of 12 characters or more must contain `_` (not `JBSWY3DPEHPK3PXP`, base32), and none may
-    /// be 8 or more hexadecimal digits alone (`DEADBEEF`). Upper and lower case mixed (`S3cr3tTyped`, base64)
-    /// is not said.
+    /// A name is said back when it has the shape environment variables are given by convention and a
+    /// passphrase rarely has: upper-case letters, digits and `_`, starting with a letter or `_`, at most 32
+    /// characters, with a `_` unless at most 5 characters long (`K`, `DBKEY`, `APP_DB_KEY`), and not 8 or
+    /// more hexadecimal digits alone. Any lower-case letter (`hunter2`, `db_key`, base64) hides it.
     static func isShown(_ name: String) -> Bool {
         let scalars = Array(name.unicodeScalars)
         guard let first = scalars.first, scalars.count <= longestShown, isLetter(first) || first == "_",
             scalars.allSatisfy({ isLetter($0) || ("0"..."9").contains($0) || $0 == "_" })
         else { return false }
-        let upper = scalars.contains { ("A"..."Z").contains($0) }
-        let lower = scalars.contains { ("a"..."z").contains($0) }
-        if upper && lower { return false }
         if scalars.count >= 8, scalars.allSatisfy({ $0.properties.isASCIIHexDigit }) { return false }
-        return scalars.count < longWord || name.contains("_")
+        return scalars.count <= longestWord || name.contains("_")
     }
 
+    /// An upper-case ASCII letter: the only letters a name said back may hold.
     private static func isLetter(_ scalar: Unicode.Scalar) -> Bool {
-        ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar)
+        ("A"..."Z").contains(scalar)
     }
 }

@@ -44,7 +44,7 @@ final class ToolMessageTests: ToolTestCase {
     func testAnUnsetKeyVariableIsNamedButAKeyShapedNameIsNot() throws {
         let enc = try makeEncrypted()
         // A variable's shape, long with `_`, or short in one word: named.
-        for name in ["FMDB_TEST_UNSET_KEY", "K", "DBKEY", "db_key"] {
+        for name in ["FMDB_TEST_UNSET_KEY", "K", "DBKEY", "DB_PASS"] {
             let named = try runUnsetting([name], ["info", enc, "--kdf", "raw", "--key-env", name])
             XCTAssertEqual(named.status, 64, named.stderr)
             XCTAssertTrue(
@@ -58,6 +58,8 @@ final class ToolMessageTests: ToolTestCase {
         for keyShaped in [
             "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "JBSWY3DPEHPK3PXP", "q7Xz0bLk3VwP9sR2tYu", "S3cr3tTyped", "DEADBEEF",
             "cafe0123babe",
+            // Passphrases typed in place of a name: any lower case, or a longer word without `_`.
+            "hunter2", "password1", "correct_horse_battery", "db_key", "PASSWORD1", "HUNTER2",
             String(repeating: "AB_", count: 11),
         ] {
             let shaped = try runUnsetting([keyShaped], ["info", enc, "--kdf", "raw", "--key-env", keyShaped])
