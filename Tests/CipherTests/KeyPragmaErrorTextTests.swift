@@ -51,6 +51,27 @@ final class KeyPragmaErrorTextTests: FMDBCipherTestCase {
         }
     }
 
+    /// Other SQL that carries a key: SQLCipher's `ATTACH ... KEY 'secret'` (allowed on an unkeyed
+    /// connection), and a key PRAGMA with a comment between its words. Neither the SQL nor SQLite's message
+    /// about it is shown, in the error or the log.
+    func testAttachWithAKeyAndACommentedKeyPragmaAreHiddenToo() throws {
+        let statements = [
+            // Fails: the path is a directory.
+            "ATTACH DATABASE '\(directory.path(""))' AS e KEY '\(secret)'",
+            // Fails at the unterminated literal, which SQLite quotes.
+            "PRAGMA/**/key='\(secret)",
+            "PRAGMA main . /* the key */ hexkey = x'\(secret)",
+        ]
+        for sql in statements {
+            let capture = LogCapture()
+            let db = try connection(capture)
+            XCTAssertFalse(db.executeUpdate(sql), sql)
+            assertHidden(db, capture, nil)
+            XCTAssertTrue(capture.all.contains { $0.contains("DB Error") }, "still logged: \(sql)")
+            db.close()
+        }
+    }
+
     /// The key guard's own reason is shown (it names no part of the SQL); the key in the SQL is not.
     func testTheKeyGuardsRefusalKeepsItsReasonAndHidesTheKey() throws {
         let capture = LogCapture()

@@ -88,18 +88,18 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
 
     /// `details`: more `userInfo` entries, each read back by the feature that wrote it (`copyFailure`).
     /// `messageNamesNoSQL`: `message` is the library's own and never quotes the SQL (the key guard's
-    /// refusals); otherwise a message about SQL with a key PRAGMA is not shown.
+    /// refusals); otherwise a message about SQL that may hold a key (`loggable`) is not shown.
     init(
         code: Int32, message: String?, sql: String? = nil, marks: [Mark], details: [String: String] = [:],
         keySlotFile: String? = nil, messageNamesNoSQL: Bool = false
     ) {
         let loggableSQL = sql.map(FMDatabaseError.loggable)
-        // SQL with a key PRAGMA is not shown, and neither is a message about it: SQLite's own messages quote
+        // SQL that may hold a key is not shown, and neither is a message about it: SQLite's own messages quote
         // the SQL near an error ("unrecognized token: "'passphrase"), and so may a message written here.
         let hidesKey = !messageNamesNoSQL && sql != nil && loggableSQL != sql
         let text =
             hidesKey
-            ? FMDatabaseError.defaultMessage(for: code) + " (the SQL holds a key PRAGMA: its message is not shown)"
+            ? FMDatabaseError.defaultMessage(for: code) + " (the SQL may hold a key: its message is not shown)"
             : message ?? FMDatabaseError.defaultMessage(for: code)
         self.extendedCode = code
         self.message = text
@@ -133,7 +133,7 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     // MARK: - Library errors
 
     /// The key guard refused `sql`: SQLITE_AUTH with the guard's reason, which names no part of the SQL and
-    /// is shown even when the SQL holds a key PRAGMA (the SQL itself is not).
+    /// is shown even when the SQL may hold a key (the SQL itself is not).
     static func refused(_ reason: String, sql: String?) -> FMDatabaseError {
         FMDatabaseError(code: SQLITE_AUTH, message: reason, sql: sql, marks: [], messageNamesNoSQL: true)
     }
@@ -156,16 +156,23 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
 }
 
 extension FMDatabaseError {
-    /// `sql` as it may appear in an error, a log line or a trace: SQL that names a key PRAGMA (`key`,
-    /// `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`, with or without a schema or quotes) is
-    /// replaced by a placeholder, because its text holds a key (the library itself never puts a key in SQL;
-    /// a program porting FMDB code may).
+    /// `sql` as it may appear in an error, a log line or a trace: SQL that may hold a key is replaced by a
+    /// placeholder (the library itself never puts a key in SQL; a program porting FMDB code may). That is SQL
+    /// naming a key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`, with or without a
+    /// schema, quotes or comments), and SQL in which any such word is followed by a string or blob literal
+    /// (`ATTACH DATABASE 'x.db' AS x KEY 'secret'`; a column named `key` compared with a literal is hidden
+    /// too: hiding more than needed is the safe side).
     static func loggable(_ sql: String) -> String {
-        sql.range(
-            of:
-                #"pragma\s+(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?\s*\.\s*)?"#
-                + #"["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#,
-            options: [.regularExpression, .caseInsensitive]) == nil
-            ? sql : "(SQL with a key PRAGMA, not shown)"
+        let gap = #"(?:\s|/\*[\s\S]*?\*/|--[^\n]*(?:\n|$))"#
+        let pragma =
+            #"pragma"# + gap + #"*(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?"# + gap + #"*\."# + gap + #"*)?"#
+            + #"["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#
+        let keyWithLiteral =
+            #"(?<![A-Za-z0-9_])(?:hex|text)?(?:re)?key["'`\]]?"# + gap + #"*(?:=|\()?"# + gap + #"*[xX]?['"]"#
+        for pattern in [pragma, keyWithLiteral]
+        where sql.range(of: pattern, options: [.regularExpression, .caseInsensitive]) != nil {
+            return "(SQL that may hold a key, not shown)"
+        }
+        return sql
     }
 }
