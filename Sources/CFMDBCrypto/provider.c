@@ -70,18 +70,24 @@ static _Atomic(fmdb_crypto_error_reporter) error_reporter = NULL;
 
 void fmdb_crypto_set_error_reporter(fmdb_crypto_error_reporter reporter) { atomic_store(&error_reporter, reporter); }
 
+// The queue is emptied first (its first 16 entries kept), then reported: a reporter (a program's log
+// handler) that leaves OpenSSL errors of its own on this thread cannot keep the loop going.
 static void drain_openssl_errors(const char *function) {
-    unsigned long first = ERR_peek_error(), code;
+    unsigned long first = ERR_peek_error(), codes[16], code;
+    size_t count = 0;
     fmdb_crypto_error_reporter reporter = atomic_load(&error_reporter);
     char text[256];
     if (first == 0) return;
     while ((code = ERR_get_error()) != 0) {
-        if (reporter == NULL) continue;
-        ERR_error_string_n(code, text, sizeof text);
-        reporter(function, text);
+        if (count < sizeof codes / sizeof codes[0]) codes[count++] = code;
     }
     atomic_store(&last_openssl_error, first);
     atomic_fetch_add(&openssl_failures, 1);
+    if (reporter == NULL) return;
+    for (size_t i = 0; i < count; i++) {
+        ERR_error_string_n(codes[i], text, sizeof text);
+        reporter(function, text);
+    }
 }
 
 unsigned long fmdb_crypto_openssl_failures(void) { return atomic_load(&openssl_failures); }

@@ -8,18 +8,23 @@ import Logging
 /// of the next, unrelated failure by any OpenSSL user on the thread. The crypto provider's C code reports
 /// through the same function (`CryptoProviderRegistration` sets its reporter).
 enum OpenSSLErrors {
-    /// Empties this thread's queue after a failed call of `function`, reporting each entry.
+    /// Empties this thread's queue after a failed call of `function`, then reports its entries (the first
+    /// 16): emptied first, so that a log handler leaving OpenSSL errors of its own cannot keep it going.
     static func drain(after function: String) {
-        var text = [CChar](repeating: 0, count: 256)
+        var codes: [UInt] = []
         var code = ERR_get_error()
         while code != 0 {
+            if codes.count < 16 { codes.append(code) }
+            code = ERR_get_error()
+        }
+        var text = [CChar](repeating: 0, count: 256)
+        for code in codes {
             let line = text.withUnsafeMutableBufferPointer { buffer -> String in
                 guard let base = buffer.baseAddress else { return "error \(code)" }
                 ERR_error_string_n(code, base, buffer.count)
                 return String(cString: base)
             }
             report(function: function, text: line)
-            code = ERR_get_error()
         }
     }
 
