@@ -192,36 +192,23 @@ case "rekeyer":
         FileHandle.standardError.write(Data("rekeyer: \(error)\n".utf8))
         exit(5)
     }
-case "migrate-and-hang":
-    // migrate-and-hang DB HEXKEY: migrates with "first" (a table a) and "second" (table b, 1000 rows, then
-    // prints "migrating" and sleeps inside the migration's transaction until killed).
+case "migrate-and-hang", "migrate-and-stop":
+    // migrate-and-hang|migrate-and-stop DB HEXKEY: migrates with "first" (a table a) and "second" (table b,
+    // 1000 rows). migrate-and-hang then prints "migrating" and sleeps inside the second migration's
+    // transaction until killed; migrate-and-stop prints "migrated" once both are committed and sleeps until
+    // killed.
     let args = Array(arguments)
     guard args.count == 3 else { exit(64) }
+    let hangsInside = scenario == "migrate-and-hang"
     var migrator = FMDatabaseMigrator()
     migrator.registerMigration("first") { db in try db.executeUpdate("CREATE TABLE a (x)", values: nil) }
     migrator.registerMigration("second") { db in
         try db.executeUpdate("CREATE TABLE b (x)", values: nil)
         for i in 0..<1000 { try db.executeUpdate("INSERT INTO b VALUES (?)", values: [i]) }
-        say("migrating")
-        while true { sleep(60) }
-    }
-    do {
-        let queue = try FMDatabaseQueue(path: args[1], keyProvider: try RawKeyProvider(material: material(args[2])))
-        try migrator.migrate(queue)
-    } catch {
-        exit(4)
-    }
-    say("not reached")
-case "migrate-and-stop":
-    // migrate-and-stop DB HEXKEY: migrates with "first" (a table a) and "second" (table b, 1000 rows), prints
-    // "migrated" once both are committed, and sleeps until killed.
-    let args = Array(arguments)
-    guard args.count == 3 else { exit(64) }
-    var migrator = FMDatabaseMigrator()
-    migrator.registerMigration("first") { db in try db.executeUpdate("CREATE TABLE a (x)", values: nil) }
-    migrator.registerMigration("second") { db in
-        try db.executeUpdate("CREATE TABLE b (x)", values: nil)
-        for i in 0..<1000 { try db.executeUpdate("INSERT INTO b VALUES (?)", values: [i]) }
+        if hangsInside {
+            say("migrating")
+            while true { sleep(60) }
+        }
     }
     do {
         let queue = try FMDatabaseQueue(path: args[1], keyProvider: try RawKeyProvider(material: material(args[2])))

@@ -91,26 +91,34 @@ final class FMDatabaseMigratorTests: FMDBCipherTestCase {
         }
     }
 
-    /// SIGKILL in the middle of a migration: the database holds what the migrations before it did, and
-    /// nothing of it; migrating again applies it.
-    func testAKillMidMigrationLeavesTheStateBeforeIt() throws {
+    /// Runs the test helper's `scenario` on `path` and SIGKILLs it once it printed `word`; false (after a
+    /// failure) when it never did.
+    func killHelper(_ scenario: String, on path: String, after word: String) throws -> Bool {
         let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
-        let path = directory.path("killed.db")
         let process = Process()
         let output = Pipe()
         process.executableURL = URL(fileURLWithPath: helper)
-        process.arguments = ["migrate-and-hang", path, Self.hex]
+        process.arguments = [scenario, path, Self.hex]
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let reached = waitForOutput(of: process, on: output, containing: "migrating", within: 60)
+        let reached = waitForOutput(of: process, on: output, containing: word, within: 60)
         guard reached.found else {
             process.terminate()
-            return XCTFail("the helper did not reach the migration: \(reached.seen)")
+            XCTFail("\(scenario) did not print \(word): \(reached.seen)")
+            return false
         }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+        return true
+    }
+
+    /// SIGKILL in the middle of a migration: the database holds what the migrations before it did, and
+    /// nothing of it; migrating again applies it.
+    func testAKillMidMigrationLeavesTheStateBeforeIt() throws {
+        let path = directory.path("killed.db")
+        guard try killHelper("migrate-and-hang", on: path, after: "migrating") else { return }
 
         let queue = try FMDatabaseQueue(path: path, keyProvider: try Self.provider())
         var migrator = FMDatabaseMigrator()
@@ -133,23 +141,8 @@ final class FMDatabaseMigratorTests: FMDBCipherTestCase {
     /// SIGKILL right after a migration's COMMIT: the database holds it, recorded, and migrating again does
     /// not run it again.
     func testAKillAfterAMigrationCommittedLeavesTheStateAfterIt() throws {
-        let helper = try XCTUnwrap(builtProduct("fmdb-test-helper"))
         let path = directory.path("killed-after.db")
-        let process = Process()
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: helper)
-        process.arguments = ["migrate-and-stop", path, Self.hex]
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let reached = waitForOutput(of: process, on: output, containing: "migrated", within: 60)
-        guard reached.found else {
-            process.terminate()
-            return XCTFail("the helper did not finish the migrations: \(reached.seen)")
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+        guard try killHelper("migrate-and-stop", on: path, after: "migrated") else { return }
 
         let queue = try FMDatabaseQueue(path: path, keyProvider: try Self.provider())
         let runs = Locked(0)

@@ -22,6 +22,18 @@ final class FormatToolTests: ToolTestCase {
         }
     }
 
+    /// A SQLCipher 3 database of `makeDatabase`'s 20 rows in WAL mode, with a 21st row still only in its
+    /// -wal, and the open connection that holds it there (the caller closes it).
+    func makeWALDatabase(_ name: String) throws -> (path: String, connection: FMDatabase) {
+        let file = try makeDatabase(name, format: .v3)
+        let db = FMDatabase(path: file)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("format key"), settings: CipherSettings(format: .v3))
+        XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = WAL"), "wal")
+        XCTAssertTrue(db.executeUpdate("insert into t (v) values ('in the wal')"))
+        return (file, db)
+    }
+
     func format(_ file: String, key: String = "format key") throws -> String? {
         let result = try runKeyed(["info", file, "--key-env", "K", "--json"], key: key)
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -107,12 +119,7 @@ final class FormatToolTests: ToolTestCase {
     /// the new file, and every row is there.
     func testMigrateInPlaceOfAWALDatabaseLeavesNoSideFiles() throws {
         guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
-        let file = try makeDatabase("wal.db", format: .v3)
-        let db = FMDatabase(path: file)
-        XCTAssertTrue(db.open())
-        try db.setKey(using: PassphraseKeyProvider("format key"), settings: CipherSettings(format: .v3))
-        XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = WAL"), "wal")
-        XCTAssertTrue(db.executeUpdate("insert into t (v) values ('in the wal')"))
+        let (file, db) = try makeWALDatabase("wal.db")
         db.close()
         let result = try runKeyed(["migrate", file, "--key-env", "K", "--quiet"])
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -132,12 +139,7 @@ final class FormatToolTests: ToolTestCase {
     /// every row, the one only the -wal held included.
     func testMigrateInPlaceAppliesAWALAStoppedProcessLeft() throws {
         guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { throw XCTSkip("migrate needs SQLCipher 4 linked") }
-        let live = try makeDatabase("live.db", format: .v3)
-        let db = FMDatabase(path: live)
-        XCTAssertTrue(db.open())
-        try db.setKey(using: PassphraseKeyProvider("format key"), settings: CipherSettings(format: .v3))
-        XCTAssertEqual(db.string(forQuery: "PRAGMA journal_mode = WAL"), "wal")
-        XCTAssertTrue(db.executeUpdate("insert into t (v) values ('in the wal')"))
+        let (live, db) = try makeWALDatabase("live.db")
         // The files as a process killed now would leave them: the database and its -wal, no process.
         let file = path("stopped.db")
         try FileManager.default.copyItem(atPath: live, toPath: file)
