@@ -31,6 +31,20 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         defer { db.close() }
         try db.setKey(using: provider(old))
         try db.rekeySafely(using: provider(new))
+        waitOutKeyCheckInterval()
+    }
+
+    /// Sleeps past the interval in which a connection that passed the key check is not checked again, so the
+    /// next block of a connection that was in use before a rekey elsewhere is checked first.
+    static func waitOutKeyCheckInterval() {
+        usleep(useconds_t(2 * FMDatabase.keyCheckInterval.load(ordering: .relaxed) / 1_000 + 1_000))
+    }
+
+    /// Runs `body` with the key check interval set to `nanoseconds`.
+    func withKeyCheckInterval(_ nanoseconds: UInt64, _ body: () throws -> Void) rethrows {
+        let before = FMDatabase.keyCheckInterval.exchange(nanoseconds, ordering: .relaxed)
+        defer { FMDatabase.keyCheckInterval.store(before, ordering: .relaxed) }
+        try body()
     }
 
     /// A provider that reads "the key file" (here a byte in memory) again at each reload, and a
@@ -287,6 +301,67 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
 
     /// The skip itself: a connection that only served immediate and exclusive transactions never prepared
     /// the key check (its statement is cached on the connection from the first check on).
+    // MARK: - The key check interval
+
+    /// A connection that passed the key check less than the interval ago is not checked before its next
+    /// block: a key change elsewhere in between is met by that block's first statement, which fails with
+    /// code 26 like a block running at the change; the connection is replaced, and the next block is served.
+    func testABlockWithinTheKeyCheckIntervalOfAKeyChangeFailsOnceAndTheNextIsServed() throws {
+        let path = try makeKeyed()
+        let harness = Harness(path: path)
+        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        try withKeyCheckInterval(3_600_000_000_000) {
+            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)
+            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)  // Checked before: trusted from now on.
+            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
+            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
+            let db = FMDatabase(path: path)
+            XCTAssertTrue(db.open())
+            try db.setKey(using: Self.provider(1))
+            try db.rekeySafely(using: Self.provider(2))
+            db.close()
+            harness.keyByte.withLock { $0 = 2 }
+
+            let reads: [(String, () throws -> Int32)] = [
+                ("pool", { try pool.inDatabase(Self.countRows) }), ("queue", { try queue.inDatabase(Self.countRows) }),
+            ]
+            for (name, read) in reads {
+                XCTAssertThrowsError(try read(), name) { error in
+                    XCTAssertEqual(nsError(error).code, 26, name)
+                    XCTAssertTrue(
+                        (error as? FMDatabaseError)?.message.contains("rekeyed while this block ran") ?? false,
+                        "\(name): \(error)")
+                }
+                XCTAssertEqual(try read(), 0, "\(name): the next block runs on a connection under the new key")
+            }
+        }
+    }
+
+    /// Past the interval the connection is checked before the block: a key change elsewhere fails no block.
+    func testABlockAfterTheKeyCheckIntervalIsCheckedAndServedAcrossAKeyChange() throws {
+        let path = try makeKeyed()
+        let harness = Harness(path: path)
+        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        try withKeyCheckInterval(1_000_000) {
+            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)
+            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
+            try Self.rekeyElsewhere(path, from: 1, to: 2)  // Waits out the interval.
+            harness.keyByte.withLock { $0 = 2 }
+            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)
+            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
+        }
+    }
+
+    /// The rows of `t`, through the throwing forms.
+    static func countRows(_ db: FMDatabase) throws -> Int32 {
+        let rows = try db.executeQuery("select count(*) from t", values: nil)
+        defer { rows.close() }
+        guard try rows.nextWithError() else { throw FMDatabaseError.misuse("no row") }
+        return rows.int(forColumnIndex: 0)
+    }
+
     func testNoKeyCheckRunsBeforeAnImmediateOrExclusiveTransaction() throws {
         let path = try makeKeyed()
         let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false)

@@ -81,6 +81,7 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
         try queue.inDatabase { db in try db.executeUpdate("insert into t values (2)", values: nil) }
 
         try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("alpha"), .passphrase("beta")])
+        KeyChangeCoordinationTests.waitOutKeyCheckInterval()
 
         serve(pool, 3)
         XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 7)
@@ -115,6 +116,7 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
         defer { db.close() }
         try db.setKey(using: old)
         try db.rekeySafely(using: new)
+        KeyChangeCoordinationTests.waitOutKeyCheckInterval()
     }
 
     func makeKeyed(_ provider: any KeyProvider) throws -> String {

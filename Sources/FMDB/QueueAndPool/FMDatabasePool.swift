@@ -435,7 +435,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.unlock()
 
         let db: FMDatabase
-        if let candidate, provider == nil || !checksKey || !candidate.database.isUnderAnotherKey() {
+        if let candidate, provider == nil || !checksKey || !candidate.database.isUnderAnotherKeyBeforeBlock() {
             db = candidate.database
         } else {
             if let candidate {

@@ -301,7 +301,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             closeDatabase()
         }
         if let database, database.isOpen {
-            guard keyProvider != nil, checksKey, database.isUnderAnotherKey() else {
+            guard keyProvider != nil, checksKey, database.isUnderAnotherKeyBeforeBlock() else {
                 database.lend()
                 return database
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A queue or pool that can be told its database file was rekeyed through another queue or pool of
 /// this process.
@@ -71,7 +72,31 @@ extension FMDatabase {
     /// The check's SQL: reading the schema cookie reads page 1, which a key change makes unreadable.
     private static let keyCheckSQL = "PRAGMA schema_version"
 
-    private func underAnotherKey() -> Bool {
+    /// Before a block: `isUnderAnotherKey()`, left out when this connection read the file under its key
+    /// less than ``keyCheckInterval`` ago (it then served the block before this one).
+    ///
+    /// Under a service's load a check is a read transaction of its own that another connection's writes
+    /// make cost about 2 µs and a wait on SQLite's locks, before every read (BENCHMARKS.md, "The per-block
+    /// key check"). Left out, a key change that lands in the interval is met by the block's own first
+    /// statement instead: that block fails with code 26, as one running at the change does, and its
+    /// connection is closed at check-in. So at most one block per connection fails per key change, as
+    /// before; the interval only widens "running at the change" to "started within a millisecond of it".
+    func isUnderAnotherKeyBeforeBlock() -> Bool {
+        asOwner {
+            let now = DispatchTime.now().uptimeNanoseconds
+            let interval = Self.keyCheckInterval.load(ordering: .relaxed)
+            if keyConfirmedAt != 0, now &- keyConfirmedAt < interval { return false }
+            return underAnotherKey(confirmedAt: now)
+        }
+    }
+
+    /// How long (nanoseconds) a connection that read the file under its key before a block is not checked
+    /// again: 1 ms. Tests set it (0: check before every block).
+    static let keyCheckInterval = Atomic<UInt64>(1_000_000)
+
+    /// `confirmedAt`: when the check started (0: not before a block); recorded when the file read under
+    /// this connection's key.
+    private func underAnotherKey(confirmedAt: UInt64 = 0) -> Bool {
         guard let connection else { return false }
         // Kept in the connection's statement cache whatever `shouldCacheStatements` says (only the FMDB
         // query paths look there when it is false, and never for this SQL); finalized when the connection closes.
@@ -94,6 +119,7 @@ extension FMDatabase {
             statement.reset()
         }
         let code = statement.step()
+        if code == SQLITE_ROW, confirmedAt != 0 { keyConfirmedAt = confirmedAt }
         return code & 0xFF == SQLITE_NOTADB
     }
 
@@ -108,8 +134,9 @@ extension FMDatabase {
         FMDatabaseError(
             code: (cause as? FMDatabaseError)?.extendedCode ?? SQLITE_NOTADB,
             message:
-                "The database at \(path ?? ":memory:") was rekeyed while this block ran (its key was changed "
-                + "elsewhere): the block was stopped and is not run again; its connection was closed, and the next one "
-                + "is opened with the key provider asked again.")
+                "The database at \(path ?? ":memory:") was rekeyed while this block ran, or less than a millisecond "
+                + "before it started (its key was changed elsewhere after this connection last read the file): the "
+                + "block was stopped and is not run again; its connection was closed, and the next one is opened "
+                + "with the key provider asked again.")
     }
 }
