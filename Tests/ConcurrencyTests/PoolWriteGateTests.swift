@@ -227,6 +227,48 @@ final class PoolWriteGateTests: FMDBCipherTestCase {
         XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "SELECT count(*) FROM t") }, 1)
     }
 
+    // MARK: - The writer connection
+
+    /// Write transactions keep to the connection the last one ran on, whose page cache no other connection's
+    /// write invalidated; other blocks take another idle connection while there is one.
+    func testWriteTransactionsKeepToOneConnectionAndReadsTakeAnother() throws {
+        let path = directory.path("writer.db")
+        let pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: Self.rawKey))
+        pool.inDatabase { db in
+            XCTAssertEqual(db.string(forQuery: "pragma journal_mode = wal"), "wal")
+            XCTAssertTrue(db.executeUpdate("create table t (v integer)"))
+        }
+        // Three idle connections.
+        pool.inDatabase { _ in pool.inDatabase { _ in pool.inDatabase { _ in } } }
+        XCTAssertEqual(pool.countOfOpenDatabases, 3)
+
+        var writers = Set<ObjectIdentifier>()
+        var readers = [ObjectIdentifier]()
+        for round in 0..<6 {
+            try pool.inTransaction(.immediate) { db in
+                writers.insert(ObjectIdentifier(db))
+                try db.executeUpdate("insert into t values (?)", values: [round])
+            }
+            pool.inDatabase { db in
+                readers.append(ObjectIdentifier(db))
+                XCTAssertEqual(db.int(forQuery: "select count(*) from t"), Int32(round + 1))
+            }
+            if round == 3 {
+                // A deferred transaction is no write transaction to the pool: it may take any connection.
+                try pool.inTransaction(.deferred) { db in try db.executeUpdate("delete from t where 0", values: nil) }
+            }
+        }
+        XCTAssertEqual(writers.count, 1, "every write transaction ran on one connection")
+        XCTAssertTrue(readers.allSatisfy { !writers.contains($0) }, "reads took another idle connection")
+        XCTAssertEqual(pool.countOfOpenDatabases, 3, "no connection opened for it")
+
+        // With the writer the only idle connection, a read takes it (nothing waits for it).
+        pool.releaseAllDatabases()
+        pool.inTransaction { db, _ in XCTAssertTrue(db.executeUpdate("insert into t values (9)")) }  // Exclusive.
+        pool.inDatabase { db in XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 7) }
+        XCTAssertEqual(pool.countOfOpenDatabases, 1)
+    }
+
     // MARK: - Load
 
     /// As a server would use the pool: 8 workers (`concurrentPerform`) over a keyed WAL pool, each doing

@@ -103,6 +103,7 @@ extension FMDatabasePool: KeyChangeListener {
     private func invalidateConnections() -> [FMDatabase] {
         state.generation += 1
         state.unannounced.removeAll()  // Only ever idle connections, all closed by the caller.
+        state.writer = nil
         defer { state.checkedIn.removeAll() }
         return state.checkedIn.map(\.database)
     }

@@ -63,6 +63,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         var unannounced: Set<ObjectIdentifier> = []
         /// Calls waiting in `checkOut` for a connection (the limit reached): read by tests.
         var waiting = 0
+        /// The connection the pool's last immediate or exclusive transaction ran on: the next one prefers it,
+        /// and other blocks prefer any other idle connection (see `takeIdle`). nil: none, or it was dropped.
+        var writer: ObjectIdentifier?
     }
 
     /// The path given at init (nil: in-memory).
@@ -382,9 +385,12 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:
     /// whether an idle keyed connection is checked against the file's key first (false only before a BEGIN
-    /// that reads the header itself: see `withTransactionDatabase`). `cancellation`: the task of a `perform`
-    /// call; once it is cancelled the wait ends with `CancellationError` (its `onCancel` wakes the waiters).
-    private func checkOut(checksKey: Bool, cancellation: BlockCancellation? = nil) throws -> FMDatabase {
+    /// that reads the header itself: see `withTransactionDatabase`). `forWrite`: for an immediate or exclusive
+    /// transaction (see `takeIdle`). `cancellation`: the task of a `perform` call; once it is cancelled the
+    /// wait ends with `CancellationError` (its `onCancel` wakes the waiters).
+    private func checkOut(
+        checksKey: Bool, forWrite: Bool = false, cancellation: BlockCancellation? = nil
+    ) throws -> FMDatabase {
         let me = pthread_self()
         condition.lock()
         var isNew = false
@@ -399,7 +405,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 condition.unlock()
                 throw CancellationError()
             }
-            if !state.rekeying, let entry = state.checkedIn.popLast() {
+            if !state.rekeying, let entry = takeIdle(forWrite: forWrite) {
                 // Checked out in the same critical section that took it from `checkedIn`: between the two
                 // it would count toward neither, and another caller could open a connection past the limit.
                 state.checkedOut[ObjectIdentifier(entry.database)] = Checkout(
@@ -482,11 +488,35 @@ public final class FMDatabasePool: @unchecked Sendable {
             locked {
                 state.opening -= 1
                 state.checkedOut[ObjectIdentifier(db)] = Checkout(database: db, thread: me, generation: generation)
+                if forWrite { state.writer = ObjectIdentifier(db) }
             }
         }
         db.checkedOut = true
         if announce { delegate?.databasePool(self, didAddDatabase: db) }
         return db
+    }
+
+    /// Takes an idle connection out of `checkedIn`: the most recently checked in (as FMDB), except that a
+    /// write transaction takes the connection the last one ran on, and any other block an idle connection
+    /// other than that one. Call with the lock held.
+    ///
+    /// Why: a write on one connection makes every other connection of the file drop its page cache at its
+    /// next transaction (SQLite sees the WAL changed), and on a keyed file each page read again is
+    /// authenticated and decrypted. Writes that keep to one connection find their pages in its cache, as a
+    /// single writer connection's do (GRDB's pool, raw C services); measured in BENCHMARKS.md, W6.
+    private func takeIdle(forWrite: Bool) -> (database: FMDatabase, generation: Int)? {
+        let count = state.checkedIn.count
+        if count > 1, let writer = state.writer,
+            let index = state.checkedIn.lastIndex(where: { ObjectIdentifier($0.database) == writer })
+        {
+            if forWrite {
+                return state.checkedIn.remove(at: index)
+            }
+            if index == count - 1 { return state.checkedIn.remove(at: count - 2) }
+        }
+        guard let entry = state.checkedIn.popLast() else { return nil }
+        if forWrite { state.writer = ObjectIdentifier(entry.database) }
+        return entry
     }
 
     /// Checks a connection back in: closes result sets and rolls back a transaction the block left
@@ -530,12 +560,12 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// `blockStarted`: for a transaction, whether its block has started; `checksKey`: whether an idle
     /// connection's key is checked before `body` (see `withTransactionDatabase`).
     private func withDatabase<T>(
-        blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, cancellation: BlockCancellation? = nil,
-        _ body: (FMDatabase) throws -> T
+        blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, forWrite: Bool = false,
+        cancellation: BlockCancellation? = nil, _ body: (FMDatabase) throws -> T
     ) throws -> T {
         let db: FMDatabase
         do {
-            db = try checkOut(checksKey: checksKey, cancellation: cancellation)
+            db = try checkOut(checksKey: checksKey, forWrite: forWrite, cancellation: cancellation)
         } catch is CancellationError {
             throw CancellationError()  // The caller's own doing: not the pool's lastError.
         } catch {
@@ -573,8 +603,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         let attempts = FMDatabase.transactionAttemptsAcrossKeyChanges
         for attempt in 1...attempts {
             do {
-                return try withDatabase(blockStarted: { started }, checksKey: checksKey, cancellation: cancellation) {
-                    db in
+                return try withDatabase(
+                    blockStarted: { started }, checksKey: checksKey, forWrite: !checksKey, cancellation: cancellation
+                ) { db in
                     try db.withBeginAsKeyCheck(!checksKey) { try body(db) { started = true } }
                 }
             } catch let again as KeyChangedBeforeBlock {
