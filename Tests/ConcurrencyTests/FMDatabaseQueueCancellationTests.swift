@@ -307,4 +307,59 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         XCTAssertEqual(count, 0, "the pool serves on")
         XCTAssertEqual(pool.countOfCheckedOutDatabases, 0)
     }
+
+    /// A pool `performTransaction` waiting for its turn behind another thread's transaction on the file stops
+    /// waiting when its task is cancelled: it throws `CancellationError` while the other transaction still
+    /// runs, its block never runs, and the turns after it are served.
+    func testAPoolTransactionWaitingForItsTurnStopsWaitingWhenCancelled() async throws {
+        let path = directory.path("turn.db")
+        let pool = FMDatabasePool(path: path)
+        try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a)", values: nil) }
+        let gate = WriteGate.shared(forPath: path)
+        let holding = Locked(false)
+        let release = Locked(false)
+        let released = Locked(false)
+        let holder = Thread {
+            try? pool.inTransaction(.immediate) { db in
+                try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)
+                holding.withLock { $0 = true }
+                // Held until the test says so; 10 s at most, so a regression fails instead of hanging.
+                let patience = Date().addingTimeInterval(10)
+                while !release.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
+                released.withLock { $0 = true }
+            }
+        }
+        holder.start()
+        while !holding.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+
+        let ran = Locked(0)
+        let task = Task {
+            try await pool.performTransaction(.immediate) { db in
+                ran.withLock { $0 += 1 }
+                try db.executeUpdate("INSERT INTO t VALUES (2)", values: nil)
+            }
+        }
+        while gate.waitingCount == 0, !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        let start = Date()
+        task.cancel()
+        let result = await task.result
+        XCTAssertFalse(released.withLock { $0 }, "the call returned only after the other transaction ended")
+        XCTAssertLessThan(Date().timeIntervalSince(start), 5, "hang guard")
+        if case .failure(let error) = result {
+            XCTAssertTrue(error is CancellationError, "\(error)")
+        } else {
+            XCTFail("a cancelled call must not succeed")
+        }
+        XCTAssertEqual(gate.waitingCount, 0, "the cancelled call left the queue")
+
+        release.withLock { $0 = true }
+        while !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        try await pool.performTransaction(.immediate) { db in
+            try db.executeUpdate("INSERT INTO t VALUES (3)", values: nil)
+        }
+        XCTAssertEqual(ran.withLock { $0 }, 0, "the cancelled block never ran")
+        let values = try await pool.perform { db in db.string(forQuery: "SELECT group_concat(a) FROM t") }
+        XCTAssertEqual(values, "1,3", "the holder's and the next turn's rows, not the cancelled one's")
+        XCTAssertNil(pool.lastError, "a cancellation is not the pool's error")
+    }
 }

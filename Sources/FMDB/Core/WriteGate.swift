@@ -34,12 +34,18 @@ final class WriteGate: @unchecked Sendable {
     init() {}
 
     /// Runs `body` when the calling thread's turn comes: turns are served in the order they were asked for.
-    /// - Parameter timeout: how long to wait for the turn; nil waits as long as it takes.
+    /// - Parameters:
+    ///   - timeout: how long to wait for the turn; nil waits as long as it takes.
+    ///   - cancellation: the task of a `performTransaction` call: once it is cancelled (and `wakeWaiters()`
+    ///     called), the wait ends.
     /// - Throws: SQLITE_MISUSE when the calling thread already holds the gate (a pool transaction
     ///   started inside another pool transaction on the same file: it could never start), SQLITE_BUSY
-    ///   when `timeout` ran out first (`body` did not run), or what `body` throws.
-    func withTurn<T>(timeout: TimeInterval? = nil, _ body: () throws -> T) throws -> T {
-        try enter(timeout: timeout)
+    ///   when `timeout` ran out first, `CancellationError` when `cancellation` was cancelled first (`body`
+    ///   did not run), or what `body` throws.
+    func withTurn<T>(
+        timeout: TimeInterval? = nil, cancellation: BlockCancellation? = nil, _ body: () throws -> T
+    ) throws -> T {
+        try enter(timeout: timeout, cancellation: cancellation)
         defer { leave() }
         return try body()
     }
@@ -58,51 +64,68 @@ final class WriteGate: @unchecked Sendable {
         return "\(timeout) s"
     }
 
-    private func enter(timeout: TimeInterval?) throws {
+    private func enter(timeout: TimeInterval?, cancellation: BlockCancellation?) throws {
         let me = pthread_self()
         lock.lock()
-        if let holder {
-            if pthread_equal(holder, me) != 0 {
-                lock.unlock()
-                throw FMDatabaseError.misuse(
-                    "A pool transaction was started inside another pool transaction on the same database file, on the "
-                        + "same thread: it would wait for itself. Use the database of the enclosing transaction (or a "
-                        + "savepoint on it)."
-                )
-            }
-            let waiter = Waiter(thread: me)
-            queue.append(waiter)
-            lock.unlock()
-            let deadline = timeout.flatMap(Self.deadline(after:))
-            waiter.condition.lock()
-            while !waiter.ready {
-                guard let deadline else {
-                    waiter.condition.wait()
-                    continue
-                }
-                if waiter.condition.wait(until: deadline) || waiter.ready { continue }
-                // Timed out: leave the queue, unless `leave` has just made this thread the holder (it is
-                // then about to set `ready`, and the loop waits for that).
-                waiter.condition.unlock()
-                lock.lock()
-                if let index = queue.firstIndex(where: { $0 === waiter }) {
-                    queue.remove(at: index)
-                    lock.unlock()
-                    throw FMDatabaseError(
-                        code: SQLITE_BUSY,
-                        message:
-                            "The transaction did not start: it waited \(Self.waited(timeout)) (the pool's "
-                            + "transactionQueueTimeout) behind this file's earlier transactions in this process."
-                    )
-                }
-                lock.unlock()
-                waiter.condition.lock()
-            }
-            waiter.condition.unlock()
-            // `leave` made this thread the holder before waking it.
-        } else {
+        guard let holder else {
             holder = me
             lock.unlock()
+            return
+        }
+        if pthread_equal(holder, me) != 0 {
+            lock.unlock()
+            throw FMDatabaseError.misuse(
+                "A pool transaction was started inside another pool transaction on the same database file, on the "
+                    + "same thread: it would wait for itself. Use the database of the enclosing transaction (or a "
+                    + "savepoint on it)."
+            )
+        }
+        let waiter = Waiter(thread: me)
+        queue.append(waiter)
+        lock.unlock()
+        let deadline = timeout.flatMap(Self.deadline(after:))
+        waiter.condition.lock()
+        defer { waiter.condition.unlock() }
+        while !waiter.ready {
+            // Checked under the waiter's lock, which `wakeWaiters` takes to signal: a cancellation that
+            // lands after this check finds this thread waiting, and wakes it.
+            let stop: Error
+            if cancellation?.isCancelled == true {
+                stop = CancellationError()
+            } else if let deadline {
+                if waiter.condition.wait(until: deadline) || waiter.ready { continue }
+                stop = FMDatabaseError(
+                    code: SQLITE_BUSY,
+                    message:
+                        "The transaction did not start: it waited \(Self.waited(timeout)) (the pool's "
+                        + "transactionQueueTimeout) behind this file's earlier transactions in this process.")
+            } else {
+                waiter.condition.wait()
+                continue
+            }
+            // Leave the queue, unless `leave` has just made this thread the holder: it is then about to set
+            // `ready`, and the turn is taken (the caller's body sees the cancellation itself).
+            waiter.condition.unlock()
+            lock.lock()
+            let index = queue.firstIndex { $0 === waiter }
+            if let index { queue.remove(at: index) }
+            lock.unlock()
+            waiter.condition.lock()
+            if index != nil { throw stop }
+            while !waiter.ready { waiter.condition.wait() }
+        }
+        // `leave` made this thread the holder before waking it.
+    }
+
+    /// Wakes every waiting thread to look at its cancellation (see `enter`); the others wait on.
+    func wakeWaiters() {
+        lock.lock()
+        let waiting = queue
+        lock.unlock()
+        for waiter in waiting {
+            waiter.condition.lock()
+            waiter.condition.signal()
+            waiter.condition.unlock()
         }
     }
 

@@ -544,11 +544,12 @@ public final class FMDatabasePool: @unchecked Sendable {
     private func wakeCancelledWaiters() {
         locked {}
         condition.broadcast()
+        writeGate.wakeWaiters()
     }
 
     /// Runs `body` in this transaction's turn at the file's write gate (Core/WriteGate.swift).
-    private func inTurn<T>(_ body: () throws -> T) throws -> T {
-        try writeGate.withTurn(timeout: transactionQueueTimeout, body)
+    private func inTurn<T>(cancellation: BlockCancellation? = nil, _ body: () throws -> T) throws -> T {
+        try writeGate.withTurn(timeout: transactionQueueTimeout, cancellation: cancellation, body)
     }
 
     /// Thrown out of `withDatabase` when a transaction's BEGIN met the file under a key its connection does
@@ -906,9 +907,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
     /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
     /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
-    /// and before COMMIT rolls back too. A call cancelled while it waits for a connection stops waiting at
-    /// once; one cancelled while it waits for its turn behind the file's other transactions waits for the
-    /// turn, then throws without beginning a transaction. The connection goes back to the pool, usable.
+    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn behind the file's other
+    /// transactions, or for a connection, stops waiting at once and throws without beginning a transaction.
+    /// The connection goes back to the pool, usable.
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
@@ -923,7 +924,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
                     let result = Result {
-                        try self.inTurn {
+                        try self.inTurn(cancellation: cancellation) {
                             try self.withTransactionDatabase(kind, cancellation: cancellation) { db, markStarted in
                                 if cancellation.isCancelled { throw CancellationError() }
                                 return try db.inTransaction(kind) { db in
