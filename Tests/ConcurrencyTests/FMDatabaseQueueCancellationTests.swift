@@ -362,4 +362,52 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         XCTAssertEqual(values, "1,3", "the holder's and the next turn's rows, not the cancelled one's")
         XCTAssertNil(pool.lastError, "a cancellation is not the pool's error")
     }
+
+    /// A queue `perform` or `performTransaction` waiting for its turn behind another thread's block stops
+    /// waiting when its task is cancelled: it throws `CancellationError` while that block still runs, and its
+    /// own block never runs, not even when the turn comes.
+    func testAQueueCallWaitingForItsTurnStopsWaitingWhenCancelled() async throws {
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("queue-turn.db")))
+        try queue.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a)", values: nil) }
+        let holding = Locked(false)
+        let release = Locked(false)
+        let released = Locked(false)
+        let holder = Thread {
+            queue.inDatabase { _ in
+                holding.withLock { $0 = true }
+                // Held until the test says so; 10 s at most, so a regression fails instead of hanging.
+                let patience = Date().addingTimeInterval(10)
+                while !release.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
+                released.withLock { $0 = true }
+            }
+        }
+        holder.start()
+        while !holding.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+
+        let ran = Locked(0)
+        let calls: [(String, @Sendable () async throws -> Void)] = [
+            ("perform", { try await queue.perform { _ in ran.withLock { $0 += 1 } } }),
+            (
+                "performTransaction",
+                { try await queue.performTransaction(.immediate) { _ in ran.withLock { $0 += 1 } } }
+            ),
+        ]
+        for (name, call) in calls {
+            let task = Task { try await call() }
+            try await Task.sleep(nanoseconds: 50_000_000)  // Queued behind the held block by now.
+            task.cancel()
+            let result = await task.result
+            XCTAssertFalse(released.withLock { $0 }, "\(name): the call returned only after the held block ended")
+            guard case .failure(let error) = result else {
+                XCTFail("\(name): a cancelled call must not succeed")
+                continue
+            }
+            XCTAssertTrue(error is CancellationError, "\(name): \(error)")
+        }
+        release.withLock { $0 = true }
+        while !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+        XCTAssertEqual(count, 0, "the queue serves on, after the cancelled calls' turns")
+        XCTAssertEqual(ran.withLock { $0 }, 0, "no cancelled block ran when its turn came")
+    }
 }

@@ -712,9 +712,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
     /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
     /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
-    /// it returned or threw). A call cancelled before its turn on the queue does not run the block. What the
-    /// block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
-    /// connection stays usable.
+    /// it returned or threw). A call cancelled while it waits for its turn on the queue throws
+    /// `CancellationError` at once and never runs the block. What the block wrote before the interrupt stays
+    /// written: use ``performTransaction(_:_:)`` to undo it. The connection stays usable.
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
@@ -723,9 +723,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
         let cancellation = BlockCancellation()
+        let call = QueuedCall<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
+                call.attach(continuation)
                 dispatchQueue.async {
+                    guard call.start() else { return }  // Cancelled while it waited for the turn.
                     // The connection is tidied (result sets closed, a transaction left open rolled back)
                     // before the task resumes.
                     let result = Result { () throws -> T in
@@ -733,11 +736,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                         defer { self.tidy(db) }
                         return try self.run(db) { try cancellation.run(on: db) { try block(db) } }
                     }
-                    continuation.resume(with: result)
+                    call.finish(result)
                 }
             }
         } onCancel: {
             cancellation.cancel()
+            call.cancel()
         }
     }
 
@@ -752,8 +756,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
     /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
     /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
-    /// and before COMMIT rolls back too. A call cancelled before its turn does not begin a transaction. The
-    /// connection stays usable.
+    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn throws
+    /// `CancellationError` at once and never begins a transaction. The connection stays usable.
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
@@ -764,9 +768,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
         let cancellation = BlockCancellation()
+        let call = QueuedCall<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
+                call.attach(continuation)
                 dispatchQueue.async {
+                    guard call.start() else { return }  // Cancelled while it waited for the turn.
                     let result = Result { () throws -> T in
                         try self.runTransaction(kind) { db, markStarted in
                             if cancellation.isCancelled { throw CancellationError() }
@@ -776,11 +783,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                             }
                         }
                     }
-                    continuation.resume(with: result)
+                    call.finish(result)
                 }
             }
         } onCancel: {
             cancellation.cancel()
+            call.cancel()
         }
     }
 }
