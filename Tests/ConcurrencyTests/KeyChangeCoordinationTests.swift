@@ -37,7 +37,8 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     /// Sleeps past the interval in which a connection that passed the key check is not checked again, so the
     /// next block of a connection that was in use before a rekey elsewhere is checked first.
     static func waitOutKeyCheckInterval() {
-        usleep(useconds_t(2 * FMDatabase.keyCheckInterval.load(ordering: .relaxed) / 1_000 + 1_000))
+        let interval = min(FMDatabase.keyCheckInterval.load(ordering: .relaxed), 10_000_000)  // 10 ms at most
+        usleep(useconds_t(2 * interval / 1_000 + 1_000))
     }
 
     /// Runs `body` with the key check interval set to `nanoseconds`.
@@ -299,8 +300,6 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         }
     }
 
-    /// The skip itself: a connection that only served immediate and exclusive transactions never prepared
-    /// the key check (its statement is cached on the connection from the first check on).
     // MARK: - The key check interval
 
     /// A connection that passed the key check less than the interval ago is not checked before its next
@@ -338,6 +337,41 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         }
     }
 
+    /// A block whose FMDB form hides the code 26 it met (a deferred transaction whose reads failed and whose
+    /// COMMIT then succeeded, so its connection's last error is not code 26 at check-in) still makes the
+    /// connection's next block check the key: one failed block, not one per block for the interval.
+    func testABlockThatHidCode26LeavesItsConnectionToBeCheckedBeforeTheNextBlock() throws {
+        let path = try makeKeyed()
+        let harness = Harness(path: path)
+        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        try withKeyCheckInterval(3_600_000_000_000) {
+            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)
+            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)  // Checked before: trusted from now on.
+            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
+            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
+            let db = FMDatabase(path: path)
+            XCTAssertTrue(db.open())
+            try db.setKey(using: Self.provider(1))
+            try db.rekeySafely(using: Self.provider(2))
+            db.close()
+            harness.keyByte.withLock { $0 = 2 }
+
+            let met = Locked<[Int32]>([])
+            pool.inDeferredTransaction { db, _ in
+                XCTAssertFalse(db.executeQuery("select count(*) from t")?.next() ?? true)
+                met.withLock { $0.append(db.lastErrorCode()) }
+            }
+            queue.inDeferredTransaction { db, _ in
+                XCTAssertFalse(db.executeQuery("select count(*) from t")?.next() ?? true)
+                met.withLock { $0.append(db.lastErrorCode()) }
+            }
+            XCTAssertEqual(met.withLock { $0 }.map { $0 & 0xFF }, [26, 26], "each block met the new key")
+            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0, "pool: checked, reopened and served")
+            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0, "queue: checked, reopened and served")
+        }
+    }
+
     /// Past the interval the connection is checked before the block: a key change elsewhere fails no block.
     func testABlockAfterTheKeyCheckIntervalIsCheckedAndServedAcrossAKeyChange() throws {
         let path = try makeKeyed()
@@ -362,6 +396,8 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         return rows.int(forColumnIndex: 0)
     }
 
+    /// The skip itself: a connection that only served immediate and exclusive transactions never prepared
+    /// the key check (its statement is cached on the connection from the first check on).
     func testNoKeyCheckRunsBeforeAnImmediateOrExclusiveTransaction() throws {
         let path = try makeKeyed()
         let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false)

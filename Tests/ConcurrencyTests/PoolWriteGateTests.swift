@@ -229,8 +229,9 @@ final class PoolWriteGateTests: FMDBCipherTestCase {
 
     // MARK: - The writer connection
 
-    /// Write transactions keep to the connection the last one ran on, whose page cache no other connection's
-    /// write invalidated; other blocks take another idle connection while there is one.
+    /// Transactions and savepoints (the blocks that take turns at the file's write gate) keep to the connection
+    /// the last one ran on, whose page cache no other connection's write invalidated; other blocks take
+    /// another idle connection while there is one.
     func testWriteTransactionsKeepToOneConnectionAndReadsTakeAnother() throws {
         let path = directory.path("writer.db")
         let pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: Self.rawKey))
@@ -254,11 +255,14 @@ final class PoolWriteGateTests: FMDBCipherTestCase {
                 XCTAssertEqual(db.int(forQuery: "select count(*) from t"), Int32(round + 1))
             }
             if round == 3 {
-                // A deferred transaction is no write transaction to the pool: it may take any connection.
-                try pool.inTransaction(.deferred) { db in try db.executeUpdate("delete from t where 0", values: nil) }
+                try pool.inTransaction(.deferred) { db in
+                    writers.insert(ObjectIdentifier(db))
+                    try db.executeUpdate("delete from t where 0", values: nil)
+                }
+                XCTAssertNil(pool.inSavePoint { db, _ in writers.insert(ObjectIdentifier(db)) })
             }
         }
-        XCTAssertEqual(writers.count, 1, "every write transaction ran on one connection")
+        XCTAssertEqual(writers.count, 1, "every transaction and savepoint ran on one connection")
         XCTAssertTrue(readers.allSatisfy { !writers.contains($0) }, "reads took another idle connection")
         XCTAssertEqual(pool.countOfOpenDatabases, 3, "no connection opened for it")
 

@@ -404,6 +404,9 @@ public final class FMDatabase {
             (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         lastErrorValue = value
+        // The file is under a key this connection does not hold: its queue or pool checks it before the next
+        // block, however recently it passed the check, even when the block's FMDB form hides this error.
+        if value.resultCode == SQLITE_NOTADB { keyConfirmedAt = 0 }
         // A queue's or pool's BEGIN that meets another key is its key check, handled by beginning again on
         // a new connection: not an error of the program's.
         if crashOnErrors, !(beginProbesKey && value.resultCode == SQLITE_NOTADB) {

@@ -63,9 +63,10 @@ public final class FMDatabasePool: @unchecked Sendable {
         var unannounced: Set<ObjectIdentifier> = []
         /// Calls waiting in `checkOut` for a connection (the limit reached): read by tests.
         var waiting = 0
-        /// The connection the pool's last immediate or exclusive transaction ran on: the next one prefers it,
-        /// and other blocks prefer any other idle connection (see `takeIdle`). nil: none, or it was dropped.
-        var writer: ObjectIdentifier?
+        /// The connection the pool's last write (an immediate or exclusive transaction, or a savepoint) ran on:
+        /// the next one prefers it, and other blocks prefer any other idle connection (see `takeIdle`). nil:
+        /// none, or it is gone (weak: a closed and freed connection is never mistaken for a new one).
+        weak var writer: FMDatabase?
     }
 
     /// The path given at init (nil: in-memory).
@@ -385,9 +386,10 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:
     /// whether an idle keyed connection is checked against the file's key first (false only before a BEGIN
-    /// that reads the header itself: see `withTransactionDatabase`). `forWrite`: for an immediate or exclusive
-    /// transaction (see `takeIdle`). `cancellation`: the task of a `perform` call; once it is cancelled the
-    /// wait ends with `CancellationError` (its `onCancel` wakes the waiters).
+    /// that reads the header itself: see `withTransactionDatabase`). `forWrite`: for a transaction or
+    /// savepoint, which runs in its turn at the file's write gate (see `takeIdle`).
+    /// `cancellation`: the task of a `perform` call; once it is cancelled the wait ends with
+    /// `CancellationError` (its `onCancel` wakes the waiters).
     private func checkOut(
         checksKey: Bool, forWrite: Bool = false, cancellation: BlockCancellation? = nil
     ) throws -> FMDatabase {
@@ -488,7 +490,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             locked {
                 state.opening -= 1
                 state.checkedOut[ObjectIdentifier(db)] = Checkout(database: db, thread: me, generation: generation)
-                if forWrite { state.writer = ObjectIdentifier(db) }
+                if forWrite { state.writer = db }
             }
         }
         db.checkedOut = true
@@ -497,8 +499,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     /// Takes an idle connection out of `checkedIn`: the most recently checked in (as FMDB), except that a
-    /// write transaction takes the connection the last one ran on, and any other block an idle connection
-    /// other than that one. Call with the lock held.
+    /// transaction or savepoint (the blocks that take turns at the write gate, one at a time) takes the
+    /// connection the last one ran on, and any other block an idle connection other than that one. Call
+    /// with the lock held.
     ///
     /// Why: a write on one connection makes every other connection of the file drop its page cache at its
     /// next transaction (SQLite sees the WAL changed), and on a keyed file each page read again is
@@ -507,7 +510,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     private func takeIdle(forWrite: Bool) -> (database: FMDatabase, generation: Int)? {
         let count = state.checkedIn.count
         if count > 1, let writer = state.writer,
-            let index = state.checkedIn.lastIndex(where: { ObjectIdentifier($0.database) == writer })
+            let index = state.checkedIn.lastIndex(where: { $0.database === writer })
         {
             if forWrite {
                 return state.checkedIn.remove(at: index)
@@ -515,7 +518,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             if index == count - 1 { return state.checkedIn.remove(at: count - 2) }
         }
         guard let entry = state.checkedIn.popLast() else { return nil }
-        if forWrite { state.writer = ObjectIdentifier(entry.database) }
+        if forWrite { state.writer = entry.database }
         return entry
     }
 
@@ -605,7 +608,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         for attempt in 1...attempts {
             do {
                 return try withDatabase(
-                    blockStarted: { started }, checksKey: checksKey, forWrite: !checksKey, cancellation: cancellation
+                    blockStarted: { started }, checksKey: checksKey, forWrite: true, cancellation: cancellation
                 ) { db in
                     try db.withBeginAsKeyCheck(!checksKey) { try body(db) { started = true } }
                 }
@@ -697,7 +700,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     @discardableResult
     public func inSavePoint(_ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) -> Error? {
         do {
-            return try inTurn { try withDatabase { db in db.inSavePoint { rollback in block(db, rollback) } } }
+            return try inTurn {
+                try withDatabase(forWrite: true) { db in db.inSavePoint { rollback in block(db, rollback) } }
+            }
         } catch {
             record(error)
             return error
