@@ -394,7 +394,9 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         ]
         for (name, call) in calls {
             let task = Task { try await call() }
-            try await Task.sleep(nanoseconds: 50_000_000)  // Queued behind the held block by now.
+            // Queued behind the held block by now; on a slow machine the cancellation may land before the
+            // call was queued, which must end the same way.
+            try await Task.sleep(nanoseconds: 50_000_000)
             task.cancel()
             let result = await task.result
             XCTAssertFalse(released.withLock { $0 }, "\(name): the call returned only after the held block ended")

@@ -34,8 +34,9 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         waitOutKeyCheckInterval()
     }
 
-    /// Sleeps past the interval in which a connection that passed the key check is not checked again, so the
-    /// next block of a connection that was in use before a rekey elsewhere is checked first.
+    /// Sleeps past the interval in which a connection that passed the key check is not checked again (twice
+    /// the interval, for intervals up to 10 ms: the default is 1 ms), so the next block of a connection that
+    /// was in use before a rekey elsewhere is checked first.
     static func waitOutKeyCheckInterval() {
         let interval = min(FMDatabase.keyCheckInterval.load(ordering: .relaxed), 10_000_000)  // 10 ms at most
         usleep(useconds_t(2 * interval / 1_000 + 1_000))

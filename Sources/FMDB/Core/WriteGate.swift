@@ -12,7 +12,8 @@ import Foundation
 ///
 /// One gate per database file, shared by every pool on that file in this process (`shared(forPath:)`).
 ///
-/// Sendable: every stored property is read and written only while `condition` is locked.
+/// Sendable: every stored property is read and written only while `lock` is held (a waiter's `ready`,
+/// while its own condition is locked).
 final class WriteGate: @unchecked Sendable {
     // @unchecked Sendable: `holder` and `queue` are read and written only while `lock` is held; a
     // `Waiter`'s `ready` only while its own condition is locked.
@@ -93,7 +94,10 @@ final class WriteGate: @unchecked Sendable {
             if cancellation?.isCancelled == true {
                 stop = CancellationError()
             } else if let deadline {
-                if waiter.condition.wait(until: deadline) || waiter.ready { continue }
+                // A cancellation that came while the wait ran out is a cancellation, not a timeout.
+                if waiter.condition.wait(until: deadline) || waiter.ready || cancellation?.isCancelled == true {
+                    continue
+                }
                 stop = FMDatabaseError(
                     code: SQLITE_BUSY,
                     message:
