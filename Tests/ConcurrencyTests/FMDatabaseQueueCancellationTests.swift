@@ -264,20 +264,7 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         let pool = FMDatabasePool(path: directory.path("waiting.db"))
         pool.maximumNumberOfDatabasesToCreate = 1
         try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a)", values: nil) }
-        let holding = Locked(false)
-        let release = Locked(false)
-        let released = Locked(false)
-        let holder = Thread {
-            pool.inDatabase { _ in
-                holding.withLock { $0 = true }
-                // Held until the test says so; 10 s at most, so a regression fails instead of hanging.
-                let patience = Date().addingTimeInterval(10)
-                while !release.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
-                released.withLock { $0 = true }
-            }
-        }
-        holder.start()
-        while !holding.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        let held = try await HeldBlock.start { hold in pool.inDatabase { _ in hold() } }
 
         let ran = Locked(0)
         let calls: [(String, @Sendable () async throws -> Void)] = [
@@ -287,20 +274,19 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         for (name, call) in calls {
             let task = Task { try await call() }
             // Cancelled once it waits in the pool for the held connection.
-            while pool.locked({ pool.state.waiting }) == 0, !released.withLock({ $0 }) {
+            while pool.locked({ pool.state.waiting }) == 0, !held.isReleased {
                 try await Task.sleep(nanoseconds: 1_000_000)
             }
             task.cancel()
             let result = await task.result
-            XCTAssertFalse(released.withLock { $0 }, "\(name): the call returned while the connection was held")
+            XCTAssertFalse(held.isReleased, "\(name): the call returned while the connection was held")
             guard case .failure(let error) = result else {
                 XCTFail("\(name): a cancelled call must not succeed")
                 continue
             }
             XCTAssertTrue(error is CancellationError, "\(name): \(error)")
         }
-        release.withLock { $0 = true }
-        while !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        try await held.release()
         XCTAssertEqual(ran.withLock { $0 }, 0, "no cancelled block ran")
         XCTAssertNil(pool.lastError, "a cancellation is not the pool's error")
         let count = try await pool.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
@@ -316,21 +302,12 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         let pool = FMDatabasePool(path: path)
         try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a)", values: nil) }
         let gate = WriteGate.shared(forPath: path)
-        let holding = Locked(false)
-        let release = Locked(false)
-        let released = Locked(false)
-        let holder = Thread {
+        let held = try await HeldBlock.start { hold in
             try? pool.inTransaction(.immediate) { db in
                 try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)
-                holding.withLock { $0 = true }
-                // Held until the test says so; 10 s at most, so a regression fails instead of hanging.
-                let patience = Date().addingTimeInterval(10)
-                while !release.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
-                released.withLock { $0 = true }
+                hold()
             }
         }
-        holder.start()
-        while !holding.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
 
         let ran = Locked(0)
         let task = Task {
@@ -339,11 +316,11 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
                 try db.executeUpdate("INSERT INTO t VALUES (2)", values: nil)
             }
         }
-        while gate.waitingCount == 0, !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        while gate.waitingCount == 0, !held.isReleased { try await Task.sleep(nanoseconds: 1_000_000) }
         let start = Date()
         task.cancel()
         let result = await task.result
-        XCTAssertFalse(released.withLock { $0 }, "the call returned only after the other transaction ended")
+        XCTAssertFalse(held.isReleased, "the call returned only after the other transaction ended")
         XCTAssertLessThan(Date().timeIntervalSince(start), 5, "hang guard")
         if case .failure(let error) = result {
             XCTAssertTrue(error is CancellationError, "\(error)")
@@ -352,8 +329,7 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         }
         XCTAssertEqual(gate.waitingCount, 0, "the cancelled call left the queue")
 
-        release.withLock { $0 = true }
-        while !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        try await held.release()
         try await pool.performTransaction(.immediate) { db in
             try db.executeUpdate("INSERT INTO t VALUES (3)", values: nil)
         }
@@ -369,20 +345,7 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
     func testAQueueCallWaitingForItsTurnStopsWaitingWhenCancelled() async throws {
         let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("queue-turn.db")))
         try queue.inDatabase { db in try db.executeUpdate("CREATE TABLE t (a)", values: nil) }
-        let holding = Locked(false)
-        let release = Locked(false)
-        let released = Locked(false)
-        let holder = Thread {
-            queue.inDatabase { _ in
-                holding.withLock { $0 = true }
-                // Held until the test says so; 10 s at most, so a regression fails instead of hanging.
-                let patience = Date().addingTimeInterval(10)
-                while !release.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
-                released.withLock { $0 = true }
-            }
-        }
-        holder.start()
-        while !holding.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        let held = try await HeldBlock.start { hold in queue.inDatabase { _ in hold() } }
 
         let ran = Locked(0)
         let calls: [(String, @Sendable () async throws -> Void)] = [
@@ -399,17 +362,49 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
             try await Task.sleep(nanoseconds: 50_000_000)
             task.cancel()
             let result = await task.result
-            XCTAssertFalse(released.withLock { $0 }, "\(name): the call returned only after the held block ended")
+            XCTAssertFalse(held.isReleased, "\(name): the call returned only after the held block ended")
             guard case .failure(let error) = result else {
                 XCTFail("\(name): a cancelled call must not succeed")
                 continue
             }
             XCTAssertTrue(error is CancellationError, "\(name): \(error)")
         }
-        release.withLock { $0 = true }
-        while !released.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        try await held.release()
         let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
         XCTAssertEqual(count, 0, "the queue serves on, after the cancelled calls' turns")
         XCTAssertEqual(ran.withLock { $0 }, 0, "no cancelled block ran when its turn came")
+    }
+}
+
+/// A block another thread holds open (a pool connection, a turn at the write gate, the queue) until the
+/// test releases it; 10 s at most, so a regression fails instead of hanging.
+final class HeldBlock: Sendable {
+    private let holding = Locked(false)
+    private let releasing = Locked(false)
+    private let released = Locked(false)
+
+    /// Whether the hold has ended.
+    var isReleased: Bool { released.withLock { $0 } }
+
+    /// Starts a thread that runs `enter`, which calls `hold` inside the block to hold, and returns once the
+    /// hold has begun.
+    static func start(_ enter: @escaping @Sendable (_ hold: () -> Void) -> Void) async throws -> HeldBlock {
+        let held = HeldBlock()
+        Thread { enter { held.hold() } }.start()
+        while !held.holding.withLock({ $0 }) { try await Task.sleep(nanoseconds: 1_000_000) }
+        return held
+    }
+
+    private func hold() {
+        holding.withLock { $0 = true }
+        let patience = Date().addingTimeInterval(10)
+        while !releasing.withLock({ $0 }), Date() < patience { Thread.sleep(forTimeInterval: 0.001) }
+        released.withLock { $0 = true }
+    }
+
+    /// Ends the hold, and returns once the holding block has returned.
+    func release() async throws {
+        releasing.withLock { $0 = true }
+        while !isReleased { try await Task.sleep(nanoseconds: 1_000_000) }
     }
 }

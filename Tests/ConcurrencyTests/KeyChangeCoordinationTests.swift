@@ -303,10 +303,10 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
 
     // MARK: - The key check interval
 
-    /// A connection that passed the key check less than the interval ago is not checked before its next
-    /// block: a key change elsewhere in between is met by that block's first statement, which fails with
-    /// code 26 like a block running at the change; the connection is replaced, and the next block is served.
-    func testABlockWithinTheKeyCheckIntervalOfAKeyChangeFailsOnceAndTheNextIsServed() throws {
+    /// A keyed pool and queue on a WAL file under key 1, each with a connection that passed the key check
+    /// (so trusted for the interval, set to an hour here), then the file rekeyed elsewhere to key 2 (which
+    /// the providers read on their next reload): `body` runs inside that hour.
+    func withTrustedConnectionsOfARekeyedFile(_ body: (FMDatabasePool, FMDatabaseQueue) throws -> Void) throws {
         let path = try makeKeyed()
         let harness = Harness(path: path)
         let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
@@ -319,10 +319,18 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
             let db = FMDatabase(path: path)
             XCTAssertTrue(db.open())
             try db.setKey(using: Self.provider(1))
-            try db.rekeySafely(using: Self.provider(2))
+            try db.rekeySafely(using: Self.provider(2))  // No wait: still inside the interval.
             db.close()
             harness.keyByte.withLock { $0 = 2 }
+            try body(pool, queue)
+        }
+    }
 
+    /// A connection that passed the key check less than the interval ago is not checked before its next
+    /// block: a key change elsewhere in between is met by that block's first statement, which fails with
+    /// code 26 like a block running at the change; the connection is replaced, and the next block is served.
+    func testABlockWithinTheKeyCheckIntervalOfAKeyChangeFailsOnceAndTheNextIsServed() throws {
+        try withTrustedConnectionsOfARekeyedFile { pool, queue in
             let reads: [(String, () throws -> Int32)] = [
                 ("pool", { try pool.inDatabase(Self.countRows) }), ("queue", { try queue.inDatabase(Self.countRows) }),
             ]
@@ -342,22 +350,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     /// COMMIT then succeeded, so its connection's last error is not code 26 at check-in) still makes the
     /// connection's next block check the key: one failed block, not one per block for the interval.
     func testABlockThatHidCode26LeavesItsConnectionToBeCheckedBeforeTheNextBlock() throws {
-        let path = try makeKeyed()
-        let harness = Harness(path: path)
-        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        try withKeyCheckInterval(3_600_000_000_000) {
-            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)
-            XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)  // Checked before: trusted from now on.
-            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
-            XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
-            let db = FMDatabase(path: path)
-            XCTAssertTrue(db.open())
-            try db.setKey(using: Self.provider(1))
-            try db.rekeySafely(using: Self.provider(2))
-            db.close()
-            harness.keyByte.withLock { $0 = 2 }
-
+        try withTrustedConnectionsOfARekeyedFile { pool, queue in
             let met = Locked<[Int32]>([])
             pool.inDeferredTransaction { db, _ in
                 XCTAssertFalse(db.executeQuery("select count(*) from t")?.next() ?? true)
