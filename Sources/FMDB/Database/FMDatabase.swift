@@ -50,8 +50,9 @@ public final class FMDatabase {
 
     /// True while a queue's or pool's BEGIN serves as the connection's key check (see `begin(_:)`).
     var beginProbesKey = false
-    /// When this keyed connection last read the file under its key before a block (CLOCK_MONOTONIC
-    /// nanoseconds; 0: never), for the per-block key check (QueueAndPool/KeyChangeRegistry.swift).
+    /// When this keyed connection last read the file under its key before a block (`DispatchTime` uptime
+    /// nanoseconds; 0: never, or it met another key since), for the per-block key check
+    /// (QueueAndPool/KeyChangeRegistry.swift).
     var keyConfirmedAt: UInt64 = 0
     /// Set by `FMDatabasePool` while a block uses this connection.
     public var checkedOut = false

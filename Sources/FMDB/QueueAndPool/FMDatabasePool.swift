@@ -63,9 +63,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         var unannounced: Set<ObjectIdentifier> = []
         /// Calls waiting in `checkOut` for a connection (the limit reached): read by tests.
         var waiting = 0
-        /// The connection the pool's last write (an immediate or exclusive transaction, or a savepoint) ran on:
-        /// the next one prefers it, and other blocks prefer any other idle connection (see `takeIdle`). nil:
-        /// none, or it is gone (weak: a closed and freed connection is never mistaken for a new one).
+        /// The connection the pool's last transaction or savepoint (the blocks that take turns at the write
+        /// gate) ran on: the next one prefers it, and other blocks prefer any other idle connection (see
+        /// `takeIdle`). nil: none, or it is gone (weak: a freed connection is never mistaken for a new one).
         weak var writer: FMDatabase?
     }
 
