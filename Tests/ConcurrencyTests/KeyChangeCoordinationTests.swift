@@ -303,15 +303,23 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
 
     // MARK: - The key check interval
 
-    /// A keyed pool and queue on a WAL file under key 1, each with a connection that passed the key check
-    /// (so trusted for the interval, set to an hour here), then the file rekeyed elsewhere to key 2 (which
-    /// the providers read on their next reload): `body` runs inside that hour.
-    func withTrustedConnectionsOfARekeyedFile(_ body: (FMDatabasePool, FMDatabaseQueue) throws -> Void) throws {
+    /// A keyed pool and queue, with providers that read `harness`'s key byte, on a new WAL file under key 1;
+    /// `body` runs with the key check interval set to `keyCheckInterval` nanoseconds.
+    func withKeyedPoolAndQueue(
+        keyCheckInterval: UInt64, _ body: (String, Harness, FMDatabasePool, FMDatabaseQueue) throws -> Void
+    ) throws {
         let path = try makeKeyed()
         let harness = Harness(path: path)
         let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
         let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        try withKeyCheckInterval(3_600_000_000_000) {
+        try withKeyCheckInterval(keyCheckInterval) { try body(path, harness, pool, queue) }
+    }
+
+    /// A keyed pool and queue on a WAL file under key 1, each with a connection that passed the key check
+    /// (so trusted for the interval, set to an hour here), then the file rekeyed elsewhere to key 2 (which
+    /// the providers read on their next reload): `body` runs inside that hour.
+    func withTrustedConnectionsOfARekeyedFile(_ body: (FMDatabasePool, FMDatabaseQueue) throws -> Void) throws {
+        try withKeyedPoolAndQueue(keyCheckInterval: 3_600_000_000_000) { path, harness, pool, queue in
             XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)
             XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)  // Checked before: trusted from now on.
             XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
@@ -368,11 +376,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
 
     /// Past the interval the connection is checked before the block: a key change elsewhere fails no block.
     func testABlockAfterTheKeyCheckIntervalIsCheckedAndServedAcrossAKeyChange() throws {
-        let path = try makeKeyed()
-        let harness = Harness(path: path)
-        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        try withKeyCheckInterval(1_000_000) {
+        try withKeyedPoolAndQueue(keyCheckInterval: 1_000_000) { path, harness, pool, queue in
             XCTAssertEqual(try pool.inDatabase(Self.countRows), 0)
             XCTAssertEqual(try queue.inDatabase(Self.countRows), 0)
             try Self.rekeyElsewhere(path, from: 1, to: 2)  // Waits out the interval.
