@@ -111,7 +111,7 @@ extension CLIError {
 /// Runs a slot change with the library's warnings printed on standard error: a change that took but may not
 /// survive a power loss (its directory could not be synced), a rotation whose slot file stays pending.
 func reportingSlotWarnings<T>(_ body: () throws -> T) rethrows -> T {
-    try KeySlots.$warningReceiver.withValue({ Output.message("fmdb-cipher: warning: \($0)") }, operation: body)
+    try KeySlots.withWarningReceiver({ Output.message("fmdb-cipher: warning: \($0)") }, operation: body)
 }
 
 private func describe(_ slot: KeySlotInfo) -> String {

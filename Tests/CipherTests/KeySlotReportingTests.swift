@@ -4,7 +4,7 @@ import TestSupport
 import XCTest
 
 /// What a program learns from key slots on its own, as the tool does: the slot file a failed unlock is
-/// about (`FMDatabaseError.keySlotFile`) and the warnings of slot changes (`KeySlots.warningReceiver`).
+/// about (`FMDatabaseError.keySlotFile`) and the warnings of slot changes (`KeySlots.withWarningReceiver`).
 final class KeySlotReportingTests: FMDBCipherTestCase {
     func testAWrongSecretNamesTheSlotFileNoSlotAccepts() throws {
         let path = directory.path("slotted.db")
@@ -30,7 +30,7 @@ final class KeySlotReportingTests: FMDBCipherTestCase {
     func testWarningsGoToTheReceiverOnlyInsideItsScope() {
         let received = Locked<[String]>([])
         let receiver: @Sendable (String) -> Void = { text in received.withLock { $0.append(text) } }
-        KeySlots.$warningReceiver.withValue(receiver) {
+        KeySlots.withWarningReceiver(receiver) {
             KeySlots.warn("the slot file's directory could not be synced")
         }
         // Outside the scope the warning goes to the "fmdb" logger, not to the receiver.

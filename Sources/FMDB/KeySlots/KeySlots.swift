@@ -26,22 +26,37 @@ import Logging
 ///
 /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
 public enum KeySlots {
-    /// Receives the warnings of slot changes that took but may not survive a power loss (a directory that
-    /// could not be synced after the new slot file was in place), or that left the slot file pending (a
-    /// rotation whose last slot file write failed). Without a receiver they go to the "fmdb" logger at
-    /// warning level. A task-local value: it holds for the slot changes made inside `withValue`, on that
-    /// task (and its child tasks), and for no other caller. A warning never holds key bytes.
+    /// Runs `operation` with `receiver` getting the warnings of the slot changes it makes: changes that took
+    /// but may not survive a power loss (a directory that could not be synced after the new slot file was in
+    /// place), or that left the slot file pending (a rotation whose last slot file write failed). Without a
+    /// receiver they go to the "fmdb" logger at warning level. The receiver holds for the slot changes made
+    /// inside `operation`, on the calling task (and its child tasks), and for no other caller. A warning
+    /// never holds key bytes.
     ///
     /// ```swift
-    /// try KeySlots.$warningReceiver.withValue({ print("warning: \($0)") }) {
+    /// try KeySlots.withWarningReceiver({ print("warning: \($0)") }) {
     ///     try KeySlots.rotateDataKey(of: path, secrets: [.passphrase("admin")])
     /// }
     /// ```
-    @TaskLocal public static var warningReceiver: (@Sendable (String) -> Void)?
+    public static func withWarningReceiver<T>(
+        _ receiver: @escaping @Sendable (String) -> Void, operation: () throws -> T
+    ) rethrows -> T {
+        try $warningSink.withValue(WarningSink(receive: receiver), operation: operation)
+    }
+
+    /// The receiver `withWarningReceiver` set, as a task-local value. A task-local value's type is a struct,
+    /// never a function type: Swift 6.3's optimizer specializes `TaskLocal.withValue` for an (optional)
+    /// function type with metadata the runtime cannot read, and the optimized build crashes in
+    /// `swift_task_localValuePush` (the debug build works).
+    struct WarningSink: Sendable {
+        let receive: @Sendable (String) -> Void
+    }
+
+    @TaskLocal static var warningSink: WarningSink?
 
     static func warn(_ text: String) {
-        if let receiver = warningReceiver {
-            receiver(text)
+        if let sink = warningSink {
+            sink.receive(text)
         } else {
             Logger(label: "fmdb").warning("\(text)")
         }
@@ -415,9 +430,9 @@ public enum KeySlots {
     ///   whichever key it is under, and the next slot change settles it. SQLITE_CORRUPT: neither key opens it;
     /// - `.done`: only the new data key opens the database. Should the last slot file write (3) fail, the
     ///   rotation is still done: the file stays pending, opens through every kept slot, and is finished
-    ///   by the next slot change (a warning goes to `warningReceiver`, else the "fmdb" logger). Should the
-    ///   pending file (1) be in place but its directory not sync, the database is not rekeyed: it throws,
-    ///   not done, and the old slot file is put back;
+    ///   by the next slot change (a warning goes to the receiver of `withWarningReceiver`, else the "fmdb"
+    ///   logger). Should the pending file (1) be in place but its directory not sync, the database is not
+    ///   rekeyed: it throws, not done, and the old slot file is put back;
     /// - `.checkpointPending(error)`: only the new key opens the database, but the WAL checkpoint could not
     ///   run (another connection was reading): until a later checkpoint the main file still holds pages
     ///   under the old data key.
