@@ -10,7 +10,9 @@ enum Exit {
     static let integrity: Int32 = 2
     static let checkpointPending: Int32 = 3  // rekey: the key changed, but the WAL checkpoint is pending
     static let rekeyUnchecked: Int32 = 4  // rekey: which key opens the file afterwards could not be checked
-    static let partlyDone: Int32 = 5  // keys init --recovery: the database and its first slot made, no recovery slot
+    // keys init --recovery: the database and its first slot made, no recovery slot; export --keep-old-key: the
+    // slotted copy made, no slot for the old key.
+    static let partlyDone: Int32 = 5
     static let usage: Int32 = 64  // EX_USAGE, as swift-argument-parser's own
     static let wrongKey: Int32 = 65  // EX_DATAERR: wrong key, or not a database
     static let noInput: Int32 = 66  // EX_NOINPUT: missing or unreadable input file

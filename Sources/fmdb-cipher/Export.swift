@@ -26,6 +26,14 @@ struct Export: ParsableCommand {
             slot file that is not its own; on a failure the old pair is put back), and a copy without slots \
             removes DEST-keyslots (said on standard error).
 
+            --new-kdf slot (or slot-raw) puts the database under key slots without a plaintext copy: DEST gets a \
+            random data key and DEST-keyslots with one slot for the new key (--slot-kdf, --recovery as in \
+            encrypt). The old key then no longer opens DEST, nor does any program that keys the file itself \
+            (PRAGMA key): it opens through its slots (fmdb-cipher, a KeySlotKeyProvider), which is said on \
+            standard error. --keep-old-key adds a slot for the old key, so that it opens DEST through the slots \
+            too. SRC is not changed: replace it with DEST (mv DEST SRC; mv DEST-keyslots SRC-keyslots) once the \
+            programs that open it use the slots.
+
             --format 3 or 4 writes DEST in SQLCipher 3's or 4's format (default: the linked SQLCipher's), \
             for a peer on the other line: a format-3 file opens in a SQLCipher 4 shell after \
             PRAGMA cipher_compatibility = 3. SQLCipher 3.x cannot write format 4 (refused, exit 64).
@@ -35,6 +43,7 @@ struct Export: ParsableCommand {
               fmdb-cipher export a.db b.db --key-env OLD --new-key-env NEW --new-cipher-page-size 4096
               fmdb-cipher export a.db for-sqlcipher3.db --key-env OLD --new-key-env NEW --format 3
               fmdb-cipher export app.db copy.db --kdf slot --key-env OPS     # a slotted copy: same slots
+              fmdb-cipher export app.db slotted.db --key-env OLD --new-key-env OPS --new-kdf slot --recovery
             """
     )
 
@@ -68,6 +77,18 @@ struct Export: ParsableCommand {
     // The old spelling of --format 4 (deprecated).
     @Flag(name: .customLong("sqlcipher4"), help: .hidden)
     var sqlcipher4 = false
+    @Option(
+        name: .customLong("slot-kdf"),
+        help: ArgumentHelp(
+            "With --new-kdf slot: the KDF of the passphrase slot, scrypt (N=2^15, default) or pbkdf2 (SHA-512 x "
+                + "256,000)."))
+    var slotKDF: SlotKDF?
+    @Flag(help: "With --new-kdf slot or slot-raw: also add a recovery-key slot and print the recovery key (once).")
+    var recovery = false
+    @Flag(
+        name: .customLong("keep-old-key"),
+        help: "With --new-kdf slot or slot-raw: also add a slot for the old key (it opens DEST through the slots).")
+    var keepOldKey = false
     @Flag(help: "Replace DEST and DEST-keyslots if they exist (a copy without slots removes DEST-keyslots).")
     var force = false
     @Flag(help: "No progress output.") var quiet = false
@@ -86,6 +107,16 @@ struct Export: ParsableCommand {
         try Deprecation.check(
             newPageSize, "--new-cipher-page-size", old: deprecatedNewPageSize, oldName: "--new-page-size")
         try Deprecation.check(format, "--format 4", old: sqlcipher4 ? true : nil, oldName: "--sqlcipher4")
+        let slotted = newKey.newKDF?.kdf.opensSlot == true
+        if !slotted, recovery || slotKDF != nil || keepOldKey {
+            throw ValidationError(
+                "--recovery, --slot-kdf and --keep-old-key make a slotted copy: add --new-kdf slot (or slot-raw)")
+        }
+        if keepOldKey, key.kdf.opensSlot {
+            throw ValidationError(
+                "--keep-old-key keeps a single key as a slot; SRC is opened through a slot (copy its slots with no "
+                    + "--new-key-* and no --new-kdf instead)")
+        }
     }
 
     func run() throws {
@@ -109,7 +140,18 @@ struct Export: ParsableCommand {
             let carriesSlots = kdf.opensSlot && newKey.source == nil && newKey.newKDF == nil
             let newProvider: any KeyProvider
             var newKDF = kdf
-            if carriesSlots {
+            var slots: FMDatabaseCopy.SlotFile = carriesSlots ? .source : .none
+            // A new slotted file: a random data key, its first slot the new key (and the old key's, when kept).
+            var newSlotSecret: KeySlotSecret?
+            if let slotKind = newKey.newKDF?.kdf, slotKind.opensSlot {
+                newKDF = slotKind
+                let newMaterial = try reader.read(
+                    newKey.source, what: "new key for \(destination)", confirm: true, newKey: true)
+                let secret = try slotKind.slotSecret(newMaterial)
+                newSlotSecret = secret
+                newProvider = try slotKind.provider(newMaterial)
+                slots = .new(secret, kdf: (slotKDF ?? .scrypt).kdf, addingRecoveryKey: recovery)
+            } else if carriesSlots {
                 newProvider = provider
             } else {
                 newKDF = newKey.newKDF?.kdf ?? kdf.singleKey
@@ -124,21 +166,68 @@ struct Export: ParsableCommand {
                             + "without --kdf, and no --new-key-* is given)")
                 }
             }
-            try DatabaseCopy(
+            let recoveryKey = try DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination, destinationProvider: newProvider,
                 settings: settings,
                 force: force, quiet: quiet, verb: "export",
-                slots: carriesSlots ? .source : .none, progressLines: progress
+                slots: slots, progressLines: progress
             ).run()
             if !quiet {
-                let slots =
-                    carriesSlots ? " (with its key slots, \(KeySlots.slotFilePath(forDatabaseAt: destination)))" : ""
-                Output.message("exported \(source) → \(destination)\(slots)")
+                let slotFile = KeySlots.slotFilePath(forDatabaseAt: destination)
+                let slotted =
+                    carriesSlots
+                    ? " (with its key slots, \(slotFile))"
+                    : newSlotSecret != nil ? " (slotted: key slots in \(slotFile))" : ""
+                Output.message("exported \(source) → \(destination)\(slotted)")
+            }
+            if let newSlotSecret {
+                try keepOrWarnAboutOldKey(material, opening: newSlotSecret)
             }
             let written = OpeningFlags.Written(path: destination, kdf: newKDF, settings: settings)
             written.note()
-            if json { try written.printJSON() }
+            if json {
+                if let recoveryKey {
+                    Output.message(
+                        "Recovery key for slot \(recoveryKey.slot.id): in the JSON object (recovery_key). It is shown "
+                            + "only this once: keep it offline, and the JSON output with it.")
+                }
+                try written.printJSON(recovery: recoveryKey)
+            } else if let recoveryKey {
+                printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot)
+            }
+        }
+    }
+
+    /// After a slotted copy of a single-key SRC: with --keep-old-key, a slot for the old key (`material`, as the
+    /// raw key or passphrase `--kdf` read it), added through the new key's slot; otherwise the warning that the
+    /// old key no longer opens DEST. A slot that could not be added is exit 5: DEST is in place and opens
+    /// with the new key, and the command that adds the slot is said.
+    private func keepOrWarnAboutOldKey(_ material: KeyMaterial, opening newSecret: KeySlotSecret) throws {
+        let direct =
+            "programs that key the file themselves (PRAGMA key, a PassphraseKeyProvider or RawKeyProvider) no "
+            + "longer open \(destination): it opens through its key slots (fmdb-cipher, a KeySlotKeyProvider)"
+        guard keepOldKey else {
+            Output.message(
+                "fmdb-cipher: warning: the old key does not open \(destination), and " + direct + "; \(source) is "
+                    + "unchanged: replace it once its programs use the slots (--keep-old-key keeps the old key as a "
+                    + "slot)")
+            return
+        }
+        let oldSecret = try (key.kdf == .raw ? KDF.slotRaw : KDF.slot).slotSecret(material)
+        do {
+            let slot = try reportingSlotWarnings {
+                try KeySlots.addSlot(to: destination, unlockingWith: newSecret, newSecret: oldSecret)
+            }
+            Output.message(
+                "fmdb-cipher: the old key opens \(destination) through slot \(slot.id); note: " + direct)
+        } catch {
+            let cause = CLIError.from(error, context: "keys add")
+            throw CLIError(
+                "\(destination) is in place and opens with the new key, but the old key's slot could not be added "
+                    + "(\(cause.message)); add it with: fmdb-cipher keys add \(destination) --key-env NEW "
+                    + "--new-key-env OLD" + (key.kdf == .raw ? " --new-kdf slot-raw" : ""),
+                code: Exit.partlyDone)
         }
     }
 
@@ -151,7 +240,8 @@ struct Export: ParsableCommand {
         guard format.isSupportedByLinkedSQLCipher else {
             throw CLIError.usage(
                 "SQLCipher 4's format needs HMAC-SHA512 page authentication, which the linked SQLCipher "
-                    + "\(FMDBCipherVersion.sqlcipher) cannot write; install SQLCipher 4 (see README), or open "
+                    + "\(FMDBCipherVersion.sqlcipher) cannot write; to install an fmdb-cipher that writes it on "
+                    + "this system, from the fmdb-cipher source tree: Scripts/install --sqlcipher 4. Or open "
                     + "SQLCipher 3 files in SQLCipher 4 with PRAGMA cipher_compatibility = 3"
             )
         }

@@ -25,7 +25,7 @@ struct FMDBCipherCommand: ParsableCommand {
             Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed or the \
             database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
             4 rekey: which key opens the file could not be checked; 5 keys init --recovery: the database and \
-            its first slot made, no recovery slot; \
+            its first slot made, no recovery slot (export --keep-old-key: DEST made, no slot for the old key); \
             64 usage error (also an unknown command, an unset --key-env variable, a malformed raw key, key slots too \
             costly to try in turn: name one with --slot ID); 65 wrong key or not a database; 66 input file missing, \
             unreadable or not a regular file (also a key file; also a key slot file group or others can change, or \

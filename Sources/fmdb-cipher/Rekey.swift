@@ -104,6 +104,11 @@ struct Rekey: ParsableCommand {
         if dataKey, newKey.newKDF != nil {
             throw ValidationError("--data-key makes a random new data key: no --new-kdf")
         }
+        if let newKDF = newKey.newKDF, newKDF.kdf.opensSlot {
+            throw ValidationError(
+                "rekey does not put a database under key slots: export SRC DEST --new-kdf \(newKDF.rawValue) writes "
+                    + "a slotted copy (verified, no plaintext on disk), then replace SRC with DEST")
+        }
     }
 
     func run() throws {

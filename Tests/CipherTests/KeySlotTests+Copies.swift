@@ -113,6 +113,42 @@ extension KeySlotTests {
         XCTAssertFalse(FileManager.default.fileExists(atPath: copySlots))
     }
 
+    /// The example of the key slots article, "Putting an existing database under key slots": a single-key
+    /// database copied under a new slot file, the old passphrase kept as a slot; no file holds the row in clear.
+    func testASingleKeyDatabaseGoesUnderNewSlotsThroughACopy() throws {
+        let source = directory.path("app.db")
+        let db = FMDatabase(path: source)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("old passphrase"))
+        try db.executeUpdate("create table t (a text)", values: nil)
+        try db.executeUpdate("insert into t values ('SECRET-ROW')", values: nil)
+        db.close()
+        let target = directory.path("slotted.db")
+        var copy = FMDatabaseCopy(
+            from: source, keyProvider: PassphraseKeyProvider("old passphrase"), to: target,
+            destinationKeyProvider: KeySlotKeyProvider(secret: .passphrase("ops")))
+        copy.slotFile = .new(.passphrase("ops"), kdf: cheap, addingRecoveryKey: true)
+        let report = try copy.run()
+        let recovery = try XCTUnwrap(report.recoveryKey).formattedText
+        try KeySlots.addSlot(
+            to: target, unlockingWith: .passphrase("ops"), newSecret: .passphrase("old passphrase"), kdf: cheap)
+
+        XCTAssertEqual(try readRow(target, .passphrase("ops")), "SECRET-ROW")
+        XCTAssertEqual(try readRow(target, .recoveryKey(recovery)), "SECRET-ROW")
+        XCTAssertEqual(try readRow(target, .passphrase("old passphrase")), "SECRET-ROW", "kept as a slot")
+        XCTAssertNotEqual(try salt(target), try salt(source), "a new identity: the source's key does not open it")
+        let direct = FMDatabase(path: target)
+        direct.logsErrors = false
+        XCTAssertTrue(direct.open())
+        XCTAssertThrowsError(
+            try direct.setKey(using: PassphraseKeyProvider("old passphrase")), "the old key no longer opens it directly"
+        ) { XCTAssertEqual(($0 as NSError).code, Int(SQLITE_NOTADB)) }
+        direct.close()
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.url.path) {
+            XCTAssertNil(try bytes(directory.path(name)).range(of: Data("SECRET-ROW".utf8)), "\(name) in clear")
+        }
+    }
+
     func testCreateSlotFileMakesASlottedDatabaseFromAPlaintextOne() throws {
         let plain = directory.path("plain.db")
         let db = FMDatabase(path: plain)
