@@ -27,20 +27,23 @@ ensure_swift() {
 # The native packages the library, its tests and its tools need.
 FMDB_PACKAGES=(libsqlcipher-dev libssl-dev sqlcipher pkg-config openssl)
 
-# The arguments of the tool's installed build (Scripts/install, and the warm-up build in Scripts/test,
-# which must match it to warm its folder), in the array static_args: release, the Swift runtime and
-# Foundation linked statically, in .build-static, linked with the toolchain's lld. gold repeats glibc's
-# link-time note on mktemp(3) for a function of the static Foundation the tool never calls ("the use of
-# `mktemp' is dangerous"), a warning on every install that says nothing about this build; lld does not
+# static_tool_build_args [FOLDER]: the arguments of the tool's installed build (Scripts/install), in the
+# array static_args: release, the Swift runtime and Foundation linked statically, in FOLDER (default
+# .build-static; a folder holds the build of one SQLCipher; also in static_folder), linked with the toolchain's
+# lld. gold repeats
+# glibc's link-time note on mktemp(3) for a function of the static Foundation the tool never calls ("the use
+# of `mktemp' is dangerous"), a warning on every install that says nothing about this build; lld does not
 # copy .gnu.warning notes, and links faster. The toolset file is rewritten only when it changes (a new
 # one makes SwiftPM rebuild everything).
 static_tool_build_args() {
-    static_args=(-c release --static-swift-stdlib --scratch-path .build-static)
+    local folder="${1:-.build-static}"
+    static_folder=$folder
+    static_args=(-c release --static-swift-stdlib --scratch-path "$folder")
     local lld toolset
     lld="$(dirname "$(command -v swift)")/ld.lld"
     [ -x "$lld" ] || return 0
-    mkdir -p .build-static
-    toolset=.build-static/install-toolset.json
+    mkdir -p "$folder"
+    toolset="$folder/install-toolset.json"
     printf '{ "schemaVersion": "1.0", "linker": { "path": "%s" } }\n' "$lld" >"$toolset.new"
     if cmp -s "$toolset.new" "$toolset"; then rm "$toolset.new"; else mv "$toolset.new" "$toolset"; fi
     static_args+=(--toolset "$toolset")

@@ -77,6 +77,12 @@ struct CLIError: Error, CustomStringConvertible {
             return CLIError(message, code: Exit.integrity)
         case .corrupt:
             return CLIError(message + " (wrong key, or not an encrypted database)", code: Exit.wrongKey)
+        case .format where CipherFormat.linkedDefault == .v3:
+            // Most often a SQLCipher 4 file on a SQLCipher 3 system: the library says what a program's
+            // developer does; an operator gets the one command that installs a tool that opens it.
+            return CLIError(
+                message + " To install an fmdb-cipher that opens SQLCipher 4 files on this system, from the "
+                    + "fmdb-cipher source tree: Scripts/install --sqlcipher 4", code: Exit.unsupportedFormat)
         case .format:
             return CLIError(message, code: Exit.unsupportedFormat)
         case .cannotOpen, FMResultCode(rawValue: SQLITE_PERM), .authorization:

@@ -52,7 +52,8 @@ struct Migrate: ParsableCommand {
             guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
                 throw CLIError.usage(
                     "migrate writes SQLCipher 4 files, which the linked SQLCipher \(FMDBCipherVersion.sqlcipher) "
-                        + "cannot write: install SQLCipher 4 (see README, \"Supported SQLCipher\")"
+                        + "cannot write. To install an fmdb-cipher that writes them on this system, from the "
+                        + "fmdb-cipher source tree: Scripts/install --sqlcipher 4"
                 )
             }
             let kind = try DatabaseFiles.requireInput(source)

@@ -162,7 +162,7 @@ final class FormatToolTests: ToolTestCase {
             let before = try Data(contentsOf: URL(fileURLWithPath: old))
             let result = try runKeyed(["migrate", old, "--key-env", "K"])
             XCTAssertEqual(result.status, 64, "SQLCipher 3 cannot write the new format")
-            XCTAssertTrue(result.stderr.contains("install SQLCipher 4"), result.stderr)
+            XCTAssertTrue(result.stderr.contains("Scripts/install --sqlcipher 4"), result.stderr)
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: old)), before)
             return
         }
@@ -258,8 +258,11 @@ final class FormatToolTests: ToolTestCase {
         let info = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(info["format"] as? String, "SQLCipher 4")
         XCTAssertTrue(result.stderr.contains("the key is right"), result.stderr)
+        XCTAssertTrue(
+            result.stderr.contains("Scripts/install --sqlcipher 4"), "the command that gets a tool that opens it")
         result = try runKeyed(["sql", file, "select 1", "--key-env", "K"])
         XCTAssertEqual(result.status, 69)
+        XCTAssertTrue(result.stderr.contains("Scripts/install --sqlcipher 4"), result.stderr)
         result = try runKeyed(["info", file, "--key-env", "K"], key: "wrong key")
         XCTAssertEqual(result.status, 65, "a wrong key is still exit 65")
     }
