@@ -15,7 +15,7 @@ final class ServiceLoadTests: FMDBCipherTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        tool = try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
+        tool = try XCTUnwrap(toolUnderTest(), "build the fmdb-cipher product first, or set FMDB_CIPHER_TOOL")
         helper = try XCTUnwrap(builtProduct("fmdb-test-helper"), "build the fmdb-test-helper product first")
     }
 

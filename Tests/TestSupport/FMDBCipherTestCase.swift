@@ -56,9 +56,10 @@ open class FMDBCipherTestCase: XCTestCase {
 
     // MARK: - The fmdb-cipher tool
 
-    /// The `fmdb-cipher` built with the tests (the target declares it in Package.swift).
+    /// The `fmdb-cipher` under test: the installed one `FMDB_CIPHER_TOOL` names (`Scripts/test` sets it to
+    /// the binary `Scripts/install` built), else the one built with the tests.
     public func builtTool() throws -> String {
-        try XCTUnwrap(builtProduct("fmdb-cipher"), "build the fmdb-cipher product first")
+        try XCTUnwrap(toolUnderTest(), "build the fmdb-cipher product first, or set FMDB_CIPHER_TOOL")
     }
 
     /// The `fmdb-test-helper` built with the tests: scenarios run in a child process.

@@ -59,6 +59,17 @@ public func builtProduct(_ name: String) -> String? {
     return FileManager.default.isExecutableFile(atPath: candidate) ? candidate : nil
 }
 
+/// The `fmdb-cipher` the tool's tests run: the binary the environment variable `FMDB_CIPHER_TOOL` names
+/// (an absolute path; `Scripts/test` names the one `Scripts/install` installed, so the tests run what users
+/// install, release and statically linked), else the one built with the tests. Nil when the named binary
+/// is not an executable file: a test never falls back to another binary than the one it was told to run.
+public func toolUnderTest() -> String? {
+    if let named = ProcessInfo.processInfo.environment["FMDB_CIPHER_TOOL"], !named.isEmpty {
+        return named.hasPrefix("/") && FileManager.default.isExecutableFile(atPath: named) ? named : nil
+    }
+    return builtProduct("fmdb-cipher")
+}
+
 /// A small deterministic random number generator (SplitMix64): the same "random" cases every run.
 public struct SeededGenerator: RandomNumberGenerator, Sendable {
     public var state: UInt64

@@ -32,4 +32,19 @@ final class TestScaffoldTests: ToolTestCase {
         XCTAssertEqual(result.stdout, "")
         XCTAssertTrue(try String(contentsOfFile: output, encoding: .utf8).contains("fmdb-cipher"))
     }
+
+    /// The tests run the binary users install when the environment names it (`Scripts/test` names the one
+    /// `Scripts/install` built): that one, never a fallback; else the debug build beside the tests.
+    func testTheToolUnderTestIsTheNamedInstalledBinary() throws {
+        let tool = try builtTool()
+        if let named = ProcessInfo.processInfo.environment["FMDB_CIPHER_TOOL"], !named.isEmpty {
+            XCTAssertEqual(tool, named)
+            let linked = try runProcess("/usr/bin/ldd", [tool])
+            XCTAssertFalse(linked.stdout.contains("libswiftCore"), "installed with the Swift runtime linked statically")
+        } else {
+            XCTAssertEqual(tool, builtProduct("fmdb-cipher"))
+        }
+        let version = try runTool(["--version"])
+        XCTAssertEqual(version.status, 0, version.stderr)
+    }
 }
