@@ -16,7 +16,7 @@ import Foundation
 /// The policy, enforced by an authorizer (`sqlite3_set_authorizer`) that sees every statement when it is
 /// compiled, whatever API runs it (`executeUpdate`, `executeStatements`, `executeQuery`, the C API on
 /// `sqliteHandle`):
-/// - on a **keyed** connection (one keyed through this library, or with a keyed attached schema): every
+/// - on a **keyed** connection (SQLCipher says main or an attached schema has a codec: `Connection.isKeyed`): every
 ///   key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`), `cipher_migrate` (which acts
 ///   without a value), and every cipher PRAGMA, `kdf_iter`, `fast_kdf_iter`, `page_size`, `temp_store` and
 ///   `temp_store_directory` when it **sets** a value, are refused with SQLITE_AUTH; reading one (no value)
@@ -206,9 +206,10 @@ extension KeyedAuthorizerPolicy {
 ///
 /// Not Sendable: touched by the connection's thread only (the authorizer runs inside `sqlite3_prepare*`).
 final class AuthorizerState {
-    /// Set when the connection (or an attached schema) is keyed through this library, or SQLCipher said a
-    /// codec is attached after a key PRAGMA in SQL text.
-    var isKeyed = false
+    /// Set once SQLCipher said a schema of the connection has a codec (`Connection.adoptKey`, after the library
+    /// keyed it, or `Connection.settlePendingSQLKey`, after a key PRAGMA in SQL text): the authorizer's copy of
+    /// that answer, since it cannot ask while a statement compiles. Every other rule asks `Connection.isKeyed`.
+    var heldToKeyedRules = false
     /// Set when SQL text ran a key PRAGMA with a value on an unkeyed connection: held to the keyed rules,
     /// but keyed only once SQLCipher says so (`Connection.settlePendingSQLKey`).
     var sqlKeyPending = false
@@ -250,7 +251,7 @@ final class AuthorizerState {
     /// action's two text arguments (https://www.sqlite.org/c3ref/c_alter_table.html).
     fileprivate func decide(action: Int32, first: UnsafePointer<CChar>?, second: UnsafePointer<CChar>?) -> Int32 {
         // Held to the keyed rules from the key PRAGMA on, before SQLCipher was asked whether it keyed.
-        let keyedRules = isKeyed || sqlKeyPending
+        let keyedRules = heldToKeyedRules || sqlKeyPending
         if requiresKey, libraryDepth == 0 {
             // Until the connection is keyed, SQL text may run one thing: a key PRAGMA with a usable value. It
             // ends the lockout only when SQLCipher then says it keyed (settlePendingSQLKey), never here.
@@ -337,9 +338,9 @@ extension Connection {
     /// Marks the connection keyed: from now on SQL text may not change its key or cipher (see
     /// `KeyedAuthorizerPolicy`). Statements prepared before are expired, so each is compiled again, through
     /// the keyed rules, before it next runs (`sqlite3_set_authorizer` expires every prepared statement).
-    func markKeyed() {
-        let wasKeyed = authorizerState.isKeyed
-        authorizerState.isKeyed = true
+    private func markKeyed() {
+        let wasKeyed = authorizerState.heldToKeyedRules
+        authorizerState.heldToKeyedRules = true
         authorizerState.requiresKey = false
         authorizerState.sqlKeyPending = false
         if !wasKeyed { installAuthorizer() }
@@ -364,8 +365,7 @@ extension Connection {
         // not complete, so the keyed rules (and a failed-key lockout) keep holding.
         authorizerState.sqlKeyPending = false
         do {
-            let provider = try runningLibraryStatements { try pragmaText("PRAGMA main.cipher_provider") }
-            guard provider != nil else { return }
+            guard try hasCodec(schema: "main") else { return }
             // Databases attached before the key were attached without one: they would take plaintext copies.
             try detachForeignSchemas()
             try keepTemporaryDataInMemory()
@@ -374,6 +374,39 @@ extension Connection {
             throw error
         }
         markKeyed()
+    }
+
+    /// Whether `schema` of this connection is keyed: the one answer every rule that depends on it uses
+    /// (backups, the cipher format, keying again, rekeys, the keyed rules of SQL text), however the schema was
+    /// keyed (`setKey`, a key PRAGMA in SQL text or through the C API, `ATTACH … KEY`). A key PRAGMA still to be
+    /// settled is settled first.
+    ///
+    /// The answer is SQLCipher's: whether a codec is attached to the schema's pager, never whether a key API was
+    /// called (SQLCipher 3.4.1 keys nothing for some values, and SQL text can key a connection the API never saw).
+    func isKeyed(schema: String = "main") throws -> Bool {
+        try settlePendingSQLKey()
+        return try hasCodec(schema: schema)
+    }
+
+    /// After the library keyed `schema` (`sqlite3_key_v2`, `ATTACH … KEY`): checks with SQLCipher that a codec
+    /// is attached, then holds SQL text to the keyed rules (`markKeyed`) and keeps temporary data in memory.
+    /// Throws SQLITE_MISUSE when SQLCipher keyed nothing, so no caller goes on as if the schema were encrypted.
+    func adoptKey(schema: String = "main") throws {
+        guard try hasCodec(schema: schema) else {
+            throw FMDatabaseError.misuse(
+                "SQLCipher did not key the database '\(schema)': it would be written in plaintext.")
+        }
+        markKeyed()
+        try keepTemporaryDataInMemory()
+    }
+
+    /// SQLCipher's answer for `schema`: `PRAGMA schema.cipher_provider` answers only when a codec is attached
+    /// to that schema (SQLCipher 3.4.1 and 4.x, `sqlcipher_codec_pragma`: the provider comes from the schema's
+    /// codec context, and there is none without a key). It reads no page, so it is safe before a key is known
+    /// to be right.
+    private func hasCodec(schema: String) throws -> Bool {
+        let name = schema.replacingOccurrences(of: "\"", with: "\"\"")
+        return try runningLibraryStatements { try pragmaText("PRAGMA \"\(name)\".cipher_provider") } != nil
     }
 
     /// `temp_store = MEMORY`, checked by reading it back: temporary tables and sort files of a keyed
@@ -426,9 +459,6 @@ extension Connection {
                 + "plaintext. Key the connection before attaching."
         )
     }
-
-    /// Whether the connection is held to the keyed rules.
-    var isKeyed: Bool { authorizerState.isKeyed }
 
     /// After a failed `setKey(using:)` on a new file: SQL text runs nothing but a key PRAGMA until the
     /// connection is keyed (see `AuthorizerState.requiresKey`).
