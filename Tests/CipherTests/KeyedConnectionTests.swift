@@ -111,4 +111,23 @@ final class KeyedConnectionTests: FMDBCipherTestCase {
         XCTAssertTrue(db.lastErrorMessage().contains("PRAGMA key"), db.lastErrorMessage())
         XCTAssertEqual(db.string(forQuery: "SELECT v FROM t"), Self.marker, "the first key still reads it")
     }
+
+    func testASchemaAttachedWithAKeyBySQLHoldsTheConnectionToTheKeyedRules() throws {
+        let db = openDatabase("plain-main.db")
+        let encrypted = path("attached.db")
+        XCTAssertTrue(db.executeStatements("ATTACH DATABASE '\(encrypted)' AS e KEY 'typed by hand'"))
+        // As after attachDatabase with a key provider: SQLCipher says e has a codec.
+        XCTAssertFalse(db.executeStatements("PRAGMA e.cipher_use_hmac = OFF"), "the cipher cannot be weakened")
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertFalse(db.executeStatements("ATTACH DATABASE '\(path("plain.db"))' AS p KEY ''"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH, "no plaintext file to copy e into")
+        XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2", "temporary data stays in memory")
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE e.t (v TEXT)"), db.lastErrorMessage())
+        XCTAssertTrue(db.executeUpdate("INSERT INTO e.t VALUES (?)", Self.marker), db.lastErrorMessage())
+        db.close()
+        guard case .encrypted = DatabaseFile.kind(atPath: encrypted) else {
+            return XCTFail("the attached file is \(DatabaseFile.kind(atPath: encrypted)), not encrypted")
+        }
+        assertNoPlaintext(at: encrypted, "the attached database")
+    }
 }

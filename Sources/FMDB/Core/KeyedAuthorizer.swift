@@ -35,6 +35,9 @@ import Foundation
 ///   (`temp_store = MEMORY`), and a failed-key lockout (below) ends; if no codec is attached, a lockout
 ///   stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
 ///   statement in the same way.
+/// - an `ATTACH … KEY 'k'` in SQL text on an unkeyed connection keys the attached schema (SQLCipher): after it
+///   ran, each attached schema is asked the same question, and a keyed one holds the connection to the keyed
+///   rules with `temp_store = MEMORY`, as `attachDatabase` with a key provider does.
 /// - when a connection becomes keyed, every statement prepared on it before is expired
 ///   (`sqlite3_set_authorizer` again), so SQLite compiles it again, through the keyed rules, before it
 ///   next runs: an `ATTACH` of a plaintext file prepared before the key cannot run after it.
@@ -216,6 +219,9 @@ final class AuthorizerState {
     /// Set when SQL text attached a file while the connection was unkeyed (that file has no key): keying later
     /// must not let it receive copies in plaintext. Cleared when no such schema is left.
     var attachedWhileUnkeyed = false
+    /// Set when SQL text attached a file while the connection was unkeyed: with `ATTACH … KEY 'k'` SQLCipher
+    /// keys that schema, asked after the statement ran (`Connection.settlePendingSQLKey`).
+    var sqlAttachPending = false
     /// Set when `setKey(using:)` failed on a new (missing or empty) file: until the connection is keyed,
     /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
     /// the database in plaintext.
@@ -298,7 +304,10 @@ final class AuthorizerState {
             // one itself. Every named file is refused.
             if let first, first.pointee == 0 { return SQLITE_OK }
             message = keyedRules ? KeyedAuthorizerPolicy.attachRefusal : nil
-            if message == nil, libraryDepth == 0 { attachedWhileUnkeyed = true }
+            if message == nil, libraryDepth == 0 {
+                attachedWhileUnkeyed = true
+                sqlAttachPending = true
+            }
         case SQLITE_FUNCTION:
             guard keyedRules, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.exportRefusal
@@ -349,15 +358,34 @@ extension Connection {
     /// After a key PRAGMA in SQL text: asks SQLCipher whether the main schema now has a codec (only then
     /// does `PRAGMA cipher_provider` answer) and, when it has, keys the connection as `setKey(_:)` does
     /// (`markKeyed`, `temp_store = MEMORY`). When it has not, the connection stays unkeyed, and a failed-key
-    /// lockout stays in force. Called before every statement the library prepares or runs, and after
-    /// `sqlite3_exec`; it costs one flag test when no key PRAGMA ran.
+    /// lockout stays in force. After an `ATTACH` in SQL text on an unkeyed connection, asks the same of each
+    /// attached schema (`ATTACH … KEY 'k'` keys it): a keyed one holds the connection to the keyed rules, as
+    /// `attachDatabase` with a key provider does. Called before every statement the library prepares or runs,
+    /// and after `sqlite3_exec`; it costs two flag tests when neither ran.
     ///
     /// Not earlier than that: SQLCipher keys while it compiles the PRAGMA, and expiring the PRAGMA's own
-    /// statement before it ran would compile it again under the keyed rules, which refuse it.
+    /// statement before it ran would compile it again under the keyed rules, which refuse it. (An ATTACH
+    /// prepared and held, to be stepped after another statement was prepared, is asked about too early: its
+    /// schema is not attached yet.)
     @inline(__always)
     func settlePendingSQLKey() throws {
-        guard authorizerState.sqlKeyPending else { return }
-        try settleSQLKey()
+        guard authorizerState.sqlKeyPending || authorizerState.sqlAttachPending else { return }
+        if authorizerState.sqlKeyPending { try settleSQLKey() }
+        if authorizerState.sqlAttachPending { try settleSQLAttach() }
+    }
+
+    private func settleSQLAttach() throws {
+        authorizerState.sqlAttachPending = false
+        guard !authorizerState.heldToKeyedRules else { return }
+        do {
+            for name in try foreignSchemas() where try hasCodec(schema: name) {
+                try adoptKey(schema: name)
+                return
+            }
+        } catch {
+            authorizerState.sqlAttachPending = true
+            throw error
+        }
     }
 
     private func settleSQLKey() throws {
