@@ -56,8 +56,9 @@ final class KeyedConnectionTests: FMDBCipherTestCase {
         XCTAssertTrue(source.executeUpdate("INSERT INTO t VALUES (?)", Self.marker))
         let destinationPath = path("keyed-copy.db")
         let destination = openDatabase("keyed-copy.db")
-        // Keyed, and nothing run since: SQLCipher is asked at the backup itself.
-        XCTAssertTrue(destination.executeUpdate("PRAGMA key = 'typed by hand'"), destination.lastErrorMessage())
+        // Keyed through the C API, and no statement of the library run since: SQLCipher is asked at the backup.
+        let handle = try XCTUnwrap(destination.sqliteHandle)
+        XCTAssertEqual(sqlite3_exec(OpaquePointer(handle), "PRAGMA key = 'typed by hand'", nil, nil, nil), SQLITE_OK)
         XCTAssertThrowsError(try source.backup(to: destination)) { error in
             XCTAssertEqual((error as NSError).domain, "FMDatabase")
             XCTAssertEqual((error as NSError).code, Int(SQLITE_MISUSE))
