@@ -99,6 +99,14 @@ struct SQL: ParsableCommand {
             guard !script.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw CLIError.usage("no SQL given (as an argument or on standard input)")
             }
+            // The library refuses it too (SQLITE_MISUSE, before any statement runs); said here as a usage error,
+            // before the database is opened or created. (An argument cannot hold a NUL: standard input can.)
+            if let nul = script.utf8.firstIndex(of: 0) {
+                let offset = script.utf8.distance(from: script.utf8.startIndex, to: nul)
+                throw CLIError.usage(
+                    "the SQL holds a NUL byte (at byte \(offset)): SQLite would stop reading there and skip the "
+                        + "statements after it; nothing was run")
+            }
             let db: FMDatabase
             if kind == .missing {
                 try DatabaseFiles.createEmptyDatabase(at: database)

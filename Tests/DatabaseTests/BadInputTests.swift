@@ -293,3 +293,104 @@ final class TimeIntervalInputTests: FMDBCipherTestCase {
         pool.releaseAllDatabases()
     }
 }
+
+/// SQL text is never cut short: SQLite reads SQL only up to a NUL byte, so every API that takes SQL text
+/// refuses one (SQLITE_MISUSE, in domain FMDatabase) instead of running what comes before it and skipping
+/// the rest.
+final class NULInSQLTests: FMDBTempDBTestCase {
+    override class func populateDatabase(_ db: FMDatabase) {
+        db.executeUpdate("create table t (a integer, b text)")
+        db.executeUpdate("insert into t values (1, 'one')")
+    }
+
+    /// The statement after the NUL would drop `t`; the one before it would create `x`.
+    static let sql = "create table x (a)\u{0}; drop table t"
+    static let script = "create table x (a);\u{0} drop table t"
+
+    func assertRefused(_ error: (any Error)?, _ context: String, line: UInt = #line) {
+        guard let error else { return XCTFail("\(context): not refused", line: line) }
+        let ns = error as NSError
+        XCTAssertEqual(ns.domain, "FMDatabase", context, line: line)
+        XCTAssertEqual(ns.code, Int(SQLITE_MISUSE), "\(context): \(ns)", line: line)
+        XCTAssertTrue(
+            ns.localizedDescription.contains("NUL byte"), "\(context): \(ns.localizedDescription)", line: line)
+    }
+
+    func assertNothingRan(_ context: String, line: UInt = #line) {
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 1, "\(context): t is still there", line: line)
+        XCTAssertFalse(db.tableExists("x"), "\(context): nothing before the NUL ran", line: line)
+    }
+
+    func testEveryFMDBEntryPointRefusesANULByte() throws {
+        db.logsErrors = false
+        XCTAssertFalse(db.executeUpdate(Self.sql))
+        assertRefused(db.lastError(), "executeUpdate")
+        XCTAssertFalse(db.executeUpdate(Self.sql, withArgumentsIn: []))
+        assertRefused(db.lastError(), "executeUpdate(withArgumentsIn:)")
+        XCTAssertNil(db.executeQuery("select 1\u{0}; drop table t"))
+        assertRefused(db.lastError(), "executeQuery")
+        XCTAssertNil(db.prepare("select 1\u{0}; drop table t"))
+        assertRefused(db.lastError(), "prepare")
+        XCTAssertFalse(db.executeStatements(Self.script))
+        assertRefused(db.lastError(), "executeStatements")
+        XCTAssertFalse(db.executeStatements(Self.script) { _ in 0 })
+        assertRefused(db.lastError(), "executeStatements(withResultBlock:)")
+        XCTAssertNil(db.string(forQuery: "select b from t\u{0} where a = 2"))
+        assertRefused(db.lastError(), "string(forQuery:)")
+        XCTAssertThrowsError(try db.executeUpdate(Self.sql, values: nil)) {
+            assertRefused($0, "executeUpdate(values:)")
+        }
+        XCTAssertThrowsError(try db.executeQuery("select 1\u{0}", values: nil)) {
+            assertRefused($0, "executeQuery(values:)")
+        }
+        XCTAssertThrowsError(try db.executeScript(Self.script) { _ in }) { assertRefused($0, "executeScript") }
+        XCTAssertThrowsError(try db.execute(Self.sql)) { assertRefused($0, "execute") }
+        XCTAssertThrowsError(try db.execute("insert into t values (?, 'x')\u{0}; drop table t", 2)) {
+            assertRefused($0, "execute with a value")
+        }
+        XCTAssertThrowsError(try db.query("select 1\u{0}")) { assertRefused($0, "query") }
+        XCTAssertThrowsError(try db.prepareStatement("select 1\u{0}")) { assertRefused($0, "prepareStatement") }
+        XCTAssertThrowsError(try db.fetchAll(Int.self, "select a from t\u{0}")) { assertRefused($0, "fetchAll") }
+        assertNothingRan("FMDatabase")
+    }
+
+    func testAMigrationStepWithANULByteIsRolledBack() throws {
+        db.close()
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: databasePath))
+        defer { queue.close() }
+        var migrator = FMDatabaseMigrator()
+        migrator.registerMigration("nul") { db in try db.execute(Self.sql) }
+        XCTAssertThrowsError(try migrator.migrate(queue)) { assertRefused($0, "migration") }
+        XCTAssertEqual(try migrator.appliedMigrations(queue), [])
+        XCTAssertTrue(db.open())
+        assertNothingRan("migration")
+    }
+
+    func testQueueAndPoolHelpersRefuseANULByte() throws {
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: databasePath))
+        defer { queue.close() }
+        queue.inDatabase { db in
+            db.logsErrors = false
+            XCTAssertFalse(db.executeStatements(Self.script))
+            assertRefused(db.lastError(), "queue")
+        }
+        let pool = try XCTUnwrap(FMDatabasePool(path: databasePath))
+        defer { pool.releaseAllDatabases() }
+        pool.inDatabase { db in
+            db.logsErrors = false
+            XCTAssertFalse(db.executeUpdate(Self.sql))
+            assertRefused(db.lastError(), "pool")
+        }
+        assertNothingRan("queue and pool")
+    }
+
+    func testANULByteAfterTheFirstStatementOfAScriptStopsItBeforeAnyRuns() throws {
+        db.logsErrors = false
+        var ran = 0
+        XCTAssertThrowsError(try db.executeScript("select 1; select 2;\u{0} drop table t") { _ in ran += 1 }) {
+            assertRefused($0, "executeScript")
+        }
+        XCTAssertEqual(ran, 0)
+        assertNothingRan("executeScript")
+    }
+}

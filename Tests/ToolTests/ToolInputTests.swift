@@ -132,4 +132,18 @@ final class ToolInputTests: ToolTestCase {
         let magic = (try? handle.read(upToCount: 8)) ?? Data()
         return magic == Data([0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7])
     }
+
+    func testSQLWithANULByteOnStandardInputIsRefusedAndNothingRuns() throws {
+        let enc = try makeEncrypted()
+        let result = try run(
+            ["sql", enc, "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey],
+            input: "CREATE TABLE x (a);\u{0} DROP TABLE t;")
+        XCTAssertEqual(result.status, 64, result.stderr)
+        XCTAssertTrue(result.stderr.contains("NUL byte"), result.stderr)
+        XCTAssertEqual(rowCount(enc, rawKey: Self.rawKey), 50, "the statement after the NUL did not run")
+        let check = try run(
+            ["sql", enc, "SELECT count(*) FROM sqlite_master WHERE name = 'x'", "--kdf", "raw", "--key-env", "K"],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last, "0")
+    }
 }

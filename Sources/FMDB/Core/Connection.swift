@@ -87,11 +87,26 @@ final class Connection {
 
     // MARK: - Statements
 
+    /// Calls `body` with `sql` as the C string SQLite reads, refusing text that holds a NUL byte (SQLite would
+    /// stop at it and skip the rest without a word). Every SQL string the library hands SQLite passes here
+    /// (and scripts through `prepare(_:from:)`); the check is one `strlen` over bytes `withCString` already has,
+    /// against the UTF-8 count a native string knows.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/prepare.html> ("If nByte is negative, then
+    /// zSql is read up to the first zero terminator.")
+    func withSQLText<R>(_ sql: String, _ body: (UnsafePointer<CChar>) throws -> R) throws -> R {
+        try sql.withCString { cSQL in
+            let length = strlen(cSQL)
+            guard length == sql.utf8.count else { throw FMDatabaseError.nulInSQL(at: length, sql: sql) }
+            return try body(cSQL)
+        }
+    }
+
     func prepare(_ sql: String) throws -> Statement {
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
         try settlePendingSQLKey()
         var stmt: OpaquePointer?
-        let rc = sql.withCString { cSQL in
+        let rc = try withSQLText(sql) { cSQL in
             sqlite3_prepare_v2(db, cSQL, -1, &stmt, nil)
         }
         guard rc == SQLITE_OK else {
@@ -110,7 +125,7 @@ final class Connection {
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
         try settlePendingSQLKey()
         var errmsg: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(db, sql, nil, nil, &errmsg)
+        let rc = try withSQLText(sql) { sqlite3_exec(db, $0, nil, nil, &errmsg) }
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) }
             sqlite3_free(errmsg)
@@ -185,23 +200,25 @@ extension Connection {
         try withoutActuallyEscaping(rowHandler) { handler in
             let box = RowHandlerBox(handler)
             var errmsg: UnsafeMutablePointer<CChar>?
-            let rc = withExtendedLifetime(box) {
-                sqlite3_exec(
-                    db, sql,
-                    { context, columnCount, values, names in
-                        guard let context else { return SQLITE_ABORT }
-                        let box = Unmanaged<RowHandlerBox>.fromOpaque(context).takeUnretainedValue()
-                        var row: [AnyHashable: Any] = [:]
-                        for index in 0..<Int(columnCount) {
-                            let name = names?[index].map { String(cString: $0) } ?? "\(index)"
-                            if let value = values?[index] {
-                                row[name] = String(cString: value)
-                            } else {
-                                row[name] = NSNull()
+            let rc = try withSQLText(sql) { cSQL in
+                withExtendedLifetime(box) {
+                    sqlite3_exec(
+                        db, cSQL,
+                        { context, columnCount, values, names in
+                            guard let context else { return SQLITE_ABORT }
+                            let box = Unmanaged<RowHandlerBox>.fromOpaque(context).takeUnretainedValue()
+                            var row: [AnyHashable: Any] = [:]
+                            for index in 0..<Int(columnCount) {
+                                let name = names?[index].map { String(cString: $0) } ?? "\(index)"
+                                if let value = values?[index] {
+                                    row[name] = String(cString: value)
+                                } else {
+                                    row[name] = NSNull()
+                                }
                             }
-                        }
-                        return box.handler(row)
-                    }, Unmanaged.passUnretained(box).toOpaque(), &errmsg)
+                            return box.handler(row)
+                        }, Unmanaged.passUnretained(box).toOpaque(), &errmsg)
+                }
             }
             if rc != SQLITE_OK {
                 let message = errmsg.map { String(cString: $0) }
@@ -226,20 +243,35 @@ extension Connection {
 extension Connection {
     /// Prepares the first statement of `bytes[offset...]`; returns it and how many bytes it used, or
     /// nil when only white space and comments are left.
+    ///
+    /// A NUL byte is refused (SQLITE_MISUSE), as `withSQLText` refuses it: SQLite reads up to the first NUL
+    /// even with a byte count. The whole script is searched once (`memchr`), when its first statement is
+    /// prepared (offset 0), so no statement of it runs; a later statement still finds a NUL where SQLite stopped.
     func prepare(_ bytes: [UInt8], from offset: Int) throws -> (Statement, Int)? {
         guard let db = handle else { throw FMDatabaseError.closed() }
         try settlePendingSQLKey()
         var stmt: OpaquePointer?
         var consumed = 0
+        var nulOffset: Int?
         let rc = bytes.withUnsafeBufferPointer { buffer -> Int32 in
             guard let base = buffer.baseAddress else { return SQLITE_OK }
+            if offset == 0, let nul = memchr(base, 0, buffer.count) {
+                nulOffset = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(nul))
+                return SQLITE_MISUSE
+            }
             return base.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: buffer.count - offset) {
                 start in
                 var tail: UnsafePointer<CChar>?
                 let rc = sqlite3_prepare_v2(db, start, Int32(clamping: buffer.count - offset), &stmt, &tail)
                 consumed = tail.map { start.distance(to: $0) } ?? (buffer.count - offset)
+                // SQLite stops at a NUL: its tail then points at it.
+                if consumed < buffer.count - offset, start[consumed] == 0 { nulOffset = offset + consumed }
                 return rc
             }
+        }
+        if let nulOffset {
+            if let stmt { sqlite3_finalize(stmt) }
+            throw FMDatabaseError.nulInSQL(at: nulOffset, sql: String(decoding: bytes, as: UTF8.self))
         }
         guard rc == SQLITE_OK else {
             if let stmt { sqlite3_finalize(stmt) }

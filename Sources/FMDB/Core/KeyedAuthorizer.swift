@@ -16,7 +16,7 @@ import Foundation
 /// The policy, enforced by an authorizer (`sqlite3_set_authorizer`) that sees every statement when it is
 /// compiled, whatever API runs it (`executeUpdate`, `executeStatements`, `executeQuery`, the C API on
 /// `sqliteHandle`):
-/// - on a **keyed** connection (one keyed through this library, or with a keyed attached schema): every
+/// - on a **keyed** connection (SQLCipher says main or an attached schema has a codec: `Connection.isKeyed`): every
 ///   key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`), `cipher_migrate` (which acts
 ///   without a value), and every cipher PRAGMA, `kdf_iter`, `fast_kdf_iter`, `page_size`, `temp_store` and
 ///   `temp_store_directory` when it **sets** a value, are refused with SQLITE_AUTH; reading one (no value)
@@ -35,6 +35,9 @@ import Foundation
 ///   (`temp_store = MEMORY`), and a failed-key lockout (below) ends; if no codec is attached, a lockout
 ///   stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
 ///   statement in the same way.
+/// - an `ATTACH … KEY 'k'` in SQL text on an unkeyed connection keys the attached schema (SQLCipher): after it
+///   ran, each attached schema is asked the same question, and a keyed one holds the connection to the keyed
+///   rules with `temp_store = MEMORY`, as `attachDatabase` with a key provider does.
 /// - when a connection becomes keyed, every statement prepared on it before is expired
 ///   (`sqlite3_set_authorizer` again), so SQLite compiles it again, through the keyed rules, before it
 ///   next runs: an `ATTACH` of a plaintext file prepared before the key cannot run after it.
@@ -206,15 +209,19 @@ extension KeyedAuthorizerPolicy {
 ///
 /// Not Sendable: touched by the connection's thread only (the authorizer runs inside `sqlite3_prepare*`).
 final class AuthorizerState {
-    /// Set when the connection (or an attached schema) is keyed through this library, or SQLCipher said a
-    /// codec is attached after a key PRAGMA in SQL text.
-    var isKeyed = false
+    /// Set once SQLCipher said a schema of the connection has a codec (`Connection.adoptKey`, after the library
+    /// keyed it, or `Connection.settlePendingSQLKey`, after a key PRAGMA in SQL text): the authorizer's copy of
+    /// that answer, since it cannot ask while a statement compiles. Every other rule asks `Connection.isKeyed`.
+    var heldToKeyedRules = false
     /// Set when SQL text ran a key PRAGMA with a value on an unkeyed connection: held to the keyed rules,
     /// but keyed only once SQLCipher says so (`Connection.settlePendingSQLKey`).
     var sqlKeyPending = false
     /// Set when SQL text attached a file while the connection was unkeyed (that file has no key): keying later
     /// must not let it receive copies in plaintext. Cleared when no such schema is left.
     var attachedWhileUnkeyed = false
+    /// Set when SQL text attached a file while the connection was unkeyed: with `ATTACH … KEY 'k'` SQLCipher
+    /// keys that schema, asked after the statement ran (`Connection.settlePendingSQLKey`).
+    var sqlAttachPending = false
     /// Set when `setKey(using:)` failed on a new (missing or empty) file: until the connection is keyed,
     /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
     /// the database in plaintext.
@@ -250,7 +257,7 @@ final class AuthorizerState {
     /// action's two text arguments (https://www.sqlite.org/c3ref/c_alter_table.html).
     fileprivate func decide(action: Int32, first: UnsafePointer<CChar>?, second: UnsafePointer<CChar>?) -> Int32 {
         // Held to the keyed rules from the key PRAGMA on, before SQLCipher was asked whether it keyed.
-        let keyedRules = isKeyed || sqlKeyPending
+        let keyedRules = heldToKeyedRules || sqlKeyPending
         if requiresKey, libraryDepth == 0 {
             // Until the connection is keyed, SQL text may run one thing: a key PRAGMA with a usable value. It
             // ends the lockout only when SQLCipher then says it keyed (settlePendingSQLKey), never here.
@@ -297,7 +304,10 @@ final class AuthorizerState {
             // one itself. Every named file is refused.
             if let first, first.pointee == 0 { return SQLITE_OK }
             message = keyedRules ? KeyedAuthorizerPolicy.attachRefusal : nil
-            if message == nil, libraryDepth == 0 { attachedWhileUnkeyed = true }
+            if message == nil, libraryDepth == 0 {
+                attachedWhileUnkeyed = true
+                sqlAttachPending = true
+            }
         case SQLITE_FUNCTION:
             guard keyedRules, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.exportRefusal
@@ -337,9 +347,9 @@ extension Connection {
     /// Marks the connection keyed: from now on SQL text may not change its key or cipher (see
     /// `KeyedAuthorizerPolicy`). Statements prepared before are expired, so each is compiled again, through
     /// the keyed rules, before it next runs (`sqlite3_set_authorizer` expires every prepared statement).
-    func markKeyed() {
-        let wasKeyed = authorizerState.isKeyed
-        authorizerState.isKeyed = true
+    private func markKeyed() {
+        let wasKeyed = authorizerState.heldToKeyedRules
+        authorizerState.heldToKeyedRules = true
         authorizerState.requiresKey = false
         authorizerState.sqlKeyPending = false
         if !wasKeyed { installAuthorizer() }
@@ -348,15 +358,34 @@ extension Connection {
     /// After a key PRAGMA in SQL text: asks SQLCipher whether the main schema now has a codec (only then
     /// does `PRAGMA cipher_provider` answer) and, when it has, keys the connection as `setKey(_:)` does
     /// (`markKeyed`, `temp_store = MEMORY`). When it has not, the connection stays unkeyed, and a failed-key
-    /// lockout stays in force. Called before every statement the library prepares or runs, and after
-    /// `sqlite3_exec`; it costs one flag test when no key PRAGMA ran.
+    /// lockout stays in force. After an `ATTACH` in SQL text on an unkeyed connection, asks the same of each
+    /// attached schema (`ATTACH … KEY 'k'` keys it): a keyed one holds the connection to the keyed rules, as
+    /// `attachDatabase` with a key provider does. Called before every statement the library prepares or runs,
+    /// and after `sqlite3_exec`; it costs two flag tests when neither ran.
     ///
     /// Not earlier than that: SQLCipher keys while it compiles the PRAGMA, and expiring the PRAGMA's own
-    /// statement before it ran would compile it again under the keyed rules, which refuse it.
+    /// statement before it ran would compile it again under the keyed rules, which refuse it. (An ATTACH
+    /// prepared and held, to be stepped after another statement was prepared, is asked about too early: its
+    /// schema is not attached yet.)
     @inline(__always)
     func settlePendingSQLKey() throws {
-        guard authorizerState.sqlKeyPending else { return }
-        try settleSQLKey()
+        guard authorizerState.sqlKeyPending || authorizerState.sqlAttachPending else { return }
+        if authorizerState.sqlKeyPending { try settleSQLKey() }
+        if authorizerState.sqlAttachPending { try settleSQLAttach() }
+    }
+
+    private func settleSQLAttach() throws {
+        authorizerState.sqlAttachPending = false
+        guard !authorizerState.heldToKeyedRules else { return }
+        do {
+            for name in try foreignSchemas() where try hasCodec(schema: name) {
+                try adoptKey(schema: name)
+                return
+            }
+        } catch {
+            authorizerState.sqlAttachPending = true
+            throw error
+        }
     }
 
     private func settleSQLKey() throws {
@@ -364,8 +393,7 @@ extension Connection {
         // not complete, so the keyed rules (and a failed-key lockout) keep holding.
         authorizerState.sqlKeyPending = false
         do {
-            let provider = try runningLibraryStatements { try pragmaText("PRAGMA main.cipher_provider") }
-            guard provider != nil else { return }
+            guard try hasCodec(schema: "main") else { return }
             // Databases attached before the key were attached without one: they would take plaintext copies.
             try detachForeignSchemas()
             try keepTemporaryDataInMemory()
@@ -374,6 +402,39 @@ extension Connection {
             throw error
         }
         markKeyed()
+    }
+
+    /// Whether `schema` of this connection is keyed: the one answer every rule that depends on it uses
+    /// (backups, the cipher format, keying again, rekeys, the keyed rules of SQL text), however the schema was
+    /// keyed (`setKey`, a key PRAGMA in SQL text or through the C API, `ATTACH … KEY`). A key PRAGMA still to be
+    /// settled is settled first.
+    ///
+    /// The answer is SQLCipher's: whether a codec is attached to the schema's pager, never whether a key API was
+    /// called (SQLCipher 3.4.1 keys nothing for some values, and SQL text can key a connection the API never saw).
+    func isKeyed(schema: String = "main") throws -> Bool {
+        try settlePendingSQLKey()
+        return try hasCodec(schema: schema)
+    }
+
+    /// After the library keyed `schema` (`sqlite3_key_v2`, `ATTACH … KEY`): checks with SQLCipher that a codec
+    /// is attached, then holds SQL text to the keyed rules (`markKeyed`) and keeps temporary data in memory.
+    /// Throws SQLITE_MISUSE when SQLCipher keyed nothing, so no caller goes on as if the schema were encrypted.
+    func adoptKey(schema: String = "main") throws {
+        guard try hasCodec(schema: schema) else {
+            throw FMDatabaseError.misuse(
+                "SQLCipher did not key the database '\(schema)': it would be written in plaintext.")
+        }
+        markKeyed()
+        try keepTemporaryDataInMemory()
+    }
+
+    /// SQLCipher's answer for `schema`: `PRAGMA schema.cipher_provider` answers only when a codec is attached
+    /// to that schema (SQLCipher 3.4.1 and 4.x, `sqlcipher_codec_pragma`: the provider comes from the schema's
+    /// codec context, and there is none without a key). It reads no page, so it is safe before a key is known
+    /// to be right.
+    private func hasCodec(schema: String) throws -> Bool {
+        let name = schema.replacingOccurrences(of: "\"", with: "\"\"")
+        return try runningLibraryStatements { try pragmaText("PRAGMA \"\(name)\".cipher_provider") } != nil
     }
 
     /// `temp_store = MEMORY`, checked by reading it back: temporary tables and sort files of a keyed
@@ -426,9 +487,6 @@ extension Connection {
                 + "plaintext. Key the connection before attaching."
         )
     }
-
-    /// Whether the connection is held to the keyed rules.
-    var isKeyed: Bool { authorizerState.isKeyed }
 
     /// After a failed `setKey(using:)` on a new file: SQL text runs nothing but a key PRAGMA until the
     /// connection is keyed (see `AuthorizerState.requiresKey`).

@@ -4,11 +4,12 @@ import Foundation
 extension FMDatabase {
     /// Copies this database into `destination` with SQLite's online backup, page by page.
     ///
-    /// Refused (SQLITE_MISUSE) unless both are encrypted (keyed through this library) or both are
-    /// plaintext: SQLCipher 3.4.1 copies an encrypted database into a plaintext one as **plaintext**, and
-    /// a plaintext one into an encrypted one unencrypted. Use `fmdb-cipher decrypt` / `encrypt` (or
-    /// `attachDatabase` + `exportContents`) to change encryption. The raw `sqlite3_backup_*` C functions
-    /// are not guarded: do not call them on encrypted databases.
+    /// Refused (SQLITE_MISUSE) unless both `main` databases are encrypted or both are plaintext, as SQLCipher
+    /// says (a codec on the schema), however they were keyed: `setKey`, or `PRAGMA key` in SQL text. SQLCipher
+    /// 3.4.1 copies an encrypted database into a plaintext one as **plaintext**, and a plaintext one into an
+    /// encrypted one unencrypted. The copy is of `main` only: databases attached beside it do not count. Use
+    /// `fmdb-cipher decrypt` / `encrypt` (or `attachDatabase` + `exportContents`) to change encryption. The raw
+    /// `sqlite3_backup_*` C functions are not guarded: do not call them on encrypted databases.
     ///
     /// ```swift
     /// try db.backup(to: copy)   // both keyed
@@ -18,7 +19,7 @@ extension FMDatabase {
         try recording {
             let source = try requireConnection()
             guard let destinationConnection = destination.connection else { throw FMDatabaseError.closed() }
-            switch (appliedKey != nil, destination.appliedKey != nil) {
+            switch (try source.isKeyed(schema: "main"), try destinationConnection.isKeyed(schema: "main")) {
             case (true, false):
                 throw FMDatabaseError.misuse(
                     "Backing up an encrypted database into a plaintext one is refused: SQLCipher 3.4.1 would write it "

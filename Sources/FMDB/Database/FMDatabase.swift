@@ -89,8 +89,9 @@ public final class FMDatabase {
     var lastErrorValue: FMDatabaseError?
     var dateFormatter: DateFormatter?
     var savePointCounter = 0
-    /// The key this connection was keyed with through this API (kept to allow the same key again,
-    /// to refuse a different one, and to restore the old key after a failed rekey).
+    /// The key bytes this connection was keyed with through this API (kept to allow the same key again,
+    /// to refuse a different one, and to restore the old key after a failed rekey). Not whether it is keyed:
+    /// that is SQLCipher's answer (`Connection.isKeyed`), which SQL text (`PRAGMA key`) can make true too.
     var appliedKey: SecureBytes?
     /// The files `open` created (the database did not exist), until a key is set.
     var filesCreatedByOpen: CreatedFiles?

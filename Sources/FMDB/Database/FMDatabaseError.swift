@@ -142,6 +142,18 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         FMDatabaseError(code: SQLITE_MISUSE, message: message, sql: sql)
     }
 
+    /// SQL text holding a NUL byte at byte `offset` of its UTF-8: SQLite reads SQL text only up to the first
+    /// NUL, so what follows would be skipped without a word. SQLITE_MISUSE, before any of the text runs. The
+    /// SQL kept in the error shows the NUL as `\0`.
+    static func nulInSQL(at offset: Int, sql: String) -> FMDatabaseError {
+        FMDatabaseError(
+            code: SQLITE_MISUSE,
+            message:
+                "The SQL text holds a NUL byte (at byte \(offset)): SQLite would stop reading there and skip "
+                + "everything after it. Remove it (binary data goes in a bound parameter).",
+            sql: sql.replacingOccurrences(of: "\0", with: "\\0"), marks: [], messageNamesNoSQL: true)
+    }
+
     static func closed(sql: String? = nil) -> FMDatabaseError {
         FMDatabaseError(code: SQLITE_MISUSE, message: "The FMDatabase is not open.", sql: sql)
     }

@@ -4,7 +4,8 @@ import Foundation
 /// File formats: which SQLCipher format a keyed connection reads, and how `setKey(using:)` finds it.
 extension FMDatabase {
     /// The format of the encrypted database on this keyed connection (`.v4`, `.v3`, ...), read from the
-    /// cipher settings SQLCipher uses for it; nil when the connection is closed or was not keyed.
+    /// cipher settings SQLCipher uses for it; nil when the connection is closed or not keyed (as SQLCipher
+    /// says: a connection keyed by `PRAGMA key` in SQL text is keyed too).
     ///
     /// ```swift
     /// try db.setKey(using: PassphraseKeyProvider("p"))
@@ -14,7 +15,7 @@ extension FMDatabase {
     ///   settings is reported by its HMAC and KDF (a SQLCipher 3 file with 4096-byte pages is `.v3`); on
     ///   a raw key SQLCipher 2 and 3 files are the same and are reported as `.v3` unless asked for.
     public var cipherFormat: CipherFormat? {
-        guard let connection, appliedKey != nil else { return nil }
+        guard let connection, (try? connection.isKeyed()) == true else { return nil }
         func pragma(_ name: String) -> String? { (try? connection.pragmaText("PRAGMA \(name)")) ?? nil }
         if SQLCipherRuntime.majorVersion >= 4, let hmac = pragma("cipher_hmac_algorithm"), !hmac.contains("SHA1") {
             return .v4

@@ -39,9 +39,14 @@ extension FMDatabase {
             let name = try Self.validatedSchemaName(schema)
             if let keyProvider, case .encrypted(let salt) = kind {
                 try attachExisting(atPath: path, schema: name, salt: salt, keyProvider: keyProvider, settings: settings)
-                // SQL text on this connection may no longer change keys or cipher settings (KeyedAuthorizer).
-                connection.markKeyed()
-                try connection.runningLibraryStatements { try connection.execute("PRAGMA temp_store = MEMORY") }
+                // Keyed, as SQLCipher says: SQL text on this connection may no longer change keys or cipher
+                // settings (KeyedAuthorizer), and temporary data stays in memory.
+                do {
+                    try connection.adoptKey(schema: name)
+                } catch {
+                    try? update("DETACH DATABASE \(name)") { _ in }
+                    throw error
+                }
                 return
             }
             let format = settings.format ?? .linkedDefault
@@ -57,12 +62,9 @@ extension FMDatabase {
             if let key {
                 do {
                     try connection.key(key.sqlcipherKeyBytes(), schema: name)
-                    // SQL text on this connection may no longer change keys or cipher settings (KeyedAuthorizer).
-                    connection.markKeyed()
-                    try connection.runningLibraryStatements {
-                        // Its temporary tables and sort files stay in memory, as on a keyed main database.
-                        try connection.execute("PRAGMA temp_store = MEMORY")
-                    }
+                    // Keyed, as SQLCipher says: SQL text on this connection may no longer change keys or cipher
+                    // settings (KeyedAuthorizer), and temporary data stays in memory, as on a keyed main database.
+                    try connection.adoptKey(schema: name)
                     try connection.applyCipher(
                         formatStatements: formatStatements, pageSize: settings.pageSize,
                         kdfIterations: settings.kdfIterations, schema: name)

@@ -110,10 +110,18 @@ extension FMDatabase {
         guard !hasOpenResultSets else {
             throw FMDatabaseError.misuse("Cannot rekey while result sets are open: close them first.")
         }
+        guard try connection.isKeyed() else {
+            throw FMDatabaseError.misuse(
+                "Cannot rekey a database that is not encrypted: rekey only changes an existing key. Use "
+                    + "sqlcipher_export (fmdb-cipher encrypt) to encrypt a plaintext database."
+            )
+        }
+        // A rekey that does not take is undone by reopening with the old key, which the library must hold.
         guard let oldKey = appliedKey else {
             throw FMDatabaseError.misuse(
-                "Cannot rekey a database that is not encrypted (or not keyed through FMDB): rekey only changes "
-                    + "an existing key. Use sqlcipher_export (fmdb-cipher encrypt) to encrypt a plaintext database."
+                "Cannot rekey a connection keyed by SQL text (PRAGMA key): the old key is needed to reopen the "
+                    + "database if the rekey does not take. Key the connection with setKey (or setKey(using:)), "
+                    + "then rekey."
             )
         }
         if isFileBacked, let path = databasePath, DatabaseFile.kind(atPath: path) == .plaintext {

@@ -72,7 +72,7 @@ extension FMDatabase {
                 // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
                 try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
             } catch {
-                if appliedKey == nil, kind?.isNew ?? true {
+                if (try? connection?.isKeyed()) != true, kind?.isNew ?? true {
                     // A program that goes on after this error must not write a new file in plaintext (an
                     // existing encrypted file cannot be written without its key anyway).
                     connection?.requireKey()
@@ -162,7 +162,7 @@ extension FMDatabase {
         guard !key.isEmpty else {
             throw FMDatabaseError.misuse("An empty key was given: the database would not be encrypted.")
         }
-        if appliedKey == nil, connection?.keyIsRequired == true {
+        if connection?.keyIsRequired == true {
             try reopenConnection(key: nil)
             connection?.requireKey()
         }
@@ -172,7 +172,9 @@ extension FMDatabase {
                 "Cannot key a connection inside a transaction: temporary data could not be kept in memory. "
                     + "Key it right after open().")
         }
-        if appliedKey == nil, !connection.isKeyed {
+        // Whether it is keyed is SQLCipher's answer (Connection.isKeyed): a key PRAGMA in SQL text keys it too.
+        let keyed = try connection.isKeyed()
+        if !keyed {
             try connection.refuseForeignSchemas(
                 "Cannot key a connection that has other databases attached: they were attached without a key "
                     + "and would receive data in plaintext. Detach them first, or key right after open().")
@@ -186,6 +188,12 @@ extension FMDatabase {
                         + "connection."
                 )
             }
+        } else if keyed, connection.hasTouchedPages {
+            // Keyed by SQL text: this library does not hold that key, so cannot tell a same key from another.
+            throw FMDatabaseError.misuse(
+                "This connection was keyed by SQL text (PRAGMA key) and has used the database: keying it again "
+                    + "could corrupt the file (SQLCipher 3.4.1). Open a new connection and key it with setKey."
+            )
         } else if connection.hasTouchedPages {
             throw FMDatabaseError.misuse(
                 "This connection has already read the database without a key: key it right after open(), "
@@ -194,10 +202,10 @@ extension FMDatabase {
         }
         try connection.key(key)
         appliedKey = key
-        // Keyed rules first (SQL text may not change the key, the cipher or temp_store: Core/KeyedAuthorizer.swift),
-        // then temporary tables and sort files in memory, which would otherwise go to disk unencrypted.
-        connection.markKeyed()
-        try connection.keepTemporaryDataInMemory()
+        // Asks SQLCipher that it keyed, then the keyed rules (SQL text may not change the key, the cipher or
+        // temp_store: Core/KeyedAuthorizer.swift) and temporary tables and sort files in memory, which would
+        // otherwise go to disk unencrypted.
+        try connection.adoptKey()
     }
 
     /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
