@@ -50,7 +50,14 @@ struct Export: ParsableCommand {
     @Argument(help: "The encrypted database to read.") var source: String
     @Argument(help: "The encrypted database to create.") var destination: String
     @OptionGroup var key: KeyOptions
-    @OptionGroup var newKey: NewKeyOptions
+    @OptionGroup var newKeySource: NewKeySourceOptions
+    @Option(
+        name: .customLong("new-kdf"),
+        help: """
+            How the new key is used (default: the same as --kdf; a slot key's: passphrase, or raw for slot-raw). \
+            slot or slot-raw: DEST gets key slots, a new random data key, the new key its first slot.
+            """)
+    var newKDF: CopyKDF?
     @Option(
         name: .customLong("new-cipher-page-size"),
         help: ArgumentHelp(
@@ -107,7 +114,7 @@ struct Export: ParsableCommand {
         try Deprecation.check(
             newPageSize, "--new-cipher-page-size", old: deprecatedNewPageSize, oldName: "--new-page-size")
         try Deprecation.check(format, "--format 4", old: sqlcipher4 ? true : nil, oldName: "--sqlcipher4")
-        let slotted = newKey.newKDF?.kdf.opensSlot == true
+        let slotted = newKDF?.kdf.opensSlot == true
         if !slotted, recovery || slotKDF != nil || keepOldKey {
             throw ValidationError(
                 "--recovery, --slot-kdf and --keep-old-key make a slotted copy: add --new-kdf slot (or slot-raw)")
@@ -137,16 +144,16 @@ struct Export: ParsableCommand {
             let (kdf, provider) = try key.opening(source, with: material)
             // SRC opened through a key slot and no new key: DEST keeps the data key and SRC's salt, so SRC's
             // slot file, copied byte for byte to DEST-keyslots, opens it.
-            let carriesSlots = kdf.opensSlot && newKey.source == nil && newKey.newKDF == nil
+            let carriesSlots = kdf.opensSlot && newKeySource.source == nil && newKDF == nil
             let newProvider: any KeyProvider
-            var newKDF = kdf
+            var writtenKDF = kdf
             var slots: FMDatabaseCopy.SlotFile = carriesSlots ? .source : .none
             // A new slotted file: a random data key, its first slot the new key (and the old key's, when kept).
             var newSlotSecret: KeySlotSecret?
-            if let slotKind = newKey.newKDF?.kdf, slotKind.opensSlot {
-                newKDF = slotKind
+            if let slotKind = newKDF?.kdf, slotKind.opensSlot {
+                writtenKDF = slotKind
                 let newMaterial = try reader.read(
-                    newKey.source, what: "new key for \(destination)", confirm: true, newKey: true)
+                    newKeySource.source, what: "new key for \(destination)", confirm: true, newKey: true)
                 let secret = try slotKind.slotSecret(newMaterial)
                 newSlotSecret = secret
                 newProvider = try slotKind.provider(newMaterial)
@@ -154,10 +161,10 @@ struct Export: ParsableCommand {
             } else if carriesSlots {
                 newProvider = provider
             } else {
-                newKDF = newKey.newKDF?.kdf ?? kdf.singleKey
+                writtenKDF = newKDF?.kdf ?? kdf.singleKey
                 let newMaterial = try reader.read(
-                    newKey.source, what: "new key for \(destination)", confirm: true, newKey: true)
-                newProvider = try newKDF.provider(newMaterial)
+                    newKeySource.source, what: "new key for \(destination)", confirm: true, newKey: true)
+                newProvider = try writtenKDF.provider(newMaterial)
                 var status = stat()
                 if lstat(KeySlots.slotFilePath(forDatabaseAt: source), &status) == 0 {
                     Output.message(
@@ -184,7 +191,7 @@ struct Export: ParsableCommand {
             if let newSlotSecret {
                 try keepOrWarnAboutOldKey(material, opening: newSlotSecret)
             }
-            let written = OpeningFlags.Written(path: destination, kdf: newKDF, settings: settings)
+            let written = OpeningFlags.Written(path: destination, kdf: writtenKDF, settings: settings)
             written.note()
             if json {
                 if let recoveryKey {

@@ -232,7 +232,7 @@ struct NewKeyOptions: ParsableArguments {
         name: .customLong("new-kdf"),
         help: """
             How the new key is used (default: the same as --kdf; a slot key's: passphrase, or raw for slot-raw). \
-            A file under a new key has no key slots, except a copy with --new-kdf slot or slot-raw (export).
+            A file under a new key has no key slots.
             """)
     var newKDF: SingleKeyKDF?
 

@@ -23,7 +23,8 @@ struct Rekey: ParsableCommand {
             "open_with", "kdf", "format", "cipher_page_size", "kdf_iter", "key_slots"}.
 
             --data-key unlocks a key slot (no --kdf: the kind is found; or --kdf slot, slot-raw, slot-recovery); \
-            --kdf pbkdf2, pbkdf2-sqlcipher or scrypt, and --new-kdf, are refused with it (exit 64).
+            --kdf pbkdf2, pbkdf2-sqlcipher or scrypt, and --new-kdf, are refused with it (exit 64). A single-key \
+            database goes under key slots by a copy, not in place: export SRC DEST --new-kdf slot.
 
             Exit codes: 0 rekeyed; 75 busy and 74 I/O (not done: the old key still opens it); 3 rekeyed, but \
             the WAL checkpoint is pending (only the new key opens it; do not retry).
@@ -103,11 +104,6 @@ struct Rekey: ParsableCommand {
         }
         if dataKey, newKey.newKDF != nil {
             throw ValidationError("--data-key makes a random new data key: no --new-kdf")
-        }
-        if let newKDF = newKey.newKDF, newKDF.kdf.opensSlot {
-            throw ValidationError(
-                "rekey does not put a database under key slots: export SRC DEST --new-kdf \(newKDF.rawValue) writes "
-                    + "a slotted copy (verified, no plaintext on disk), then replace SRC with DEST")
         }
     }
 

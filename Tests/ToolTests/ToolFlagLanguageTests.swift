@@ -237,16 +237,18 @@ final class ToolFlagLanguageTests: ToolTestCase {
         for command in ["rekey", "export", "decrypt", "info", "sql", "check", "migrate"] {
             XCTAssertTrue(try help([command]).contains(opening), "\(command) --kdf")
         }
-        // A file under a new key (rekey, export --new-kdf) has one key, no slots: the slot kinds are not listed,
-        // and are refused.
-        let singleKey = "(values: passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw)"
-        for command in ["rekey", "export"] {
+        // A file rekeyed under a new key has one key, no slots: the slot kinds are not listed, and are refused.
+        // A copy (export --new-kdf) may get new key slots (slot, slot-raw); a recovery key is generated, never
+        // given.
+        let singleKey = "passphrase, pbkdf2-sqlcipher, pbkdf2, scrypt, raw"
+        for (command, listed) in [("rekey", singleKey), ("export", singleKey + ", slot, slot-raw")] {
             let text = try help([command])
-            XCTAssertTrue(text.contains(singleKey), "\(command) --new-kdf: \(text)")
+            XCTAssertTrue(text.contains("(values: \(listed))"), "\(command) --new-kdf: \(text)")
             let newKDF = try XCTUnwrap(text.components(separatedBy: "--new-kdf <new-kdf>").last, text)
             let values = try XCTUnwrap(newKDF.range(of: "(values: "), newKDF)
             let list = newKDF[values.lowerBound...].prefix { $0 != ")" }
-            XCTAssertFalse(list.contains("slot"), "\(command) --new-kdf lists no slot kind: \(list)")
+            XCTAssertFalse(list.contains("slot-recovery"), "\(command) --new-kdf lists no recovery kind: \(list)")
+            XCTAssertEqual(list.contains("slot"), command == "export", "\(command) --new-kdf: \(list)")
         }
         let enc = try makeEncrypted()
         let rekeyToSlot = try run(
@@ -263,7 +265,14 @@ final class ToolFlagLanguageTests: ToolTestCase {
                 "'--new-kdf')\n        __fmdb-cipher_add_completions -W "
                     + "'passphrase'$'\\n''pbkdf2-sqlcipher'$'\\n''pbkdf2'$'\\n''scrypt'$'\\n''raw'\n"
             ),
-            "--new-kdf completes the single-key kinds only")
+            "rekey's --new-kdf completes the single-key kinds only")
+        XCTAssertTrue(
+            completion.contains(
+                "'--new-kdf')\n        __fmdb-cipher_add_completions -W "
+                    + "'passphrase'$'\\n''pbkdf2-sqlcipher'$'\\n''pbkdf2'$'\\n''scrypt'$'\\n''raw'$'\\n''slot'$'\\n'"
+                    + "'slot-raw'\n"
+            ),
+            "export's --new-kdf completes the single-key and the new-slot kinds")
     }
 
     func testHelpShowsTheCurrentSpellingsOnly() throws {
