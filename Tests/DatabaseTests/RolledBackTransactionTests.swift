@@ -144,16 +144,39 @@ final class RolledBackTransactionTests: FMDBTempDBTestCase {
         XCTAssertEqual(committedRows, 2)
     }
 
-    /// A block that ends the transaction itself is told so; what it committed itself is its choice.
-    func testABlockThatCommitsItselfMakesTheFormFail() {
+    /// A block that ends the transaction itself is told so; what it committed itself is its choice, and a
+    /// statement that fails after that is not taken for a rollback by SQLite (nothing is refused, and the
+    /// form never says "nothing committed").
+    func testABlockThatEndsItsTransactionItselfMakesTheFormFail() {
+        for end in ["commit", "rollback"] {
+            XCTAssertTrue(db.executeUpdate("delete from t"))
+            var laterInserted = false
+            XCTAssertThrowsError(
+                try db.inTransaction(.immediate) { db in
+                    XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+                    XCTAssertTrue(db.executeUpdate(end))
+                    XCTAssertTrue(db.executeUpdate("insert into t values (2)"))
+                    XCTAssertEqual(TransactionRollbackTrigger.insertOrRollback.run(on: db), SQLITE_CONSTRAINT)
+                    laterInserted = db.executeUpdate("insert into t values (3)")
+                }
+            ) { error in
+                XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, end)
+                XCTAssertEqual((error as? FMDatabaseError)?.transactionWasRolledBack, false, end)
+            }
+            XCTAssertTrue(laterInserted, "\(end): the block's own choice, not refused")
+            XCTAssertEqual(committedRows, end == "commit" ? 3 : 2, end)
+        }
+        XCTAssertNotNil(db.inSavePoint { _ in XCTAssertTrue(db.executeUpdate("rollback")) })
+        // A block that commits and begins again: the form commits nothing of the new transaction.
+        XCTAssertTrue(db.executeUpdate("delete from t"))
         XCTAssertThrowsError(
             try db.inTransaction(.immediate) { db in
-                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
                 XCTAssertTrue(db.executeUpdate("commit"))
-            }
-        ) { XCTAssertEqual(($0 as? FMDatabaseError)?.resultCode, SQLITE_MISUSE) }
-        XCTAssertEqual(committedRows, 1)
-        XCTAssertNotNil(db.inSavePoint { _ in XCTAssertTrue(db.executeUpdate("rollback")) })
+                XCTAssertTrue(db.executeUpdate("begin"))
+                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+            })
+        XCTAssertFalse(db.isInTransaction)
+        XCTAssertEqual(committedRows, 0)
         XCTAssertTrue(db.executeUpdate("insert into t values (2)"), "the connection runs statements afterwards")
     }
 }

@@ -23,6 +23,11 @@ let refusedOnAbortedTransaction: Int32 = SQLITE_ABORT | (2 << 8)
 /// (`refusedOnAbortedTransaction`) until the outermost form ends, and each form reports the rollback
 /// instead of committing. A successful statement costs one flag check; only a failed one asks SQLite
 /// whether the transaction is still open.
+///
+/// A block may also end the form's transaction itself (its own COMMIT, ROLLBACK, END or RELEASE): then its
+/// later statements run in autocommit, by its choice, and one of them failing is no rollback by SQLite. The
+/// commit hook tells the two apart: it notes any commit while a form is open, and a transaction in which
+/// something was committed is never reported as "nothing committed" (its form reports SQLITE_MISUSE).
 extension Connection {
     /// One step of `stmt`, a statement of this connection: refused while the transaction is aborted.
     @inline(__always)
@@ -38,7 +43,9 @@ extension Connection {
     /// A statement failed while a form is open: when SQLite has ended the transaction, marks it aborted.
     @inline(never)
     func noteFailedStatement(_ rc: Int32, sql: String?) {
-        guard let db = handle, !isTransactionAborted, sqlite3_get_autocommit(db) != 0 else { return }
+        guard let db = handle, !isTransactionAborted, !committedDuringForm, sqlite3_get_autocommit(db) != 0 else {
+            return
+        }
         let current = sqlite3_extended_errcode(db)
         let sameCode = (current & 0xFF) == (rc & 0xFF)
         abortTransaction(
@@ -54,6 +61,24 @@ extension Connection {
         if isTransactionAborted, let cause = transactionAbortCause {
             throw FMDatabaseError.refusedOnAbortedTransaction(cause: cause, sql: sql)
         }
+    }
+
+    /// Installs the commit hook that sets `committedDuringForm` (at open, on every connection). It runs at each
+    /// commit, not at each statement. A program that sets its own hook through `sqliteHandle` replaces it:
+    /// the refusal after a rollback by SQLite still holds, and only a block that commits by itself and then
+    /// fails is reported as rolled back.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/commit_hook.html>
+    func installCommitHook() {
+        guard let db = handle else { return }
+        sqlite3_commit_hook(
+            db,
+            { context in
+                guard let context else { return 0 }
+                let connection = Unmanaged<Connection>.fromOpaque(context).takeUnretainedValue()
+                if connection.transactionFormDepth > 0 { connection.committedDuringForm = true }
+                return 0  // 0: the commit goes ahead.
+            }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     /// A form's BEGIN or SAVEPOINT succeeded.

@@ -22,6 +22,9 @@ final class Connection {
     @exclusivity(unchecked) private(set) var isTransactionAborted = false
     /// The failure after which SQLite ended the transaction (set with `isTransactionAborted`).
     private(set) var transactionAbortCause: FMDatabaseError?
+    /// Set by the commit hook when something was committed while a form is open (the block's own COMMIT,
+    /// and what it ran after it, or the form's COMMIT); cleared when the outermost form ends.
+    var committedDuringForm = false
 
     private init(handle: OpaquePointer) {
         self.handle = handle
@@ -54,6 +57,7 @@ final class Connection {
         }
         let connection = Connection(handle: db)
         connection.installAuthorizer()
+        connection.installCommitHook()
         return connection
     }
 
@@ -178,6 +182,7 @@ final class Connection {
     func clearTransactionAbort() {
         isTransactionAborted = false
         transactionAbortCause = nil
+        committedDuringForm = false
     }
 
     var isAutocommit: Bool {

@@ -27,14 +27,7 @@ extension FMDatabase {
     /// SQLITE_MISUSE and commits nothing: whatever began since is not the form's.
     func endTransactionForm(_ formConnection: Connection, commit: Bool) throws {
         defer { formConnection.transactionFormDidEnd() }
-        try recording {
-            if let cause = formConnection.transactionAbortCause {
-                throw FMDatabaseError.transactionRolledBack(cause: cause)
-            }
-            guard connection === formConnection, !formConnection.isAutocommit else {
-                throw FMDatabaseError.transactionEndedByBlock()
-            }
-        }
+        try recording { try checkFormTransaction(formConnection) }
         guard commit else {
             rollback()
             return
@@ -48,6 +41,20 @@ extension FMDatabase {
             }
             if isInTransaction { rollback() }
             throw error
+        }
+    }
+
+    /// Throws unless the transaction a form began on `formConnection` is still open and nothing was committed
+    /// since it began: `transactionRolledBack` when SQLite rolled it back, SQLITE_MISUSE when the block ended
+    /// it itself (a transaction the block began again since is rolled back: it is not the form's to commit).
+    private func checkFormTransaction(_ formConnection: Connection) throws {
+        if let cause = formConnection.transactionAbortCause {
+            throw FMDatabaseError.transactionRolledBack(cause: cause)
+        }
+        guard connection === formConnection else { throw FMDatabaseError.transactionEndedByBlock() }
+        guard !formConnection.isAutocommit, !formConnection.committedDuringForm else {
+            if isInTransaction { rollback() }
+            throw FMDatabaseError.transactionEndedByBlock()
         }
     }
 
@@ -226,14 +233,7 @@ extension FMDatabase {
         block(&shouldRollback)
         defer { formConnection.transactionFormDidEnd() }
         do {
-            try recording {
-                if let cause = formConnection.transactionAbortCause {
-                    throw FMDatabaseError.transactionRolledBack(cause: cause)
-                }
-                guard connection === formConnection, !formConnection.isAutocommit else {
-                    throw FMDatabaseError.transactionEndedByBlock()
-                }
-            }
+            try recording { try checkFormTransaction(formConnection) }
             if shouldRollback.boolValue {
                 // Roll back to the savepoint, then release it so it does not stay on the stack.
                 try rollback(toSavePointWithName: name)
