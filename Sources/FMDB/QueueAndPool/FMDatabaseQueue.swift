@@ -759,10 +759,16 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// and before COMMIT rolls back too. A call cancelled while it waits for its turn throws
     /// `CancellationError` at once and never begins a transaction. The connection stays usable.
     ///
+    /// An interrupted write makes SQLite roll the whole transaction back at once: the statements the block
+    /// runs after it fail without reaching SQLite (code 516, `SQLITE_ABORT_ROLLBACK`), so nothing of the block
+    /// is committed even when it goes on (see ``FMDatabase/inTransaction(_:_:)``).
+    ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
     /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), BEGIN's or
-    ///   COMMIT's error, or what `block` throws (after rolling back).
+    ///   COMMIT's error, what `block` throws (after rolling back), or an error whose
+    ///   ``FMDatabaseError/transactionWasRolledBack`` is true when SQLite rolled the transaction back after a
+    ///   statement of the block failed.
     public func performTransaction<T: Sendable>(
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T
