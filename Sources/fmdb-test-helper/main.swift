@@ -289,7 +289,7 @@ case "transaction-fault":
     // another row whose result it does not look at. The large row's writes are the first ones under FOLDER the
     // fault shim counts: FMDB_FAULT_DIR is set to FOLDER only around that statement. Prints "reported=CODE
     // rolledBack=0|1 fault=CODE later=CODE rows=N": the form's error (0: none), the large row's and the later
-    // row's codes, and the rows committed; the form "migrator" adds "recorded=1" when it recorded the migration.
+    // row's codes, and the rows committed; the forms "migrator(queue)" and "migrator(pool)" add "recorded=1" when it recorded the migration.
     guard arguments.count >= 4 else { exit(64) }
     let args = Array(arguments)
     let (path, folder, form) = (args[1], args[2], args[3])
@@ -330,42 +330,55 @@ case "transaction-fault":
             seen.reported = db.inSavePoint { _ in block(db) }
         }
         db.close()
-    case "queue.inTransaction", "queue.inSavePoint", "queue.inTransaction(kind)", "queue.performTransaction":
+    case let form where form.hasPrefix("queue."):
         guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { exit(3) }
         switch form {
-        case "queue.inTransaction":
-            queue.inTransaction { db, _ in block(db) }
-            seen.reported = queue.lastError
-        case "queue.inSavePoint":
-            seen.reported = queue.inSavePoint { db, _ in block(db) }
+        case "queue.inTransaction": queue.inTransaction { db, _ in block(db) }
+        case "queue.inDeferredTransaction": queue.inDeferredTransaction { db, _ in block(db) }
+        case "queue.inExclusiveTransaction": queue.inExclusiveTransaction { db, _ in block(db) }
+        case "queue.inImmediateTransaction": queue.inImmediateTransaction { db, _ in block(db) }
+        case "queue.inSavePoint": seen.reported = queue.inSavePoint { db, _ in block(db) }
         case "queue.inTransaction(kind)":
             do { try queue.inTransaction(.deferred, block) } catch { seen.reported = error }
-        default:
+        case "queue.performTransaction":
             seen.reported = awaiting { try await queue.performTransaction(.immediate, block) }
+        default: exit(64)
         }
+        // FMDB's block forms leave their error in `lastError`.
+        if form.hasSuffix("Transaction"), !form.hasSuffix("performTransaction") { seen.reported = queue.lastError }
         queue.close()
-    case "pool.inTransaction", "pool.inSavePoint", "pool.inTransaction(kind)", "pool.performTransaction":
+    case let form where form.hasPrefix("pool."):
         let pool = FMDatabasePool(
             path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
         switch form {
-        case "pool.inTransaction":
-            pool.inTransaction { db, _ in block(db) }
-            seen.reported = pool.lastError
-        case "pool.inSavePoint":
-            seen.reported = pool.inSavePoint { db, _ in block(db) }
+        case "pool.inTransaction": pool.inTransaction { db, _ in block(db) }
+        case "pool.inDeferredTransaction": pool.inDeferredTransaction { db, _ in block(db) }
+        case "pool.inExclusiveTransaction": pool.inExclusiveTransaction { db, _ in block(db) }
+        case "pool.inImmediateTransaction": pool.inImmediateTransaction { db, _ in block(db) }
+        case "pool.inSavePoint": seen.reported = pool.inSavePoint { db, _ in block(db) }
         case "pool.inTransaction(kind)":
             do { try pool.inTransaction(.exclusive, block) } catch { seen.reported = error }
-        default:
+        case "pool.performTransaction":
             seen.reported = awaiting { try await pool.performTransaction(.deferred, block) }
+        default: exit(64)
         }
+        if form.hasSuffix("Transaction"), !form.hasSuffix("performTransaction") { seen.reported = pool.lastError }
         pool.releaseAllDatabases()
-    case "migrator":
-        guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { exit(3) }
+    case "migrator(queue)", "migrator(pool)":
         var migrator = FMDatabaseMigrator()
         migrator.registerMigration("fill") { db in block(db) }
-        do { try migrator.migrate(queue) } catch { seen.reported = error }
-        if (try? migrator.appliedMigrations(queue)) != [] { seen.recorded = 1 }
-        queue.close()
+        if form == "migrator(queue)" {
+            guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { exit(3) }
+            do { try migrator.migrate(queue) } catch { seen.reported = error }
+            if (try? migrator.appliedMigrations(queue)) != [] { seen.recorded = 1 }
+            queue.close()
+        } else {
+            let pool = FMDatabasePool(
+                path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
+            do { try migrator.migrate(pool) } catch { seen.reported = error }
+            if (try? migrator.appliedMigrations(pool)) != [] { seen.recorded = 1 }
+            pool.releaseAllDatabases()
+        }
     default:
         exit(64)
     }
