@@ -137,6 +137,21 @@ final class FMDatabaseQueueRolledBackTransactionTests: FMDBCipherTestCase {
         }
     }
 
+    /// FMDB's block forms have nobody to throw to: they keep the error for `lastError` and log it as a failed
+    /// transaction (not as a connection the queue could not supply).
+    func testTheQueuesBlockFormLogsTheRollbackAsAFailedTransaction() throws {
+        let path = makeDatabase("logged.db")
+        let capture = LogCapture()
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: path, logger: capture.logger()))
+        defer { queue.close() }
+        queue.inTransaction { db, _ in TransactionRollbackTrigger.raiseRollback.runBlock(on: db, .init()) }
+        XCTAssertEqual((queue.lastError as? FMDatabaseError)?.transactionWasRolledBack, true)
+        let lines = capture.all.filter { $0.contains("FMDatabaseQueue transaction failed") }
+        XCTAssertEqual(lines.count, 1, "\(capture.all)")
+        XCTAssertTrue(lines.first?.contains("the transaction was rolled back") ?? false, "\(lines)")
+        XCTAssertEqual(committedRows(path), 0)
+    }
+
     /// The reported case: a cancelled `performTransaction` whose block goes on after its interrupted statement
     /// (a Bool form not looked at). The later statement is refused, and `CancellationError` means what it says.
     func testACancelledTransactionWhoseBlockGoesOnCommitsNothing() async throws {

@@ -343,11 +343,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Keeps an error for `lastError`, and logs it when `logs` and `logsErrors` (the FMDB forms that
     /// cannot hand it to their caller).
-    private func record(_ error: Error, logs: Bool = true) {
+    /// `what` names what failed in the log line.
+    private func record(_ error: Error, logs: Bool = true, _ what: String = "could not supply a database") {
         let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
         lastErrorBox.withLock { $0 = value }
         guard logs, logsErrors else { return }
-        logger.error("FMDatabaseQueue could not supply a database for \(path ?? ":memory:"): \(value.message)")
+        logger.error("FMDatabaseQueue \(what) for \(path ?? ":memory:"): \(value.message)")
     }
 
     /// After a block: close result sets it left open, roll back a transaction it left open (as the pool
@@ -473,15 +474,18 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void)
     {
         onQueue {
+            var started = false
             do {
                 try runTransaction(kind) { db, markStarted in
                     try db.runTransaction(kind: kind) { db, rollback in
+                        started = true
                         markStarted()
                         block(db, rollback)
                     }
                 }
             } catch {
-                record(error)
+                // After the block ran: its COMMIT failed, or SQLite rolled the transaction back.
+                record(error, started ? "transaction failed" : "could not supply a database")
             }
         }
     }
