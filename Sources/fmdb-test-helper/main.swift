@@ -300,10 +300,17 @@ case "transaction-fault":
         var recorded = 0
     }
     let seen = Seen()
+    // A fifth argument "commit": the block only inserts two small rows, and the fault meets the form's COMMIT.
+    let atCommit = args.count > 4 && args[4] == "commit"
     let block: @Sendable (FMDatabase) -> Void = { db in
         db.logsErrors = false
         guard db.executeStatements("pragma cache_size = 1"), db.executeUpdate("insert into t values (1)") else {
             exit(5)
+        }
+        if atCommit {
+            if !db.executeUpdate("insert into t values (2)") { seen.later = db.lastExtendedErrorCode() }
+            setenv("FMDB_FAULT_DIR", folder, 1)  // unset by the process's end: every write of the COMMIT counts
+            return
         }
         setenv("FMDB_FAULT_DIR", folder, 1)
         if !db.executeUpdate("insert into t values (zeroblob(400000))") { seen.fault = db.lastErrorCode() }

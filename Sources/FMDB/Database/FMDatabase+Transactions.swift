@@ -35,8 +35,9 @@ extension FMDatabase {
         do {
             try runThrowing("commit transaction")  // Thrown, not logged: the caller gets it.
         } catch {
-            // A COMMIT that failed may have ended the transaction (an I/O error), or left it open (BUSY).
-            if let cause = formConnection.transactionAbortCause {
+            // A COMMIT that failed may have ended the transaction (an I/O error: SQLite rolled it back), or
+            // left it open (BUSY: it is rolled back here). Either way nothing of it was committed.
+            if connection === formConnection, !isInTransaction, let cause = error as? FMDatabaseError {
                 try recording { throw FMDatabaseError.transactionRolledBack(cause: cause) }
             }
             if isInTransaction { rollback() }
