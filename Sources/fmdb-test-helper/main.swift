@@ -283,6 +283,121 @@ case "hold":
     db.rollback()
     db.close()
     say("released")
+case "transaction-fault":
+    // transaction-fault DB FOLDER FORM: runs, in the transaction form FORM, a block that inserts a row, then a
+    // row large enough to make SQLite write pages while the transaction is open (a one-page cache), then
+    // another row whose result it does not look at. The large row's writes are the first ones under FOLDER the
+    // fault shim counts: FMDB_FAULT_DIR is set to FOLDER only around that statement. Prints "reported=CODE
+    // rolledBack=0|1 fault=CODE later=CODE rows=N": the form's error (0: none), the large row's and the later
+    // row's codes, and the rows committed; the forms "migrator(queue)" and "migrator(pool)" add "recorded=1" when it recorded the migration.
+    guard arguments.count >= 4 else { exit(64) }
+    let args = Array(arguments)
+    let (path, folder, form) = (args[1], args[2], args[3])
+    final class Seen: @unchecked Sendable {
+        var fault: Int32 = 0
+        var later: Int32 = 0
+        var reported: Error?
+        var recorded = 0
+    }
+    let seen = Seen()
+    // A fifth argument "commit": the block only inserts two small rows, and the fault meets the form's COMMIT.
+    let atCommit = args.count > 4 && args[4] == "commit"
+    let block: @Sendable (FMDatabase) -> Void = { db in
+        db.logsErrors = false
+        guard db.executeStatements("pragma cache_size = 1"), db.executeUpdate("insert into t values (1)") else {
+            exit(5)
+        }
+        if atCommit {
+            if !db.executeUpdate("insert into t values (2)") { seen.later = db.lastExtendedErrorCode() }
+            setenv("FMDB_FAULT_DIR", folder, 1)  // unset by the process's end: every write of the COMMIT counts
+            return
+        }
+        setenv("FMDB_FAULT_DIR", folder, 1)
+        if !db.executeUpdate("insert into t values (zeroblob(400000))") { seen.fault = db.lastErrorCode() }
+        unsetenv("FMDB_FAULT_DIR")
+        if !db.executeUpdate("insert into t values (3)") { seen.later = db.lastExtendedErrorCode() }
+    }
+    func awaiting(_ body: @escaping @Sendable () async throws -> Void) -> Error? {
+        let done = DispatchSemaphore(value: 0)
+        let box = Seen()
+        Task.detached {
+            do { try await body() } catch { box.reported = error }
+            done.signal()
+        }
+        done.wait()
+        return box.reported
+    }
+    switch form {
+    case "database.inTransaction", "database.inSavePoint":
+        let db = FMDatabase(path: path)
+        guard db.open() else { exit(3) }
+        if form == "database.inTransaction" {
+            do { try db.inTransaction(.immediate) { block($0) } } catch { seen.reported = error }
+        } else {
+            seen.reported = db.inSavePoint { _ in block(db) }
+        }
+        db.close()
+    case let form where form.hasPrefix("queue."):
+        guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { exit(3) }
+        switch form {
+        case "queue.inTransaction": queue.inTransaction { db, _ in block(db) }
+        case "queue.inDeferredTransaction": queue.inDeferredTransaction { db, _ in block(db) }
+        case "queue.inExclusiveTransaction": queue.inExclusiveTransaction { db, _ in block(db) }
+        case "queue.inImmediateTransaction": queue.inImmediateTransaction { db, _ in block(db) }
+        case "queue.inSavePoint": seen.reported = queue.inSavePoint { db, _ in block(db) }
+        case "queue.inTransaction(kind)":
+            do { try queue.inTransaction(.deferred, block) } catch { seen.reported = error }
+        case "queue.performTransaction":
+            seen.reported = awaiting { try await queue.performTransaction(.immediate, block) }
+        default: exit(64)
+        }
+        // FMDB's block forms leave their error in `lastError`.
+        if form.hasSuffix("Transaction"), !form.hasSuffix("performTransaction") { seen.reported = queue.lastError }
+        queue.close()
+    case let form where form.hasPrefix("pool."):
+        let pool = FMDatabasePool(
+            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
+        switch form {
+        case "pool.inTransaction": pool.inTransaction { db, _ in block(db) }
+        case "pool.inDeferredTransaction": pool.inDeferredTransaction { db, _ in block(db) }
+        case "pool.inExclusiveTransaction": pool.inExclusiveTransaction { db, _ in block(db) }
+        case "pool.inImmediateTransaction": pool.inImmediateTransaction { db, _ in block(db) }
+        case "pool.inSavePoint": seen.reported = pool.inSavePoint { db, _ in block(db) }
+        case "pool.inTransaction(kind)":
+            do { try pool.inTransaction(.exclusive, block) } catch { seen.reported = error }
+        case "pool.performTransaction":
+            seen.reported = awaiting { try await pool.performTransaction(.deferred, block) }
+        default: exit(64)
+        }
+        if form.hasSuffix("Transaction"), !form.hasSuffix("performTransaction") { seen.reported = pool.lastError }
+        pool.releaseAllDatabases()
+    case "migrator(queue)", "migrator(pool)":
+        var migrator = FMDatabaseMigrator()
+        migrator.registerMigration("fill") { db in block(db) }
+        if form == "migrator(queue)" {
+            guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { exit(3) }
+            do { try migrator.migrate(queue) } catch { seen.reported = error }
+            if (try? migrator.appliedMigrations(queue)) != [] { seen.recorded = 1 }
+            queue.close()
+        } else {
+            let pool = FMDatabasePool(
+                path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
+            do { try migrator.migrate(pool) } catch { seen.reported = error }
+            if (try? migrator.appliedMigrations(pool)) != [] { seen.recorded = 1 }
+            pool.releaseAllDatabases()
+        }
+    default:
+        exit(64)
+    }
+    let reader = FMDatabase(path: path)
+    guard reader.open() else { exit(3) }
+    let reported = seen.reported as? FMDatabaseError
+    say(
+        "reported=\(reported?.extendedCode ?? (seen.reported == nil ? 0 : -1))"
+            + " rolledBack=\(reported?.transactionWasRolledBack == true ? 1 : 0) fault=\(seen.fault)"
+            + " later=\(seen.later) rows=\(reader.int(forQuery: "select count(*) from t"))"
+            + (seen.recorded == 1 ? " recorded=1" : ""))
+    reader.close()
 case "service":
     // service DB KEYFILE slot|raw: a long-running service on a keyed WAL pool (at most 4 connections). Its key
     // comes from KEYFILE (a slot passphrase, or a raw key in hex), read again whenever the pool finds the file

@@ -93,6 +93,31 @@ final class ArticleExamplesTests: FMDBCipherTestCase {
         XCTAssertEqual(pool.inDatabase { $0.int(forQuery: "SELECT count(*) FROM imported") }, 0)
     }
 
+    // QueuesAndPools.md, "A transaction SQLite rolled back": the rows around the rolled-back statement are not
+    // committed, and the error says so (any other error would leave the block and fail the test).
+    // swift-format-ignore
+    func testQueuesArticleRolledBackTransaction() throws {
+        let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("notes.sqlite"), logsErrors: false))
+        defer { queue.close() }
+        try queue.inDatabase { db in
+            try db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+            try db.execute("CREATE TABLE tags (name TEXT UNIQUE)")
+            try db.execute("INSERT INTO tags VALUES ('duplicate')")
+        }
+        // Article:
+        do {
+            try queue.inTransaction(.immediate) { db in
+                db.executeUpdate("INSERT INTO notes (body) VALUES (?)", "kept only with the next row")
+                db.executeUpdate("INSERT OR ROLLBACK INTO tags (name) VALUES (?)", "duplicate")  // SQLite rolls back
+                db.executeUpdate("INSERT INTO notes (body) VALUES (?)", "refused")              // not run
+            }
+        } catch let error as FMDatabaseError where error.transactionWasRolledBack {
+            // Nothing of the block was committed; error.resultCode is SQLITE_CONSTRAINT.
+        }
+        // End of the article's block.
+        XCTAssertEqual(queue.inDatabase { $0.int(forQuery: "SELECT count(*) FROM notes") }, 0)
+    }
+
     // KeySlotsAndRecoveryKeys.md, "Copies that keep their slots": run in the test's directory, as the
     // block's relative paths want.
     func testKeySlotsArticleCopy() throws {

@@ -13,6 +13,19 @@ final class Connection {
     /// The handle for interrupts from other threads, emptied before the handle is closed.
     let interruptSlot: InterruptSlot
 
+    /// How many of the library's transaction forms (a transaction or savepoint block) are open on this
+    /// connection: see Connection+TransactionForms.swift.
+    var transactionFormDepth = 0
+    /// Set when SQLite ended the transaction of an open form after a statement failed: every statement is
+    /// then refused until the outermost form ends. Read at every step, hence `@exclusivity(unchecked)` (a
+    /// load, not a dynamic exclusivity check).
+    @exclusivity(unchecked) private(set) var isTransactionAborted = false
+    /// The failure after which SQLite ended the transaction (set with `isTransactionAborted`).
+    private(set) var transactionAbortCause: FMDatabaseError?
+    /// Set by the commit hook when something was committed while a form is open (the block's own COMMIT,
+    /// and what it ran after it, or the form's COMMIT); cleared when the outermost form ends.
+    var committedDuringForm = false
+
     private init(handle: OpaquePointer) {
         self.handle = handle
         interruptSlot = InterruptSlot(handle)
@@ -44,6 +57,7 @@ final class Connection {
         }
         let connection = Connection(handle: db)
         connection.installAuthorizer()
+        connection.installCommitHook()
         return connection
     }
 
@@ -71,6 +85,9 @@ final class Connection {
     /// The connection's current error, with SQLite's message when it is about `code`.
     func error(code: Int32? = nil, sql: String? = nil) -> FMDatabaseError {
         guard let db = handle else { return .closed(sql: sql) }
+        if code == refusedOnAbortedTransaction, let cause = transactionAbortCause {
+            return .refusedOnAbortedTransaction(cause: cause, sql: sql)
+        }
         if let refusal = authorizerState.takeRefusal() {
             return FMDatabaseError.refused(refusal, sql: sql)
         }
@@ -104,6 +121,7 @@ final class Connection {
 
     func prepare(_ sql: String) throws -> Statement {
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        try refuseIfTransactionAborted(sql: sql)
         try settlePendingSQLKey()
         var stmt: OpaquePointer?
         let rc = try withSQLText(sql) { cSQL in
@@ -123,10 +141,12 @@ final class Connection {
     /// Runs SQL with no arguments and no rows to read, through `sqlite3_exec`.
     func execute(_ sql: String) throws {
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        try refuseIfTransactionAborted(sql: sql)
         try settlePendingSQLKey()
         var errmsg: UnsafeMutablePointer<CChar>?
         let rc = try withSQLText(sql) { sqlite3_exec(db, $0, nil, nil, &errmsg) }
         if rc != SQLITE_OK {
+            if transactionFormDepth > 0 { noteFailedStatement(rc, sql: sql) }
             let message = errmsg.map { String(cString: $0) }
             sqlite3_free(errmsg)
             let error = execError(message: message, sql: sql)
@@ -167,6 +187,19 @@ final class Connection {
         return current
     }
 
+    /// Marks the transaction of the open forms aborted (Connection+TransactionForms.swift).
+    func abortTransaction(cause: FMDatabaseError) {
+        transactionAbortCause = cause
+        isTransactionAborted = true
+    }
+
+    /// Clears the aborted state, when the outermost form ends.
+    func clearTransactionAbort() {
+        isTransactionAborted = false
+        transactionAbortCause = nil
+        committedDuringForm = false
+    }
+
     var isAutocommit: Bool {
         guard let db = handle else { return true }
         return sqlite3_get_autocommit(db) != 0
@@ -191,6 +224,7 @@ extension Connection {
             return
         }
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
+        try refuseIfTransactionAborted(sql: sql)
         try settlePendingSQLKey()
         defer {
             // A key PRAGMA among the statements: keyed or not, as SQLCipher says. When it cannot say, the
@@ -221,6 +255,7 @@ extension Connection {
                 }
             }
             if rc != SQLITE_OK {
+                if transactionFormDepth > 0 { noteFailedStatement(rc, sql: sql) }
                 let message = errmsg.map { String(cString: $0) }
                 sqlite3_free(errmsg)
                 throw execError(message: message, sql: sql)
@@ -249,6 +284,7 @@ extension Connection {
     /// prepared (offset 0), so no statement of it runs; a later statement still finds a NUL where SQLite stopped.
     func prepare(_ bytes: [UInt8], from offset: Int) throws -> (Statement, Int)? {
         guard let db = handle else { throw FMDatabaseError.closed() }
+        try refuseIfTransactionAborted(sql: nil)
         try settlePendingSQLKey()
         var stmt: OpaquePointer?
         var consumed = 0

@@ -76,7 +76,7 @@ final class Statement {
     @inline(__always)
     func step() -> Int32 {
         guard let stmt = handle, !connection.isClosed else { return SQLITE_MISUSE }
-        let rc = sqlite3_step(stmt)
+        let rc = connection.step(stmt)
         // The run is over: the next step starts another (SQLite resets the statement itself), which may
         // prepare it again.
         if rc != SQLITE_ROW { mapsCheckedThisRun = false }
@@ -354,7 +354,7 @@ struct StringRepresentation: Equatable {
 /// optional checks and no retain of the owning `Statement` on the per-value path.
 enum ColumnAccess {
     @inline(__always)
-    static func step(_ stmt: OpaquePointer) -> Int32 { sqlite3_step(stmt) }
+    static func step(_ stmt: OpaquePointer, on connection: Connection) -> Int32 { connection.step(stmt) }
 
     @inline(__always)
     static func count(_ stmt: OpaquePointer) -> Int32 { sqlite3_column_count(stmt) }

@@ -1,9 +1,69 @@
 import Foundation
 
 extension FMDatabase {
-    func begin(_ kind: FMDBTransactionKind) throws {
+    /// Begins the transaction of a transaction form (`inTransaction`, `runTransaction`) and counts the form
+    /// open on the connection (Core/Connection+TransactionForms.swift); returns that connection, which
+    /// `endTransactionForm` is given.
+    func begin(_ kind: FMDBTransactionKind) throws -> Connection {
         defer { beginProbesKey = false }
         try runThrowing(kind.beginSQL)
+        return try formBegan()
+    }
+
+    /// The form whose BEGIN or SAVEPOINT just succeeded is open on the connection.
+    private func formBegan() throws -> Connection {
+        let connection = try requireConnection()
+        connection.transactionFormDidBegin()
+        return connection
+    }
+
+    /// Ends a transaction form that began on `formConnection`: commits (`commit`) or rolls back its
+    /// transaction, and counts the form closed.
+    ///
+    /// When SQLite rolled the transaction back after a statement of the block failed, nothing is left to
+    /// commit or roll back: this throws `FMDatabaseError.transactionRolledBack` (the failed statement's code,
+    /// `transactionWasRolledBack` true), even when the block asked to roll back. When the block ended the
+    /// transaction itself (its own COMMIT, ROLLBACK, RELEASE; or closed the database), this throws
+    /// SQLITE_MISUSE and commits nothing: whatever began since is not the form's.
+    func endTransactionForm(_ formConnection: Connection, commit: Bool) throws {
+        defer { formConnection.transactionFormDidEnd() }
+        try recording { try checkFormTransaction(formConnection) }
+        guard commit else {
+            rollback()
+            return
+        }
+        do {
+            try runThrowing("commit transaction")  // Thrown, not logged: the caller gets it.
+        } catch {
+            // A COMMIT that failed may have ended the transaction (an I/O error: SQLite rolled it back), or
+            // left it open (BUSY: it is rolled back here). Either way nothing of it was committed.
+            if connection === formConnection, !isInTransaction, let cause = error as? FMDatabaseError {
+                try recording { throw FMDatabaseError.transactionRolledBack(cause: cause) }
+            }
+            if isInTransaction { rollback() }
+            throw error
+        }
+    }
+
+    /// Throws unless the transaction a form began on `formConnection` is still open and nothing was committed
+    /// since it began: `transactionRolledBack` when SQLite rolled it back, SQLITE_MISUSE when the block ended
+    /// it itself (a transaction the block began again since is rolled back: it is not the form's to commit).
+    private func checkFormTransaction(_ formConnection: Connection) throws {
+        if let cause = formConnection.transactionAbortCause {
+            throw FMDatabaseError.transactionRolledBack(cause: cause)
+        }
+        guard connection === formConnection else { throw FMDatabaseError.transactionEndedByBlock() }
+        guard !formConnection.isAutocommit, !formConnection.committedDuringForm else {
+            if isInTransaction { rollback() }
+            throw FMDatabaseError.transactionEndedByBlock()
+        }
+    }
+
+    /// Ends a transaction form whose block threw: rolls back what is left of its transaction (nothing when
+    /// SQLite rolled it back already, or the block ended it) and counts the form closed.
+    func abandonTransactionForm(_ formConnection: Connection) {
+        defer { formConnection.transactionFormDidEnd() }
+        if !formConnection.isTransactionAborted, connection === formConnection, isInTransaction { rollback() }
     }
 
     /// Runs `body`, a queue's or pool's transaction on this connection, with its BEGIN serving as the
@@ -21,18 +81,16 @@ extension FMDatabase {
 
     /// FMDB's transaction block shape: begin, run, commit unless `rollback` was set.
     /// The block is not called when BEGIN fails.
+    ///
+    /// When SQLite rolls the transaction back after a statement of the block failed (a full disk, an I/O
+    /// error, an interrupt, `INSERT OR ROLLBACK`, ...), every later statement of the block is refused, and
+    /// this throws an error whose `transactionWasRolledBack` is true: nothing of the block is committed.
     func runTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void) throws
     {
-        try begin(kind)
+        let formConnection = try begin(kind)
         var shouldRollback: ObjCBool = false
         block(self, &shouldRollback)
-        if shouldRollback.boolValue {
-            rollback()
-        } else if !commit() {
-            let error = lastError()
-            rollback()
-            throw error
-        }
+        try endTransactionForm(formConnection, commit: !shouldRollback.boolValue)
     }
 
     /// Runs `block` in a transaction: commits when it returns, rolls back when it throws.
@@ -42,24 +100,38 @@ extension FMDatabase {
     ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
     /// }
     /// ```
+    ///
+    /// A transaction this form began is never half-committed. SQLite may roll the whole transaction back on
+    /// its own when a statement fails (`SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_NOMEM`, `SQLITE_INTERRUPT`,
+    /// `INSERT OR ROLLBACK`, `ON CONFLICT ROLLBACK`, a trigger's `RAISE(ROLLBACK, ...)`). From then on every
+    /// statement the block runs on this connection fails without reaching SQLite (code 516,
+    /// `SQLITE_ABORT_ROLLBACK`: "current transaction is aborted"), until the block ends; then this throws
+    /// an error whose ``FMDatabaseError/transactionWasRolledBack`` is true and whose code is the failed
+    /// statement's, even when the block caught the failure and returned. A block that throws gets its own
+    /// error rethrown (nothing committed). A block that ends the transaction itself (its own `COMMIT`,
+    /// `ROLLBACK` or `RELEASE`) makes this throw `SQLITE_MISUSE`: what it committed itself stays committed.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
+    ///
+    /// - Parameters:
+    ///   - kind: how the transaction begins (`.exclusive` by default).
+    ///   - block: the work; its result is returned.
+    /// - Returns: what `block` returned, once committed.
+    /// - Throws: BEGIN's or COMMIT's error, what `block` throws (after rolling back), or the error saying the
+    ///   transaction was rolled back.
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind = .exclusive, _ block: (FMDatabase) throws -> T) throws
         -> T
     {
-        try begin(kind)
+        let formConnection = try begin(kind)
         let result: T
         do {
             result = try block(self)
         } catch {
-            if isInTransaction { rollback() }
+            abandonTransactionForm(formConnection)
             throw error
         }
-        do {
-            try runThrowing("commit transaction")  // Thrown, not logged: the caller gets it.
-        } catch {
-            if isInTransaction { rollback() }
-            throw error
-        }
+        try endTransactionForm(formConnection, commit: true)
         return result
     }
 }
@@ -137,19 +209,32 @@ extension FMDatabase {
     ///     if !db.executeUpdate("INSERT INTO t VALUES (1)") { rollback.pointee = true }
     /// }
     /// ```
-    /// - Returns: nil, or the error that starting, rolling back or releasing the savepoint met.
+    ///
+    /// When SQLite rolls the whole transaction back after a statement of the block failed (see
+    /// ``inTransaction(_:_:)``), every later statement of the block is refused, and the error returned says
+    /// so (``FMDatabaseError/transactionWasRolledBack``); a transaction form around this one reports it too.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/lang_savepoint.html>
+    ///
+    /// - Parameter block: the work; set `rollback.pointee = true` to roll the savepoint back.
+    /// - Returns: nil, or the error that starting, rolling back or releasing the savepoint met, or the error
+    ///   saying SQLite rolled the transaction back.
     @discardableResult
     public func inSavePoint(_ block: (UnsafeMutablePointer<ObjCBool>) -> Void) -> Error? {
         savePointCounter += 1
         let name = "dbSavePoint\(savePointCounter)"
+        let formConnection: Connection
         do {
             try startSavePoint(withName: name)
+            formConnection = try formBegan()
         } catch {
             return error
         }
         var shouldRollback: ObjCBool = false
         block(&shouldRollback)
+        defer { formConnection.transactionFormDidEnd() }
         do {
+            try recording { try checkFormTransaction(formConnection) }
             if shouldRollback.boolValue {
                 // Roll back to the savepoint, then release it so it does not stay on the stack.
                 try rollback(toSavePointWithName: name)

@@ -72,11 +72,30 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
 
     private static let keySlotFileKey = "keySlotFile"
 
+    /// True when SQLite rolled back the transaction of a transaction block (`inTransaction`, `inSavePoint`,
+    /// a queue's or pool's transaction forms, a migration) after one of its statements failed, the form's
+    /// own COMMIT included: nothing of the block was committed. Set on the error the block's form reports at its end (its code is the failed
+    /// statement's: `SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_INTERRUPT`, `SQLITE_CONSTRAINT`, ...) and on the
+    /// error of every statement the block ran afterwards, which was refused (code 516,
+    /// `SQLITE_ABORT_ROLLBACK`).
+    ///
+    /// ```swift
+    /// do {
+    ///     try queue.inTransaction(.immediate) { db in try importRows(db) }
+    /// } catch let error as FMDatabaseError where error.transactionWasRolledBack {
+    ///     print("nothing was imported: \(error.message)")
+    /// }
+    /// ```
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
+    public var transactionWasRolledBack: Bool { marked(.transactionRolledBack) }
+
     /// What an error says beyond its code, recorded in `userInfo` under its raw value.
     enum Mark: String {
         case rekeyOutcomeUnchecked
         case damagedKeySlotFile
         case keySlotWorkBudgetExceeded
+        case transactionRolledBack
     }
 
     private func marked(_ mark: Mark) -> Bool { userInfo[mark.rawValue] as? Bool ?? false }
@@ -136,6 +155,38 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
     /// is shown even when the SQL may hold a key (the SQL itself is not).
     static func refused(_ reason: String, sql: String?) -> FMDatabaseError {
         FMDatabaseError(code: SQLITE_AUTH, message: reason, sql: sql, marks: [], messageNamesNoSQL: true)
+    }
+
+    /// A statement refused because SQLite rolled back the transaction of the block it runs in after `cause`
+    /// (see Core/Connection+TransactionForms.swift).
+    static func refusedOnAbortedTransaction(cause: FMDatabaseError, sql: String?) -> FMDatabaseError {
+        FMDatabaseError(
+            code: FMDB.refusedOnAbortedTransaction,
+            message: "current transaction is aborted, statements are refused until the end of the transaction block:"
+                + " SQLite rolled the transaction back after an earlier statement failed (\(cause.describedAsCause))",
+            sql: sql, marks: [.transactionRolledBack], messageNamesNoSQL: true)
+    }
+
+    /// What a transaction block's form reports when SQLite rolled back its transaction after `cause`: the
+    /// cause's code, so code that matches it (`SQLITE_FULL`, `SQLITE_INTERRUPT`) still does.
+    static func transactionRolledBack(cause: FMDatabaseError) -> FMDatabaseError {
+        FMDatabaseError(
+            code: cause.extendedCode,
+            message: "the transaction was rolled back: SQLite ended it when a statement failed"
+                + " (\(cause.describedAsCause)); nothing of the transaction block was committed",
+            sql: cause.sql, marks: [.transactionRolledBack], messageNamesNoSQL: true)
+    }
+
+    /// "SQLite error CODE: message", for a message that quotes this error as its cause (the SQL, which may
+    /// hold a key, is not quoted; the message already hides one).
+    private var describedAsCause: String { "SQLite error \(extendedCode): \(message)" }
+
+    /// A transaction block ended the transaction its form began itself: its own COMMIT, END, ROLLBACK or
+    /// RELEASE, or it closed the database.
+    static func transactionEndedByBlock() -> FMDatabaseError {
+        misuse(
+            "the transaction block ended its transaction itself (its own COMMIT, END, ROLLBACK or RELEASE, or it"
+                + " closed the database): what it ran after that was not part of the transaction")
     }
 
     static func misuse(_ message: String, sql: String? = nil) -> FMDatabaseError {

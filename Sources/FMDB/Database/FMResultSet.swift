@@ -31,6 +31,9 @@ public final class FMResultSet {
     /// through it without retaining the statement. Valid while set: the statement is finalized only
     /// by this set's `close()`, and the database closes its open sets before its connection.
     private var handle: OpaquePointer?
+    /// `statement`'s connection, which every step goes through (it refuses a step on a transaction SQLite
+    /// rolled back: Connection+TransactionForms.swift).
+    private let connection: Connection
     private var lastStepCode: Int32 = SQLITE_OK
     /// The current row's column count, read once per row (not once per getter).
     private var rowColumnCount: Int32 = 0
@@ -51,6 +54,7 @@ public final class FMResultSet {
     init(statement: Statement, parent: FMDatabase, isReusable: Bool = false) {
         self.statement = statement
         self.handle = statement.handle
+        self.connection = statement.connection
         self.parent = parent
         self.isReusable = isReusable
         parent.resultSetDidOpen(self)
@@ -130,7 +134,7 @@ public final class FMResultSet {
             parent?.clearLastError()
             // A row decoder finds the row's values from column 0's (`RowValues`): not across a step.
             rowDecoder?.leaveRow()
-            let rc = ColumnAccess.step(handle)
+            let rc = ColumnAccess.step(handle, on: connection)
             lastStepCode = rc
             if rc == SQLITE_ROW {
                 rowColumnCount = ColumnAccess.count(handle)

@@ -78,7 +78,10 @@ public struct FMDatabaseMigrator: Sendable {
     /// ```
     /// - Throws: `SQLITE_ERROR` when the database records a migration this migrator does not know
     ///   (nothing runs then); `SQLITE_CONSTRAINT` when a migration leaves a foreign key violation (that
-    ///   migration is rolled back); what a migration throws (it is rolled back); or the database's error.
+    ///   migration is rolled back); what a migration throws (it is rolled back); an error whose
+    ///   ``FMDatabaseError/transactionWasRolledBack`` is true when SQLite rolled the migration's transaction
+    ///   back after one of its statements failed, even one the migration caught (it is neither applied nor
+    ///   recorded); or the database's error.
     ///   Migrations applied before the failing one stay applied.
     public func migrate(_ queue: FMDatabaseQueue) throws {
         try run { body in try queue.inTransaction(.immediate, body) }

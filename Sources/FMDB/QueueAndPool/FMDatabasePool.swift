@@ -916,6 +916,10 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// transactions, or for a connection, stops waiting at once and throws without beginning a transaction.
     /// The connection goes back to the pool, usable.
     ///
+    /// An interrupted write makes SQLite roll the whole transaction back at once: the statements the block
+    /// runs after it fail without reaching SQLite (code 516, `SQLITE_ABORT_ROLLBACK`), so nothing of the block
+    /// is committed even when it goes on (see ``FMDatabase/inTransaction(_:_:)``).
+    ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
     /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), or what

@@ -343,11 +343,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Keeps an error for `lastError`, and logs it when `logs` and `logsErrors` (the FMDB forms that
     /// cannot hand it to their caller).
-    private func record(_ error: Error, logs: Bool = true) {
+    /// `what` names what failed in the log line.
+    private func record(_ error: Error, logs: Bool = true, _ what: String = "could not supply a database") {
         let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
         lastErrorBox.withLock { $0 = value }
         guard logs, logsErrors else { return }
-        logger.error("FMDatabaseQueue could not supply a database for \(path ?? ":memory:"): \(value.message)")
+        logger.error("FMDatabaseQueue \(what) for \(path ?? ":memory:"): \(value.message)")
     }
 
     /// After a block: close result sets it left open, roll back a transaction it left open (as the pool
@@ -473,15 +474,18 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func inTransaction(kind: FMDBTransactionKind, _ block: (FMDatabase, UnsafeMutablePointer<ObjCBool>) -> Void)
     {
         onQueue {
+            var started = false
             do {
                 try runTransaction(kind) { db, markStarted in
                     try db.runTransaction(kind: kind) { db, rollback in
+                        started = true
                         markStarted()
                         block(db, rollback)
                     }
                 }
             } catch {
-                record(error)
+                // After the block ran: its COMMIT failed, or SQLite rolled the transaction back.
+                record(error, started ? "transaction failed" : "could not supply a database")
             }
         }
     }
@@ -759,10 +763,16 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// and before COMMIT rolls back too. A call cancelled while it waits for its turn throws
     /// `CancellationError` at once and never begins a transaction. The connection stays usable.
     ///
+    /// An interrupted write makes SQLite roll the whole transaction back at once: the statements the block
+    /// runs after it fail without reaching SQLite (code 516, `SQLITE_ABORT_ROLLBACK`), so nothing of the block
+    /// is committed even when it goes on (see ``FMDatabase/inTransaction(_:_:)``).
+    ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
     ///
     /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), BEGIN's or
-    ///   COMMIT's error, or what `block` throws (after rolling back).
+    ///   COMMIT's error, what `block` throws (after rolling back), or an error whose
+    ///   ``FMDatabaseError/transactionWasRolledBack`` is true when SQLite rolled the transaction back after a
+    ///   statement of the block failed.
     public func performTransaction<T: Sendable>(
         _ kind: FMDBTransactionKind = .exclusive,
         _ block: @escaping @Sendable (FMDatabase) throws -> T
