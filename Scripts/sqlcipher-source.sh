@@ -74,12 +74,12 @@ sqlcipher_source_version() {
     cat "$SQLCIPHER_SOURCE_DIR/version" 2>/dev/null || true
 }
 
-# sqlcipher_source_install [TREE]: builds the SQLCipher of TREE (default: the sid source package) into the
-# prefix, unless the prefix already holds a build of the same source.
+# sqlcipher_source_install [TREE]: builds the SQLCipher of TREE (default: $SQLCIPHER_SOURCE_TREE when set,
+# else the sid source package) into the prefix, unless the prefix already holds a build of the same source.
 sqlcipher_source_install() {
-    local tree="${1:-}"
-    if [ -z "$tree" ]; then tree=$(sqlcipher_source_fetch_sid); fi
-    tree=$(cd "$tree" && pwd)
+    local tree="${1:-${SQLCIPHER_SOURCE_TREE:-}}"
+    if [ -z "$tree" ]; then tree=$(sqlcipher_source_fetch_sid) || return 1; fi
+    tree=$(cd "$tree" && pwd) || return 1
     if [ ! -f "$tree/VERSION" ] || { [ ! -f "$tree/src/sqlcipher.h" ] && [ ! -f "$tree/src/crypto.h" ]; }; then
         echo "Scripts/sqlcipher-source.sh: $tree is not a SQLCipher source tree" >&2
         return 1
