@@ -155,6 +155,31 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
     }
 
+    /// The key check decides by checking, whatever code the connection reports: a connection that reads the
+    /// file passes; after a rekey elsewhere a fresh connection keyed as it was cannot read the file either, so
+    /// the check says "another key", and keeps saying it however often it is asked (SQLCipher 4.7 and later
+    /// then report code 7, not 26, for the connection's reads); a connection keyed with the new key passes.
+    func testTheKeyCheckFindsAnotherKeyByCheckingAndKeepsItsAnswer() throws {
+        let path = try makeKeyed("check.db")
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        try db.setKey(using: Self.provider(1))
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 0)
+        XCTAssertNil(db.keyCheckFailure(), "the file reads under the connection's key")
+        try Self.rekeyElsewhere(path, from: 1, to: 2)
+        for attempt in 1...3 {
+            guard case .anotherKey = db.keyCheckFailure() else {
+                return XCTFail("attempt \(attempt): \(String(describing: db.keyCheckFailure()))")
+            }
+        }
+        let fresh = FMDatabase(path: path)
+        XCTAssertTrue(fresh.open())
+        defer { fresh.close() }
+        try fresh.setKey(using: Self.provider(2))
+        XCTAssertNil(fresh.keyCheckFailure(), "a connection under the new key passes")
+    }
+
     /// The claim that lets a queue or pool skip its key check before an immediate or exclusive transaction:
     /// on a connection that last read the file under the old key, BEGIN IMMEDIATE and BEGIN EXCLUSIVE fail
     /// with SQLITE_NOTADB (they read the header page under the connection's key), while BEGIN DEFERRED
