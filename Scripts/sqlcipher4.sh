@@ -82,18 +82,23 @@ with_sqlcipher4() {
     PKG_CONFIG_PATH="$SQLCIPHER4_PKGCONFIG" PATH="$SQLCIPHER4_BIN:$PATH" "$@"
 }
 
-# sqlcipher_verify VERSION BINDIR: fails unless every binary in BINDIR that links SQLCipher links the
-# library of VERSION's line (libsqlcipher.so.0 = 3.x, libsqlcipher.so.1 in the private prefix = 4.x) and
+# sqlcipher_verify VERSION BINDIR [LIBDIR]: fails unless every binary in BINDIR that links SQLCipher links the
+# library of VERSION's line (libsqlcipher.so.0 = 3.x, libsqlcipher.so.1 in the private prefix = 4.x; with
+# LIBDIR, a line built from source by Scripts/sqlcipher-source.sh: the libsqlcipher.so.N in LIBDIR) and
 # the built fmdb-cipher reports VERSION at run time (PRAGMA cipher_version), and the `sqlcipher` shell
 # on PATH is the same version. Prints one line saying what it found.
 sqlcipher_verify() {
-    local want="$1" bindir="$2" binary found=0 linked=""
+    local want="$1" bindir="$2" libdir="${3:-}" binary found=0 linked=""
     local want_lib
-    case "$want" in
-        3.*) want_lib="libsqlcipher.so.0 => /" ;;
-        4.*) want_lib="libsqlcipher.so.1 => $SQLCIPHER4_LIBDIR/" ;;
-        *) echo "sqlcipher_verify: unknown version $want" >&2; return 1 ;;
-    esac
+    if [ -n "$libdir" ]; then
+        want_lib=" => $libdir/libsqlcipher.so."
+    else
+        case "$want" in
+            3.*) want_lib="libsqlcipher.so.0 => /" ;;
+            4.*) want_lib="libsqlcipher.so.1 => $SQLCIPHER4_LIBDIR/" ;;
+            *) echo "sqlcipher_verify: unknown version $want" >&2; return 1 ;;
+        esac
+    fi
     for binary in "$bindir/fmdb-cipher" "$bindir/fmdb-test-helper" "$bindir/FMDBCipherPackageTests.xctest"; do
         [ -e "$binary" ] || continue
         found=$((found + 1))

@@ -46,8 +46,9 @@ typedef struct {
     const char *(*get_provider_version)(void *ctx);
 } provider_3_4_1;
 
-// `sqlcipher_provider` in SQLCipher 4.6.1 (src/sqlcipher.h): 17 members; no set_cipher, ctx_copy or
-// ctx_cmp; hmac, kdf and get_hmac_sz take the algorithm (SQLCIPHER_HMAC_SHA1 0, _SHA256 1, _SHA512 2).
+// `sqlcipher_provider` in SQLCipher 4.6.1 (src/sqlcipher.h), and the same in 4.5.1 to 4.6.0: 17 members; no
+// set_cipher, ctx_copy or ctx_cmp; hmac, kdf and get_hmac_sz take the algorithm (SQLCIPHER_HMAC_SHA1 0,
+// _SHA256 1, _SHA512 2).
 typedef struct {
     int (*activate)(void *ctx);
     int (*deactivate)(void *ctx);

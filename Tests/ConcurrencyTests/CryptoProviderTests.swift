@@ -52,7 +52,7 @@ final class CryptoProviderTests: FMDBCipherTestCase {
         // (the shell) for the same file.
         let pragmas =
             ["cipher_page_size", "kdf_iter", "cipher_use_hmac"]
-            + (SQLCipherRuntime.version == "3.4.1" ? ["cipher"] : ["cipher_hmac_algorithm", "cipher_kdf_algorithm"])
+            + (SQLCipherRuntime.majorVersion == 3 ? ["cipher"] : ["cipher_hmac_algorithm", "cipher_kdf_algorithm"])
         var ourAnswers: [String] = []
         for pragma in pragmas { ourAnswers.append(db.string(forQuery: "PRAGMA \(pragma)") ?? "nil") }
         db.close()
@@ -144,7 +144,7 @@ final class CryptoProviderTests: FMDBCipherTestCase {
 
         // One byte of page 3's ciphertext flipped: the page's HMAC, computed by our provider, must not match.
         let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
-        let pageSize: UInt64 = SQLCipherRuntime.version == "3.4.1" ? 1024 : 4096
+        let pageSize: UInt64 = SQLCipherRuntime.majorVersion == 3 ? 1024 : 4096
         try handle.seek(toOffset: pageSize * 2 + 100)
         let byte = try XCTUnwrap(try handle.read(upToCount: 1)).first ?? 0
         try handle.seek(toOffset: pageSize * 2 + 100)
@@ -200,7 +200,7 @@ final class CryptoProviderTests: FMDBCipherTestCase {
     /// the cipher.
     func testPragmaCipherOnSQLCipher3() throws {
         try requireOurProvider()
-        guard SQLCipherRuntime.version == "3.4.1" else {
+        guard SQLCipherRuntime.majorVersion == 3 else {
             throw XCTSkip("PRAGMA cipher = NAME exists in SQLCipher 3 only")
         }
         let path = directory.path("cipher.db")
@@ -238,8 +238,13 @@ final class CryptoProviderTests: FMDBCipherTestCase {
     func testUnverifiedVersionsKeepSQLCiphersProvider() {
         XCTAssertNotNil(CryptoProviderRegistration.layout(forCipherVersion: "3.4.1"))
         XCTAssertNotNil(CryptoProviderRegistration.layout(forCipherVersion: "4.6.1 community"))
+        // 4.5.x has 4.6.1's provider interface (src/sqlcipher.h and the registration, compared in the sources).
+        XCTAssertEqual(
+            CryptoProviderRegistration.layout(forCipherVersion: "4.5.6 community"),
+            CryptoProviderRegistration.layout(forCipherVersion: "4.6.1 community"))
         for version in [
-            "4.5.6 community", "4.6.0 community", "4.6.1", "4.7.0 community", "3.4.2", "4.6.1 enterprise", "", nil,
+            "4.5.0 community", "4.6.1", "4.7.0 community", "4.9.0 community", "4.19.0 community", "3.4.2",
+            "4.6.1 enterprise", "", nil,
         ] {
             XCTAssertNil(CryptoProviderRegistration.layout(forCipherVersion: version), version ?? "nil")
         }

@@ -155,11 +155,42 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 1)
     }
 
+    /// The key check decides by checking, whatever code the connection reports: a connection that reads the
+    /// file passes; after a rekey elsewhere a fresh connection keyed as it was cannot read the file either, so
+    /// the check says "another key", and keeps saying it however often it is asked (SQLCipher 4.7 and later
+    /// then report code 7, not 26, for the connection's reads); a connection keyed with the new key passes.
+    func testTheKeyCheckFindsAnotherKeyByCheckingAndKeepsItsAnswer() throws {
+        let path = try makeKeyed("check.db")
+        let db = FMDatabase(path: path)
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        try db.setKey(using: Self.provider(1))
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 0)
+        XCTAssertNil(db.keyCheckFailure(), "the file reads under the connection's key")
+        try Self.rekeyElsewhere(path, from: 1, to: 2)
+        for attempt in 1...3 {
+            guard case .anotherKey = db.keyCheckFailure() else {
+                return XCTFail("attempt \(attempt): \(String(describing: db.keyCheckFailure()))")
+            }
+        }
+        let fresh = FMDatabase(path: path)
+        XCTAssertTrue(fresh.open())
+        defer { fresh.close() }
+        try fresh.setKey(using: Self.provider(2))
+        XCTAssertNil(fresh.keyCheckFailure(), "a connection under the new key passes")
+    }
+
     /// The claim that lets a queue or pool skip its key check before an immediate or exclusive transaction:
     /// on a connection that last read the file under the old key, BEGIN IMMEDIATE and BEGIN EXCLUSIVE fail
     /// with SQLITE_NOTADB (they read the header page under the connection's key), while BEGIN DEFERRED
-    /// succeeds and only the first statement of its block fails. In WAL and rollback-journal mode.
+    /// succeeds and only the first statement of its block fails. In WAL and rollback-journal mode. The first
+    /// failed read is code 26 on every SQLCipher; the later ones on the same connection are too, except on
+    /// SQLCipher 4.7 and later, which keep a failed page read for the connection's life and report code 7
+    /// (the queue and pool replace such a connection whatever it reports: the tests below).
     func testAnImmediateOrExclusiveBeginReadsTheHeaderUnderTheConnectionsKeyAndADeferredOneDoesNot() throws {
+        let numbers = (SQLCipherRuntime.version ?? "").prefix { $0 != " " }.split(separator: ".").compactMap { Int($0) }
+        let keepsFailedReads = numbers.count >= 2 && (numbers[0] > 4 || (numbers[0] == 4 && numbers[1] >= 7))
+        let laterCode = Int(keepsFailedReads ? SQLITE_NOMEM : SQLITE_NOTADB)
         for journalMode in ["wal", "delete"] {
             let path = directory.path("begin-\(journalMode).db")
             let setUp = FMDatabase(path: path)
@@ -176,11 +207,13 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
             XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 0)  // The header page is in its cache.
             try Self.rekeyElsewhere(path, from: 1, to: 2)
 
+            var expected = Int(SQLITE_NOTADB)
             for kind in [FMDBTransactionKind.immediate, .exclusive] {
                 XCTAssertThrowsError(try db.inTransaction(kind) { _ in XCTFail("\(kind): the block ran") }) {
-                    XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB), "\(journalMode) \(kind)")
+                    XCTAssertEqual(nsError($0).code, expected, "\(journalMode) \(kind)")
                 }
                 XCTAssertFalse(db.isInTransaction)
+                expected = laterCode
             }
             let runs = Locked(0)
             XCTAssertThrowsError(
@@ -188,7 +221,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
                     runs.withLock { $0 += 1 }
                     try db.executeUpdate("insert into t values (1)", values: nil)
                 }
-            ) { XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB), "\(journalMode) deferred") }
+            ) { XCTAssertEqual(nsError($0).code, laterCode, "\(journalMode) deferred") }
             XCTAssertEqual(runs.withLock { $0 }, 1, "\(journalMode): BEGIN DEFERRED read nothing, its block ran")
         }
     }

@@ -214,9 +214,13 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         let info = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(info["encrypted"] as? Bool, true)
-        // The linked SQLCipher's defaults: 3.4.1 (1024-byte pages, 64,000 iterations) or 4.6.1 (4096, 256,000).
+        // The linked SQLCipher's version, as the library reads it, and its format's defaults: SQLCipher 3
+        // (1024-byte pages, 64,000 iterations) or 4 (4096, 256,000).
         let v4 = CipherFormat.linkedDefault == .v4
-        XCTAssertEqual(info["cipher_version"] as? String, v4 ? "4.6.1 community" : "3.4.1")
+        let probe = FMDatabase()
+        XCTAssertTrue(probe.open())
+        XCTAssertEqual(info["cipher_version"] as? String, try XCTUnwrap(probe.cipherVersion))
+        probe.close()
         XCTAssertEqual(info["cipher_page_size"] as? Int, v4 ? 4096 : 1024)
         XCTAssertEqual(info["kdf_iter"] as? Int, v4 ? 256_000 : 64_000)
         XCTAssertEqual(info["user_version"] as? Int, 42)
@@ -480,7 +484,7 @@ final class FMDBCipherToolTests: ToolTestCase {
         let linked = try XCTUnwrap(probe.cipherVersion)
         probe.close()
         XCTAssertTrue(version.stdout.contains("SQLCipher \(linked)"), version.stdout)
-        XCTAssertTrue(["3.4.1", "4.6.1 community"].contains(linked), linked)
+        XCTAssertTrue(linked.hasPrefix("3.") || linked.hasPrefix("4."), linked)
         let help = try run(["--help"])
         // The help is wrapped to the terminal's width: compared with every line break as a space.
         let words = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")

@@ -1,6 +1,7 @@
 internal import CFMDBCrypto
 import CSQLCipher
 import Foundation
+import Logging
 
 /// Registers FMDBCipher's crypto provider with SQLCipher (BENCHMARKS.md "SQLCipher crypto provider"), once per
 /// process, before the library keys its first connection.
@@ -42,14 +43,20 @@ enum CryptoProviderRegistration {
 
     /// The provider layout for a `PRAGMA cipher_version` answer, or nil when that version's layout was not
     /// verified from source (SQLCipher's own provider then stays in place). Verified: 3.4.1 (Debian 12,
-    /// Ubuntu 22.04) and 4.6.1 (Debian 13, bookworm-backports).
+    /// Ubuntu 22.04), and 4.5.1 to 4.6.1 (Ubuntu 24.04's 4.5.6; Debian 13's and bookworm-backports' 4.6.1),
+    /// whose `sqlcipher_provider` (src/sqlcipher.h), `sqlcipher_register_provider` and activation life
+    /// cycle (src/crypto_impl.c, then src/sqlcipher.c) are the same as 4.6.1's. Not 4.7 and later: their
+    /// provider has other members and its own start and stop.
     static func layout(forCipherVersion version: String?) -> Int32? {
-        switch version {
-        case "3.4.1": Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1.rawValue)
-        case "4.6.1 community": Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1.rawValue)
-        default: nil
-        }
+        guard let version else { return nil }
+        if version == "3.4.1" { return Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1.rawValue) }
+        if verifiedAs4_6_1.contains(version) { return Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1.rawValue) }
+        return nil
     }
+
+    /// The community releases whose provider interface is 4.6.1's (see `layout(forCipherVersion:)`).
+    private static let verifiedAs4_6_1: Set<String> = Set(
+        ["4.5.1", "4.5.2", "4.5.3", "4.5.4", "4.5.5", "4.5.6", "4.5.7", "4.6.0", "4.6.1"].map { $0 + " community" })
 
     /// How many cipher and HMAC contexts the provider has created in this process (a test hook: with
     /// context reuse it grows with connections, not with pages).
@@ -71,16 +78,33 @@ enum CryptoProviderRegistration {
                 function: function.map { String(cString: $0) } ?? "the crypto provider",
                 text: text.map { String(cString: $0) } ?? "")
         }
-        guard isLibraryProviderRequested.withLock({ $0 }),
-            let layout = layout(forCipherVersion: SQLCipherRuntime.version),
-            let connection = Connection.openScratchKeyed(registeringCryptoProvider: false)
-        else { return false }
+        let version = SQLCipherRuntime.version ?? "unknown"
+        guard isLibraryProviderRequested.withLock({ $0 }) else {
+            report("SQLCipher's own, as FMDB_CRYPTO_PROVIDER or FMDatabase.cryptoProvider asked", version: version)
+            return false
+        }
+        guard let layout = layout(forCipherVersion: SQLCipherRuntime.version) else {
+            report(
+                "SQLCipher's own: the library's provider interface was not verified for this version", version: version)
+            return false
+        }
+        guard let connection = Connection.openScratchKeyed(registeringCryptoProvider: false) else {
+            report("SQLCipher's own: no scratch connection to register the library's provider", version: version)
+            return false
+        }
         guard fmdb_crypto_register(layout) == 0 else {
             try? connection.close()
+            report("SQLCipher's own: registering the library's provider failed", version: version)
             return false
         }
         // Held for the process on purpose: its activation keeps the registered provider in place.
         activation = connection
+        report("the library's (fmdbcipher-openssl)", version: version)
         return true
+    }
+
+    /// Says once per process, at debug level, which crypto provider keyed connections use.
+    private static func report(_ provider: String, version: String) {
+        Logger(label: "fmdb").debug("Crypto provider on SQLCipher \(version): \(provider)")
     }
 }

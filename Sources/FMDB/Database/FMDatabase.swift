@@ -54,6 +54,9 @@ public final class FMDatabase {
     /// nanoseconds; 0: never, or it met another key since), for the per-block key check
     /// (QueueAndPool/KeyChangeRegistry.swift).
     var keyConfirmedAt: UInt64 = 0
+    /// What the key check found when this connection failed it (it is then replaced, and never read again
+    /// under its key: SQLCipher 4.7 and later keep a failed page read for the connection's life).
+    var keyCheckFailed: KeyCheckFailure?
     /// Set by `FMDatabasePool` while a block uses this connection.
     public var checkedOut = false
     /// Who may use the connection (QueueAndPool/FMDatabase+Lending.swift marks it): `notLent` when no
@@ -263,6 +266,7 @@ public final class FMDatabase {
         }
         connection = nil
         keyConfirmedAt = 0
+        keyCheckFailed = nil
         appliedKey = nil
         keySettings = CipherSettings()
     }
@@ -406,12 +410,14 @@ public final class FMDatabase {
             (error as? FMDatabaseError)
             ?? FMDatabaseError(code: SQLITE_ERROR, message: String(describing: error))
         lastErrorValue = value
-        // The file is under a key this connection does not hold: its queue or pool checks it before the next
-        // block, however recently it passed the check, even when the block's FMDB form hides this error.
-        if value.resultCode == SQLITE_NOTADB { keyConfirmedAt = 0 }
+        // An error a failed page read gives (the file may be under a key this connection does not hold): its
+        // queue or pool checks it before the next block, however recently it passed the check, even when the
+        // block's FMDB form hides this error.
+        let mayMeanAnotherKey = Self.mayMeanAnotherKey(value.resultCode)
+        if mayMeanAnotherKey { keyConfirmedAt = 0 }
         // A queue's or pool's BEGIN that meets another key is its key check, handled by beginning again on
         // a new connection: not an error of the program's.
-        if crashOnErrors, !(beginProbesKey && value.resultCode == SQLITE_NOTADB) {
+        if crashOnErrors, !(beginProbesKey && mayMeanAnotherKey) {
             programmingError("FMDatabase.crashOnErrors is set and an error occurred: \(value)")
         }
     }

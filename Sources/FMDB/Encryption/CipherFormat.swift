@@ -152,20 +152,37 @@ extension SQLCipherRuntime {
         return major
     }()
 
-    /// SQLCipher 4.6 writes an "ERROR CORE ... hmac check failed" line to standard error for every page it
-    /// cannot authenticate, even with its log level at its default (NONE): every wrong key, and every format
-    /// tried before the one that matches. The library reports these as errors (code 26) instead, so, unless
-    /// the program configured SQLCipher's logging itself (level or source changed from their defaults), it
-    /// turns the log off once per process, at the first `open()`, with `PRAGMA cipher_log_source = NONE`.
-    /// SQL text may not change `cipher_log*` (the keyed-connection authorizer refuses it on every connection);
-    /// a program that wants SQLCipher's log sets its level or source through SQLite's C API before its first
-    /// `open()`, and the library then leaves it alone.
+    /// SQLCipher's own log, at the level and source it has before anything sets them, on the linked version:
+    /// nil where it writes nothing by default (before 4.6 it has no log target until a program names one).
+    ///
+    /// - 4.6 writes an "ERROR CORE ... hmac check failed" line to standard error for every page it cannot
+    ///   authenticate even with its level at its default, NONE (source ANY).
+    /// - 4.7 and later raise the level to WARN, and point the log at standard error, when the library starts
+    ///   (`sqlcipher_extra_init`) unless a program set them first: the default a program meets is WARN.
+    static var defaultLog: (level: String, source: String)? {
+        let numbers = (version ?? "").split(separator: " ").first?.split(separator: ".").compactMap { Int($0) } ?? []
+        guard numbers.count >= 2 else { return nil }
+        let (major, minor) = (numbers[0], numbers[1])
+        if major > 4 || (major == 4 && minor >= 7) { return ("WARN", "ANY") }
+        if major == 4 && minor == 6 { return ("NONE", "ANY") }
+        return nil
+    }
+
+    /// SQLCipher 4.6 and later write a line to standard error for every page they cannot authenticate:
+    /// every wrong key, and every format tried before the one that matches. The library reports these as
+    /// errors (code 26) instead, so, unless the program configured SQLCipher's logging itself (level or
+    /// source changed from the linked version's defaults, ``defaultLog``), it turns the log off once per
+    /// process, at the first `open()`, with `PRAGMA cipher_log_source = NONE`. SQL text may not change
+    /// `cipher_log*` (the keyed-connection authorizer refuses it on every connection); a program that wants
+    /// SQLCipher's log sets its level or source through SQLite's C API before its first `open()` (on 4.7 and
+    /// later, to anything but WARN with every source, which is what the library start sets), and the library
+    /// then leaves it alone.
     private static func quietenLogging() {
-        guard let connection = Connection.openScratch() else { return }
+        guard let defaults = defaultLog, let connection = Connection.openScratch() else { return }
         defer { try? connection.close() }
         let level = (try? connection.pragmaText("PRAGMA cipher_log_level")) ?? nil
         let source = (try? connection.pragmaText("PRAGMA cipher_log_source")) ?? nil
-        if level == "NONE", source == "ANY" {
+        if level == defaults.level, source == defaults.source {
             // The library's own statement: the authorizer refuses `cipher_log*` in SQL text on every
             // connection, this one included, and silently did so here (SQLCipherLogTests).
             connection.runningLibraryStatements {

@@ -76,21 +76,33 @@ extension FMDatabasePool: KeyChangeListener {
         condition.broadcast()
     }
 
-    /// A connection met the file under a key it does not hold (rekeyed, or its data key rotated,
-    /// elsewhere): every connection keyed before is dropped, and the provider is asked to read its source
-    /// again (``KeyProvider/reloadKey()``) before the next connection opens.
-    func keyChanged() {
-        let (idle, provider): ([FMDatabase], (any KeyProvider)?) = locked {
-            (invalidateConnections(), state.keyProvider)
+    /// A connection failed its key check (the caller closed it). Under another key (rekeyed, or its data
+    /// key rotated, elsewhere) every connection keyed before is dropped; a connection that could only no
+    /// longer read the file is dropped alone. Either way the provider is asked to read its source again
+    /// (``KeyProvider/reloadKey()``) before the next connection opens.
+    func keyChanged(_ failure: KeyCheckFailure) {
+        let provider: (any KeyProvider)?
+        switch failure {
+        case .anotherKey:
+            let idle: [FMDatabase]
+            (idle, provider) = locked { (invalidateConnections(), state.keyProvider) }
+            for connection in idle { connection.closeAsOwner() }
+            condition.broadcast()
+            logger.warning(
+                """
+                FMDatabasePool: \(path ?? ":memory:") is under a key its connections do not hold (rekeyed \
+                elsewhere); they are reopened with the key provider asked again.
+                """
+            )
+        case .unreadable(let code):
+            provider = locked { state.keyProvider }
+            logger.warning(
+                """
+                FMDatabasePool: a connection could no longer read \(path ?? ":memory:") (code \(code)); it is \
+                replaced by one opened with the key provider asked again.
+                """
+            )
         }
-        for connection in idle { connection.closeAsOwner() }
-        condition.broadcast()
-        logger.warning(
-            """
-            FMDatabasePool: \(path ?? ":memory:") is under a key its connections do not hold (rekeyed elsewhere); \
-            they are reopened with the key provider asked again.
-            """
-        )
         do {
             try provider?.reloadKey()
         } catch {

@@ -443,13 +443,16 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.unlock()
 
         let db: FMDatabase
-        if let candidate, provider == nil || !checksKey || !candidate.database.isUnderAnotherKeyBeforeBlock() {
+        let failure = provider == nil || !checksKey ? nil : candidate?.database.keyCheckFailureBeforeBlock()
+        if let candidate, failure == nil {
             db = candidate.database
         } else {
-            if let candidate {
-                // The file was rekeyed elsewhere since this connection last read it: it is dropped (with
-                // every idle one, keyed as it was), the provider reads its source again, and a new
-                // connection takes its place. No block has run on it, so none is run again.
+            if let candidate, let failure {
+                // This connection cannot read the file under its key any more (rekeyed elsewhere since it
+                // last read it, or unreadable): it is dropped whatever code SQLCipher reports on it, and a
+                // new connection takes its place. Under another key, every idle one, keyed as it was, is
+                // dropped too and the provider reads its source again. No block has run on it, so none is
+                // run again.
                 candidate.database.closeAsOwner()
                 locked {
                     state.checkedOut.removeValue(forKey: ObjectIdentifier(candidate.database))
@@ -457,7 +460,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 }
                 isNew = true
                 announce = true
-                keyChanged()
+                keyChanged(failure)
                 (generation, provider) = locked { (state.generation, state.keyProvider) }
             }
             do {
@@ -466,7 +469,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && provider != nil {
                     // The file is under a key this provider did not give (rekeyed elsewhere, seen here
                     // before any idle connection met it): the provider reads its source again, once.
-                    keyChanged()
+                    keyChanged(.anotherKey)
                     (generation, provider) = locked { (state.generation, state.keyProvider) }
                     db = try openConnection(keyProvider: provider)
                 }
@@ -527,9 +530,9 @@ public final class FMDatabasePool: @unchecked Sendable {
     private func checkIn(_ db: FMDatabase) {
         db.checkedOut = false
         db.cleanUpAfterBlock(owner: "FMDatabasePool")
-        if db.isOpen, locked({ state.keyProvider != nil }), db.metAnotherKey() {
+        if db.isOpen, locked({ state.keyProvider != nil }), let failure = db.keyCheckFailureAfterBlock() {
             db.closeAsOwner()
-            keyChanged()
+            keyChanged(failure)
         }
         db.takeBack()
         let stale: Bool = locked {
@@ -559,6 +562,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// not hold, before its block started: `withTransactionDatabase` runs the transaction again.
     private struct KeyChangedBeforeBlock: Error {
         let cause: FMDatabaseError
+        let failure: KeyCheckFailure
     }
 
     /// `blockStarted`: for a transaction, whether its block has started; `checksKey`: whether an idle
@@ -579,10 +583,11 @@ public final class FMDatabasePool: @unchecked Sendable {
         defer { checkIn(db) }
         do {
             return try body(db)
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
+        } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+            guard let failure = db.keyCheckFailure() else { throw error }
             // Checked in after this: `checkIn` finds the same, closes it and re-asks the provider.
-            if let blockStarted, !blockStarted() { throw KeyChangedBeforeBlock(cause: error) }
-            throw FMDatabase.keyChangedError(path: path, cause: error)
+            if let blockStarted, !blockStarted() { throw KeyChangedBeforeBlock(cause: error, failure: failure) }
+            throw FMDatabase.keyChangedError(path: path, cause: error, failure: failure)
         }
     }
 
@@ -615,7 +620,9 @@ public final class FMDatabasePool: @unchecked Sendable {
             } catch let again as KeyChangedBeforeBlock {
                 // Checked in: the connection was closed and the provider asked again. Once more, a bounded
                 // number of times.
-                if attempt == attempts { throw FMDatabase.keyChangedError(path: path, cause: again.cause) }
+                if attempt == attempts {
+                    throw FMDatabase.keyChangedError(path: path, cause: again.cause, failure: again.failure)
+                }
             }
         }
         throw FMDatabaseError.misuse("unreachable: a transaction is tried a bounded number of times")
@@ -678,8 +685,10 @@ public final class FMDatabasePool: @unchecked Sendable {
                                 markStarted()
                                 block(db, rollback)
                             }
-                        } catch let error as FMDatabaseError where !started && error.resultCode == SQLITE_NOTADB {
-                            throw error  // BEGIN met another key: withTransactionDatabase decides.
+                        } catch let error as FMDatabaseError
+                            where !started && FMDatabase.mayMeanAnotherKey(error.resultCode)
+                        {
+                            throw error  // BEGIN may have met another key: withTransactionDatabase checks.
                         } catch {
                             record(error)
                             logUnthrown(error, "transaction failed")

@@ -301,13 +301,14 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             closeDatabase()
         }
         if let database, database.isOpen {
-            guard keyProvider != nil, checksKey, database.isUnderAnotherKeyBeforeBlock() else {
+            guard keyProvider != nil, checksKey, let failure = database.keyCheckFailureBeforeBlock() else {
                 database.lend()
                 return database
             }
-            // The file was rekeyed elsewhere since the last block: a new connection, with the provider
-            // asked again, serves this call (no block ran on the old one, so none is run again).
-            keyChanged()
+            // The connection cannot read the file under its key any more (rekeyed elsewhere since the last
+            // block, or unreadable): a new connection, with the provider asked again, serves this call (no
+            // block ran on the old one, so none is run again).
+            keyChanged(failure)
         }
         // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
         let open = {
@@ -321,7 +322,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && keyProvider != nil {
             // The file is under a key the provider did not give (rekeyed elsewhere while the queue was
             // closed): the provider reads its source again, once.
-            keyChanged()
+            keyChanged(.anotherKey)
             db = try open()
         }
         database = db
@@ -355,21 +356,32 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// does), each with a warning.
     private func tidy(_ db: FMDatabase) {
         db.cleanUpAfterBlock(owner: "FMDatabaseQueue")
-        if keyProvider != nil, db.isOpen, db.metAnotherKey() { keyChanged() }
+        if keyProvider != nil, db.isOpen, let failure = db.keyCheckFailureAfterBlock() { keyChanged(failure) }
         db.takeBack()
     }
 
-    /// The connection met the file under a key it does not hold (rekeyed, or its data key rotated,
-    /// elsewhere): it is closed, and the provider reads its source again (``KeyProvider/reloadKey()``)
+    /// The connection failed its key check (`failure`: the file is under a key it does not hold, rekeyed
+    /// or its data key rotated elsewhere, or it cannot read the file any more): it is closed, whatever code
+    /// SQLCipher reports on it, and the provider reads its source again (``KeyProvider/reloadKey()``)
     /// before the next one opens. Runs on the queue.
-    private func keyChanged() {
+    private func keyChanged(_ failure: KeyCheckFailure) {
         closeDatabase()
-        logger.warning(
-            """
-            FMDatabaseQueue: \(path ?? ":memory:") is under a key its connection does not hold (rekeyed elsewhere); \
-            it is reopened with the key provider asked again.
-            """
-        )
+        switch failure {
+        case .anotherKey:
+            logger.warning(
+                """
+                FMDatabaseQueue: \(path ?? ":memory:") is under a key its connection does not hold (rekeyed \
+                elsewhere); it is reopened with the key provider asked again.
+                """
+            )
+        case .unreadable(let code):
+            logger.warning(
+                """
+                FMDatabaseQueue: its connection could no longer read \(path ?? ":memory:") (code \(code)); it is \
+                reopened with the key provider asked again.
+                """
+            )
+        }
         do {
             try keyProvider?.reloadKey()
         } catch {
@@ -388,8 +400,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func run<T>(_ db: FMDatabase, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
-            throw FMDatabase.keyChangedError(path: path, cause: error)
+        } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+            guard let failure = db.keyCheckFailure() else { throw error }
+            throw FMDatabase.keyChangedError(path: path, cause: error, failure: failure)
         }
     }
 
@@ -414,9 +427,12 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             defer { tidy(db) }
             do {
                 return try db.withBeginAsKeyCheck(kind != .deferred) { try body(db) { started = true } }
-            } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && db.isUnderAnotherKey() {
+            } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+                guard let failure = db.keyCheckFailure() else { throw error }
                 // `tidy` closes the connection and asks the provider again.
-                if started || attempt == attempts { throw FMDatabase.keyChangedError(path: path, cause: error) }
+                if started || attempt == attempts {
+                    throw FMDatabase.keyChangedError(path: path, cause: error, failure: failure)
+                }
             }
         }
         throw FMDatabaseError.misuse("unreachable: a transaction is tried a bounded number of times")

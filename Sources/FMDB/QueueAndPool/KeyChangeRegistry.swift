@@ -59,20 +59,45 @@ final class KeyChangeRegistry: Sendable {
     }
 }
 
+/// Why a keyed queue or pool connection is replaced: what checking found, never what one result code
+/// suggested (SQLCipher 4.7 and later report the first failed page read as code 26 and every later
+/// read of that connection as code 7, "out of memory", for the connection's whole life).
+enum KeyCheckFailure: Sendable {
+    /// The file is under a key this connection does not hold: a fresh connection keyed as this one was
+    /// cannot read it either. It was rekeyed, or its data key rotated, elsewhere.
+    case anotherKey
+    /// This connection cannot read the file (result code `code`) although its key was not shown to be
+    /// wrong: a fresh connection with its key reads the file, or could not tell (a lock, an I/O error).
+    case unreadable(code: Int32)
+}
+
 extension FMDatabase {
-    /// True when this keyed connection, which opened the file before, now finds it under a key it does not
-    /// hold (SQLITE_NOTADB reading the schema's header): the file was rekeyed, or its data key rotated,
-    /// elsewhere. Cheap when nothing changed: the header page is in the connection's cache, and the check's
-    /// statement is prepared once per connection (BENCHMARKS.md, "The per-block key check"). Any other
-    /// outcome (the file reads, or another error such as a lock) is false: the caller's own work meets it.
-    func isUnderAnotherKey() -> Bool {
-        asOwner { underAnotherKey() }
+    /// The primary result codes with which a statement can meet a page that does not decrypt under the
+    /// connection's key: 26 (SQLCipher 3.x to 4.6, and the first failed read on 4.7 and later), 7 (every
+    /// later read of that connection on 4.7 and later), and an I/O error or corruption (a damaged read).
+    /// Meeting one of them is only the cue to check (`keyCheckFailure()`); it says nothing by itself.
+    static func mayMeanAnotherKey(_ code: Int32) -> Bool {
+        switch code & 0xFF {
+        case SQLITE_NOTADB, SQLITE_NOMEM, SQLITE_IOERR, SQLITE_CORRUPT: return true
+        default: return false
+        }
+    }
+
+    /// Whether this keyed connection, which opened the file before, still reads it under its key; when it
+    /// does not, why it must be replaced (``KeyCheckFailure``). nil when the file reads, or when the check
+    /// could not run now (a lock, an interrupt: the caller's own work meets it). Cheap when nothing changed:
+    /// the header page is in the connection's cache, and the check's statement is prepared once per
+    /// connection (BENCHMARKS.md, "The per-block key check"). Only when the connection's own read fails is
+    /// a fresh connection opened, keyed with this one's key and cipher settings, to tell a changed key from
+    /// a connection that cannot read any more.
+    func keyCheckFailure() -> KeyCheckFailure? {
+        asOwner { checkKey() }
     }
 
     /// The check's SQL: reading the schema cookie reads page 1, which a key change makes unreadable.
     private static let keyCheckSQL = "PRAGMA schema_version"
 
-    /// Before a block: `isUnderAnotherKey()`, left out when this connection read the file under its key
+    /// Before a block: `keyCheckFailure()`, left out when this connection read the file under its key
     /// less than ``keyCheckInterval`` ago (it then served the block before this one).
     ///
     /// Under a service's load a check is a read transaction of its own that another connection's writes
@@ -81,12 +106,12 @@ extension FMDatabase {
     /// statement instead: that block fails with code 26, as one running at the change does, and its
     /// connection is closed at check-in. So at most one block per connection fails per key change, as
     /// before; the interval only widens "running at the change" to "started within a millisecond of it".
-    func isUnderAnotherKeyBeforeBlock() -> Bool {
+    func keyCheckFailureBeforeBlock() -> KeyCheckFailure? {
         asOwner {
             let now = DispatchTime.now().uptimeNanoseconds
             let interval = Self.keyCheckInterval.load(ordering: .relaxed)
-            if keyConfirmedAt != 0, now &- keyConfirmedAt < interval { return false }
-            return underAnotherKey(confirmedAt: now)
+            if keyConfirmedAt != 0, now &- keyConfirmedAt < interval { return nil }
+            return checkKey(confirmedAt: now)
         }
     }
 
@@ -96,47 +121,92 @@ extension FMDatabase {
 
     /// `confirmedAt`: when the check started (0: not before a block); recorded when the file read under
     /// this connection's key.
-    private func underAnotherKey(confirmedAt: UInt64 = 0) -> Bool {
-        guard let connection else { return false }
+    private func checkKey(confirmedAt: UInt64 = 0) -> KeyCheckFailure? {
+        guard let connection else { return nil }
+        // Failed once, failed for good: the connection is being replaced (and on SQLCipher 4.7 and later it
+        // would only report code 7 now).
+        if let keyCheckFailed { return keyCheckFailed }
         // Kept in the connection's statement cache whatever `shouldCacheStatements` says (only the FMDB
         // query paths look there when it is false, and never for this SQL); finalized when the connection closes.
-        let statement: Statement
+        let code: Int32
         if let cached = statementCache.take(Self.keyCheckSQL) {
-            statement = cached
+            code = Self.step(cached)
         } else {
             do {
-                statement = try connection.prepare(Self.keyCheckSQL)
+                let statement = try connection.prepare(Self.keyCheckSQL)
+                code = Self.step(statement)
+                statementCache.insert(statement)
             } catch let error as FMDatabaseError {
-                return error.resultCode == SQLITE_NOTADB
+                code = error.resultCode
             } catch {
-                return false
+                return nil
             }
-            statementCache.insert(statement)
         }
+        switch code & 0xFF {
+        case SQLITE_ROW:
+            if confirmedAt != 0 { keyConfirmedAt = confirmedAt }
+            return nil
+        case SQLITE_BUSY, SQLITE_LOCKED, SQLITE_INTERRUPT:
+            return nil
+        default:
+            // This connection cannot read page 1. Whether its key still opens the file is asked of the file.
+            let failure: KeyCheckFailure = probeOwnKey() ? .unreadable(code: code & 0xFF) : .anotherKey
+            keyCheckFailed = failure
+            return failure
+        }
+    }
+
+    private static func step(_ statement: Statement) -> Int32 {
         statement.inUse = true
         defer {
             statement.inUse = false
             statement.reset()
         }
-        let code = statement.step()
-        if code == SQLITE_ROW, confirmedAt != 0 { keyConfirmedAt = confirmedAt }
-        return code & 0xFF == SQLITE_NOTADB
+        return statement.step()
     }
 
-    /// After a block of a keyed queue or pool: true when it met SQLITE_NOTADB and the connection is
-    /// indeed under another key now (checked, so an attached file's own error does not count).
-    func metAnotherKey() -> Bool {
-        asOwner { (lastErrorCode() & 0xFF) == SQLITE_NOTADB } && isUnderAnotherKey()
+    /// How long the fresh connection of `probeOwnKey()` waits for a lock before it counts as "could not tell".
+    private static let ownKeyProbeBusyTimeout: TimeInterval = 0.2
+
+    /// False only when a fresh connection, keyed with this connection's key and cipher settings, finds
+    /// the file under another key; true when it reads the file, or could not tell (a lock, an I/O error).
+    private func probeOwnKey() -> Bool {
+        guard let key = appliedKey, let path = databasePath, !path.isEmpty, path != ":memory:" else { return true }
+        let settings = keySettings
+        let probe = Connection.probeKey(
+            key, path: path, flags: openFlags, vfs: openVFS,
+            formatStatements: (try? settings.formatStatements()) ?? [], pageSize: settings.pageSize,
+            kdfIterations: settings.kdfIterations, busyTimeout: Self.ownKeyProbeBusyTimeout)
+        if case .doesNotOpen = probe { return false }
+        return true
     }
 
-    /// The error a block gets when the file was rekeyed under it: the same code, and what happened.
-    static func keyChangedError(path: String?, cause: Error) -> FMDatabaseError {
-        FMDatabaseError(
+    /// After a block of a keyed queue or pool: why its connection must be replaced, when the block met an
+    /// error a failed page read gives (`mayMeanAnotherKey`) and the connection then fails the check (so an
+    /// attached file's own error does not count).
+    func keyCheckFailureAfterBlock() -> KeyCheckFailure? {
+        guard asOwner({ Self.mayMeanAnotherKey(lastErrorCode()) }) else { return nil }
+        return keyCheckFailure()
+    }
+
+    /// The error a block gets when its connection was found unable to read the file under its key: the
+    /// same code, and what happened (rekeyed elsewhere only when checking found another key).
+    static func keyChangedError(path: String?, cause: Error, failure: KeyCheckFailure) -> FMDatabaseError {
+        let what: String
+        switch failure {
+        case .anotherKey:
+            what =
+                "was rekeyed while this block ran, or less than a millisecond before it started (its key was "
+                + "changed elsewhere after this connection last read the file)"
+        case .unreadable(let code):
+            what =
+                "could no longer be read by this block's connection (code \(code) on its own read; its key was not "
+                + "shown to be wrong)"
+        }
+        return FMDatabaseError(
             code: (cause as? FMDatabaseError)?.extendedCode ?? SQLITE_NOTADB,
             message:
-                "The database at \(path ?? ":memory:") was rekeyed while this block ran, or less than a millisecond "
-                + "before it started (its key was changed elsewhere after this connection last read the file): the "
-                + "block was stopped and is not run again; its connection was closed, and the next one is opened "
-                + "with the key provider asked again.")
+                "The database at \(path ?? ":memory:") \(what): the block was stopped and is not run again; its "
+                + "connection was closed, and the next one is opened with the key provider asked again.")
     }
 }
