@@ -178,10 +178,11 @@ struct DatabaseCopy {
     /// (SRC's and DEST's) to `newProvider`. The backup has every copy's progress line, signal clean-up, messages
     /// and exit codes; a failure to open the database for the rekey is said as `DatabaseFiles.open` says it.
     /// `rekeyStarting` is called with the database's format right before the rekey; an error of the rekey itself
-    /// is thrown as the library threw it, for the caller to say.
+    /// is thrown as the library threw it, for the caller to say. `backupWritten` is called once the backup is
+    /// verified and in place.
     func rekey(
         from oldProvider: any KeyProvider, to newProvider: any KeyProvider, busyTimeout: TimeInterval,
-        rekeyStarting: @escaping (CipherFormat?) -> Void
+        backupWritten: @escaping () -> Void, rekeyStarting: @escaping (CipherFormat?) -> Void
     ) throws -> FMRekeyOutcome {
         let stages = makeStages()
         // The step under way, told by the library's hooks: an error is said as that step's.
@@ -192,6 +193,7 @@ struct DatabaseCopy {
                 replacingExisting: force, busyTimeout: busyTimeout, onStage: { stages.reached($0) },
                 onBackup: { report in
                     step = .opening
+                    backupWritten()
                     finished(report, stages)
                     if !quiet { Output.message("backup written to \(destination)") }
                 },
