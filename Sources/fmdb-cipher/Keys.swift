@@ -185,7 +185,7 @@ struct KeysInit: ParsableCommand {
                     let cause = CLIError.from(error, context: "the recovery slot").message
                     do {
                         let db = try DatabaseFiles.open(
-                            database, provider: KeySlotKeyProvider(secret: secret), readOnly: true)
+                            database, provider: KeySlotKeyProvider(secret: secret, logsRefusals: false), readOnly: true)
                         defer { db.close() }
                         let rows = try db.executeQuery("SELECT count(*) FROM sqlite_master", values: nil)
                         defer { rows.close() }
@@ -455,7 +455,7 @@ enum DataKeyRotation {
         if let backup, let written {
             // The old database (old data key, old salt) and the old slot file beside it, before anything changes:
             // the old secrets open the backup.
-            let provider = KeySlotKeyProvider(secret: secrets[0])
+            let provider = KeySlotKeyProvider(secret: secrets[0], logsRefusals: false)
             try DatabaseCopy(
                 source: database, sourceProvider: provider, sourceSettings: key.settings,
                 destination: backup, destinationProvider: provider, settings: key.settings,
@@ -496,7 +496,8 @@ enum DataKeyRotation {
                     ? "rekey --data-key: failed; neither data key opens the database"
                     : "rekey --data-key: failed; the database and its slots still use the old data key")
             written?.discardAfterFailedRekey(of: database) {
-                Rekey.opens(database, with: KeySlotKeyProvider(secret: secrets[0]), settings: key.settings)
+                Rekey.opens(
+                    database, with: KeySlotKeyProvider(secret: secrets[0], logsRefusals: false), settings: key.settings)
             }
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }

@@ -88,8 +88,14 @@ public final class KeySlotKeyProvider: KeyProvider {
     ///   - secret: the passphrase, raw key or recovery key that opens a slot.
     ///   - slotID: the id of the one slot to try (``KeySlots/list(forDatabaseAt:)``); nil tries every slot of
     ///     the secret's kind.
-    public convenience init(secret: KeySlotSecret, slotID: Int? = nil) {
-        self.init(secret: secret, slotID: slotID, logger: Logger(label: "fmdb"), refusalRetryInterval: .seconds(1))
+    ///   - logger: where the first refusal of the secret is said, at warning level (the "fmdb" logger by default).
+    ///   - logsRefusals: false when the caller reports a refusal itself (a command-line tool): nothing is logged.
+    public convenience init(
+        secret: KeySlotSecret, slotID: Int? = nil, logger: Logger = Logger(label: "fmdb"), logsRefusals: Bool = true
+    ) {
+        var logger = logger
+        if !logsRefusals { logger.logLevel = .critical }
+        self.init(secret: secret, slotID: slotID, logger: logger, refusalRetryInterval: .seconds(1))
     }
 
     /// A provider that says its first refusal on `logger`, and waits `refusalRetryInterval` before unlocking a
