@@ -75,7 +75,11 @@ enum DatabaseFiles {
                 try db.setKey(using: provider, settings: settings)
             } catch {
                 db.close()
-                throw CLIError.from(error, context: path)
+                let failure = CLIError.from(error, context: path)
+                if failure.code == Exit.wrongKey, FileKind(path: path) == .plaintext {
+                    throw plaintextGivenAKey(path)
+                }
+                throw failure
             }
         }
         if readOnly {
@@ -89,6 +93,14 @@ enum DatabaseFiles {
             }
         }
         return db
+    }
+
+    /// A key given for a plaintext database: no key opens it (exit 65), and what to do instead.
+    static func plaintextGivenAKey(_ path: String) -> CLIError {
+        CLIError(
+            "\(path): is a plaintext SQLite database (not encrypted), so no key opens it: give no key to read it, "
+                + "or make an encrypted copy with `fmdb-cipher encrypt \(path) NEW.db`",
+            code: Exit.wrongKey, hintsKey: false)
     }
 
     /// Every user table and its row count (the library's `tableRowCounts`).

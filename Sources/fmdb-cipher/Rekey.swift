@@ -129,7 +129,9 @@ struct Rekey: ParsableCommand {
             switch kind {
             case .plaintext:
                 throw CLIError(
-                    "\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)
+                    "\(database): is a plaintext SQLite database (not encrypted), so there is no key to change: make "
+                        + "an encrypted copy with `fmdb-cipher encrypt \(database) NEW.db`", code: Exit.wrongKey,
+                    hintsKey: false)
             case .empty, .truncated: throw CLIError("\(database): is not a database", code: Exit.wrongKey)
             default: break
             }

@@ -590,8 +590,16 @@ final class FMDBCipherScriptTests: ToolTestCase {
         result = try run(["check", dest], answers: ["typed-secret"])
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains("ok"))
-        result = try run(["encrypt", plain, directory.path("other.db")], answers: ["one", "two"])
-        XCTAssertEqual(result.status, 64, "the two entries differ: \(result.output)")
+        // Two entries that differ are asked for again, up to three times.
+        result = try run(
+            ["encrypt", plain, directory.path("again.db"), "--quiet"], answers: ["one", "two", "three", "three"])
+        XCTAssertEqual(result.status, 0, "asked again after a mismatch: \(result.output)")
+        XCTAssertTrue(result.output.contains("differ; type it again"), result.output)
+        result = try run(["check", directory.path("again.db")], answers: ["three"])
+        XCTAssertEqual(result.status, 0, "the second pair is the key: \(result.output)")
+        result = try run(
+            ["encrypt", plain, directory.path("other.db")], answers: ["one", "two", "three", "four", "five", "six"])
+        XCTAssertEqual(result.status, 64, "the two entries differ three times: \(result.output)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("other.db")))
     }
 }

@@ -1,0 +1,39 @@
+import FMDB
+import Foundation
+import TestSupport
+import XCTest
+
+/// Messages an operator can act on: what happened, and the next command.
+final class OperatorMessageToolTests: ToolTestCase {
+    func testAHexKeyTakenAsAPassphraseIsHintedToBeARawKey() throws {
+        let encrypted = try makeEncrypted("raw.db", rows: 2)
+        // The raw key, given without --kdf raw: taken as a passphrase, it does not open the file.
+        let hex = try run(["check", encrypted, "--key-env", "K"], env: ["K": Self.rawKey])
+        XCTAssertEqual(hex.status, 65, hex.stderr)
+        XCTAssertTrue(hex.stderr.contains("64 hexadecimal digits"), hex.stderr)
+        XCTAssertTrue(hex.stderr.contains("--kdf raw"), hex.stderr)
+        XCTAssertFalse(hex.stderr.contains(Self.rawKey), "the key is never repeated")
+        // A wrong passphrase that does not look like a raw key gets no such hint.
+        let word = try run(["check", encrypted, "--key-env", "K"], env: ["K": "not-a-raw-key"])
+        XCTAssertEqual(word.status, 65, word.stderr)
+        XCTAssertFalse(word.stderr.contains("--kdf raw"), word.stderr)
+        // With --kdf raw it opens.
+        let right = try run(["check", encrypted, "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+        XCTAssertEqual(right.status, 0, right.stderr)
+    }
+
+    func testAKeyGivenForAPlaintextFileSaysPlaintextAndTheEncryptCommand() throws {
+        let plain = try makePlaintext("plain.db", rows: 2)
+        let commands: [[String]] = [
+            ["check", plain], ["sql", plain, "select 1"], ["info", plain],
+            ["rekey", plain, "--new-key-env", "N"], ["export", plain, path("out.db"), "--new-key-env", "N"],
+        ]
+        for command in commands {
+            let result = try run(command + ["--key-env", "K"], env: ["K": "secret", "N": "other"])
+            XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("plaintext"), "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("fmdb-cipher encrypt \(plain)"), "\(command): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("wrong key"), "\(command): \(result.stderr)")
+        }
+    }
+}
