@@ -485,7 +485,7 @@ final class FMDBCipherToolTests: ToolTestCase {
         // The help is wrapped to the terminal's width: compared with every line break as a space.
         let words = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         XCTAssertTrue(words.contains("75 database busy"), "exit codes are documented")
-        XCTAssertTrue(words.contains("name one with --slot ID"), "exit codes are documented")
+        XCTAssertTrue(words.contains("65 wrong key, or not a database"), "exit codes are documented")
     }
 
     // MARK: - Interop with the sqlcipher shell
