@@ -37,3 +37,34 @@ final class OperatorMessageToolTests: ToolTestCase {
         }
     }
 }
+
+/// `check` beside a journal or WAL: a crash's is recovered ("an interrupted write?"); a live writer's is not
+/// called one.
+final class LiveJournalToolTests: ToolTestCase {
+    func testALiveWritersJournalIsNotCalledAnInterruptedWrite() throws {
+        for mode in ["delete", "wal"] {
+            let enc = try makeEncrypted("live-\(mode).db", rows: 20)
+            let writer = FMDatabase(path: enc)
+            XCTAssertTrue(writer.open())
+            var hex = Self.rawKey
+            try writer.setKey(
+                using: hex.withUTF8 { try RawKeyProvider(material: KeyMaterial(copying: UnsafeRawBufferPointer($0))) })
+            XCTAssertEqual(writer.string(forQuery: "PRAGMA journal_mode = \(mode)"), mode)
+            // A committed write the open writer has not checkpointed: the WAL has content.
+            XCTAssertTrue(writer.executeUpdate("insert into t (v) values ('committed')"))
+            XCTAssertTrue(writer.executeUpdate("begin immediate"))
+            XCTAssertTrue(writer.executeUpdate("insert into t (v) values ('uncommitted')"))
+            XCTAssertTrue(writer.executeUpdate("update t set v = 'changed'"))
+            let side = enc + (mode == "wal" ? "-wal" : "-journal")
+            XCTAssertTrue(
+                ((try? FileManager.default.attributesOfItem(atPath: side)[.size] as? Int) ?? 0) > 0,
+                "\(mode): the writer's \(side)")
+            let result = try run(["check", enc, "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey])
+            XCTAssertEqual(result.status, 0, "\(mode): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("interrupted"), "\(mode): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("another process is using"), "\(mode): \(result.stderr)")
+            XCTAssertTrue(writer.rollback())
+            writer.close()
+        }
+    }
+}
