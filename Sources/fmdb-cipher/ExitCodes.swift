@@ -151,13 +151,13 @@ extension ParsableCommand {
             // Output the body wrote but could not get out (a full disk, /dev/full) fails the command.
             if let failure = Output.takeFailure() { throw failure }
         } catch let error as CLIError {
-            Output.message("fmdb-cipher: \(error.withWrongKeyHint.message)")
+            Output.message("fmdb-cipher: \(OperatorWords.rewrite(error.withWrongKeyHint.message))")
             throw ExitCode(error.code)
         } catch let error as ExitCode {
             throw error
         } catch {
             let cli = CLIError.from(error, context: Self.commandPath)
-            Output.message("fmdb-cipher: \(cli.withWrongKeyHint.message)")
+            Output.message("fmdb-cipher: \(OperatorWords.rewrite(cli.withWrongKeyHint.message))")
             throw ExitCode(cli.code)
         }
     }

@@ -22,6 +22,28 @@ final class OperatorMessageToolTests: ToolTestCase {
         XCTAssertEqual(right.status, 0, right.stderr)
     }
 
+    /// Errors the library words for programs (SQL the keyed connection refuses, a missing slotted database)
+    /// reach the operator in the tool's terms: no Swift type, method or argument label.
+    func testNoMessageNamesSwiftAPI() throws {
+        let encrypted = try makeEncrypted("api.db", rows: 2)
+        let api = [
+            #"[A-Za-z]+\([A-Za-z]*:[^)]*\)"#, #"[a-z]\(\)"#, #"KeySlots\."#, "KeySlotKeyProvider", "CipherSettings",
+            "setKey", "attachDatabase", "FMDatabase", "replaceKeyProvider", "RawKeyProvider",
+        ].joined(separator: "|")
+        var runs: [[String]] = [
+            "PRAGMA rekey = 'x'", "PRAGMA key = 'x'", "PRAGMA page_size = 8192", "ATTACH 'x.db' AS x KEY ''",
+            "PRAGMA cipher_page_size = 4096", "PRAGMA cipher_default_kdf_iter = 5", "PRAGMA hexkey = 'abc'",
+        ].map { ["sql", encrypted, $0, "--kdf", "raw", "--key-env", "K"] }
+        runs.append(["sql", path("missing.db"), "select 1", "--kdf", "slot", "--key-env", "K", "--create"])
+        for arguments in runs {
+            let result = try run(arguments, env: ["K": Self.rawKey])
+            XCTAssertNotEqual(result.status, 0, "\(arguments): \(result.stderr)")
+            XCTAssertNil(
+                result.stderr.range(of: api, options: .regularExpression), "\(arguments.dropFirst(2)): \(result.stderr)"
+            )
+        }
+    }
+
     func testAKeyGivenForAPlaintextFileSaysPlaintextAndTheEncryptCommand() throws {
         let plain = try makePlaintext("plain.db", rows: 2)
         let commands: [[String]] = [
