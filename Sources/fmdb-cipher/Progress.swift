@@ -4,7 +4,8 @@ import Foundation
 /// time left (once it can be estimated), drawn when the work starts, redrawn 10 times a second over the whole
 /// line (nothing of a longer earlier state stays behind), and left at 100% with the time taken when the work
 /// is done in full (elapsed time when there is no measure). The percentage never goes back: a measure that
-/// drops (a rollback journal deleted at the commit, a WAL truncated by the checkpoint) keeps the highest. Not on a terminal, with `--progress`:
+/// drops (a rollback journal deleted at the commit, a WAL truncated by the checkpoint) keeps the highest.
+/// Not on a terminal, with `--progress`:
 /// machine-readable lines, one when the work starts, about one a second, and one at 100% when it ends:
 ///
 ///     progress <verb> <percent> <bytes done> <bytes in all> <bytes per second>

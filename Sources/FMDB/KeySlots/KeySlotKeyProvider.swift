@@ -218,9 +218,9 @@ public final class KeySlotKeyProvider: KeyProvider {
             if previous == nil {
                 let warning =
                     "KeySlotKeyProvider: the key slot file \(slotPath) refused this provider's secret "
-                    + "(\(error.message)) Connections to \(path) fail at once, without a key derivation, until the slot file "
-                    + "changes (tried again at most once per \(refusalRetryInterval)); a secret the slot file "
-                    + "accepts opens it."
+                    + "(\(error.message)) Connections to \(path) fail at once, without a key derivation, until the "
+                    + "slot file changes (tried again at most once per \(refusalRetryInterval)); a secret the slot "
+                    + "file accepts opens it."
                 logger.warning("\(warning)")
             }
             throw error
