@@ -17,7 +17,8 @@ struct Rekey: ParsableCommand {
             Progress: on a terminal, a bar with the percentage, throughput and time left (the pages SQLCipher \
             has written, in the rollback journal or WAL, against the database's size). With --progress and \
             standard error not a terminal, lines "progress rekey PERCENT BYTES TOTAL BYTES_PER_SECOND" \
-            (integers): one at the start, about one a second, and one at 100 when the rekey is done; none at 100 means it was not.
+            (integers): one at the start, about one a second, and one at 100 when the rekey is done; none at \
+            100 means it was not.
 
             A new key that already opens the file with the same settings is refused (exit 64, nothing \
             written), decided by opening the file with it. A new --new-kdf is said back as the flags that open \
