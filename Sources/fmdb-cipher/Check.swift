@@ -7,7 +7,9 @@ struct Check: ParsableCommand {
         abstract: "Open a database with its key and run PRAGMA integrity_check; exit 2 on any problem.",
         discussion: """
             The file is opened read-only, unless a journal or WAL beside it may need recovery (after a crash): \
-            then read-write, so SQLite rolls the interrupted transaction back first (said on standard error).
+            then read-write, so SQLite rolls the interrupted transaction back first (said on standard error). \
+            A journal or WAL that another process holds locked is its live transaction, not a crash's: the file \
+            is then checked read-only, as that process has committed it (a note says so).
 
             PRAGMA cipher_integrity_check (page HMACs) runs too where the linked SQLCipher has it (4.x); \
             SQLCipher 3.4.1 checks every page's HMAC as integrity_check reads it.
@@ -31,7 +33,16 @@ struct Check: ParsableCommand {
                 : try key.provider(opening: database, with: KeyReader().read(key.source, what: "key for \(database)"))
             // A journal or WAL left by a crash (a killed rekey, say) must be rolled back before the file can be
             // read, which a read-only connection cannot do: then open read-write, so SQLite recovers it first.
-            let recover = InputFiles.mayNeedRecovery(database)
+            // A journal or WAL that another process holds locked is its live transaction, not a crash's: the check
+            // reads what it has committed, read-only.
+            let sideFile = InputFiles.mayNeedRecovery(database)
+            let inUse = sideFile && InputFiles.lockedByAnotherProcess(database)
+            let recover = sideFile && !inUse
+            if inUse {
+                Output.message(
+                    "fmdb-cipher: note: another process is using \(database) (its journal or WAL is in use): "
+                        + "checking what it has committed")
+            }
             if recover {
                 Output.message(
                     "fmdb-cipher: \(database) has a journal or WAL beside it (an interrupted write?); "

@@ -75,7 +75,11 @@ enum DatabaseFiles {
                 try db.setKey(using: provider, settings: settings)
             } catch {
                 db.close()
-                throw CLIError.from(error, context: path)
+                let failure = CLIError.from(error, context: path)
+                if failure.code == Exit.wrongKey, FileKind(path: path) == .plaintext {
+                    throw plaintextGivenAKey(path)
+                }
+                throw failure
             }
         }
         if readOnly {
@@ -89,6 +93,14 @@ enum DatabaseFiles {
             }
         }
         return db
+    }
+
+    /// A key given for a plaintext database: no key opens it (exit 65), and what to do instead.
+    static func plaintextGivenAKey(_ path: String) -> CLIError {
+        CLIError(
+            "\(path): is a plaintext SQLite database (not encrypted), so no key opens it: give no key to read it, "
+                + "or make an encrypted copy with `fmdb-cipher encrypt \(path) NEW.db`",
+            code: Exit.wrongKey, hintsKey: false)
     }
 
     /// Every user table and its row count (the library's `tableRowCounts`).
@@ -178,10 +190,11 @@ struct DatabaseCopy {
     /// (SRC's and DEST's) to `newProvider`. The backup has every copy's progress line, signal clean-up, messages
     /// and exit codes; a failure to open the database for the rekey is said as `DatabaseFiles.open` says it.
     /// `rekeyStarting` is called with the database's format right before the rekey; an error of the rekey itself
-    /// is thrown as the library threw it, for the caller to say.
+    /// is thrown as the library threw it, for the caller to say. `backupWritten` is called once the backup is
+    /// verified and in place.
     func rekey(
         from oldProvider: any KeyProvider, to newProvider: any KeyProvider, busyTimeout: TimeInterval,
-        rekeyStarting: @escaping (CipherFormat?) -> Void
+        backupWritten: @escaping () -> Void, rekeyStarting: @escaping (CipherFormat?) -> Void
     ) throws -> FMRekeyOutcome {
         let stages = makeStages()
         // The step under way, told by the library's hooks: an error is said as that step's.
@@ -192,6 +205,7 @@ struct DatabaseCopy {
                 replacingExisting: force, busyTimeout: busyTimeout, onStage: { stages.reached($0) },
                 onBackup: { report in
                     step = .opening
+                    backupWritten()
                     finished(report, stages)
                     if !quiet { Output.message("backup written to \(destination)") }
                 },

@@ -33,7 +33,9 @@ struct Decrypt: ParsableCommand {
         try runReportingErrors {
             let kind = try DatabaseFiles.requireInput(source)
             if kind == .plaintext {
-                throw CLIError("\(source): is already a plaintext SQLite database", code: Exit.wrongKey)
+                throw CLIError(
+                    "\(source): is already a plaintext SQLite database (not encrypted): nothing to decrypt; "
+                        + "`cp` copies it", code: Exit.wrongKey, hintsKey: false)
             }
             let material = try KeyReader().read(key.source, what: "key for \(source)")
             let provider = try key.provider(opening: source, with: material)

@@ -20,21 +20,72 @@ enum Exit {
     static let cannotCreate: Int32 = 73  // EX_CANTCREAT: output exists or cannot be created
     static let ioError: Int32 = 74  // EX_IOERR: I/O error, disk full, read-only
     static let busy: Int32 = 75  // EX_TEMPFAIL: busy or locked, try again
+
+    /// The one table of exit codes and what each means, in the words `fmdb-cipher --help` prints: the man
+    /// page's EXIT STATUS is made from it (Scripts/install, from the help), and each row of the DocC article's
+    /// table starts with these words (ExitStatusTableToolTests compares the three).
+    static let table: [(code: Int32, meaning: String)] = [
+        (success, "success"),
+        (failure, "other error, including an SQL error in sql"),
+        (
+            integrity,
+            "a damaged key slot file (its structure or tag is bad); integrity check failed, or damage found after "
+                + "the key was verified"
+        ),
+        (
+            checkpointPending,
+            "rekey (and rekey --data-key): the key was changed (only the new key opens the file), but the WAL "
+                + "checkpoint is pending"
+        ),
+        (rekeyUnchecked, "rekey: which key opens the file afterwards could not be checked"),
+        (
+            partlyDone,
+            "keys init --recovery, export --keep-old-key: the new database was created and opens, but its recovery "
+                + "or old-key slot could not be added"
+        ),
+        (usage, "usage error"),
+        (wrongKey, "wrong key, or not a database"),
+        (noInput, "input file missing, unreadable, a directory, or not a regular file"),
+        (
+            unsupportedFormat,
+            "a SQLCipher 4 database (the key is right) and the linked SQLCipher is 3.x: Scripts/install --sqlcipher 4"
+        ),
+        (cannotCreate, "output exists (use --force) or cannot be created"),
+        (ioError, "I/O error, disk full, read-only; standard output could not be written"),
+        (busy, "database busy or locked: another process holds a lock; try again"),
+    ]
+
+    /// The table as the root command's help says it: "Exit codes:", then one line per code.
+    static var helpText: String {
+        "Exit codes:\n"
+            + table.map { "  \(String($0.code).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.meaning)" }
+            .joined(separator: "\n")
+    }
 }
 
 /// An error the tool reports: a message for standard error and an exit code.
 struct CLIError: Error, CustomStringConvertible {
     let message: String
     let code: Int32
+    /// Whether a wrong key (exit 65) may be about the key given: false when the file is not one a key opens
+    /// (a plaintext database), so no hint about keys or settings is added.
+    let hintsKey: Bool
 
-    init(_ message: String, code: Int32 = Exit.failure) {
+    init(_ message: String, code: Int32 = Exit.failure, hintsKey: Bool = true) {
         self.message = message
         self.code = code
+        self.hintsKey = hintsKey
     }
 
     var description: String { message }
 
     static func usage(_ message: String) -> CLIError { CLIError(message, code: Exit.usage) }
+
+    /// A wrong key (exit 65) with what the tool noticed about the key given (`WrongKeyHint`).
+    var withWrongKeyHint: CLIError {
+        guard code == Exit.wrongKey, hintsKey, let hint = WrongKeyHint.text else { return self }
+        return CLIError(message + " (\(hint))", code: code)
+    }
 
     /// The slots of `slotFile` were not tried in turn: their key derivations together exceed the library's
     /// budget (`FMDatabaseError.exceedsKeySlotWorkBudget`). A usage error: the operator names the slot.
@@ -115,13 +166,13 @@ extension ParsableCommand {
             // Output the body wrote but could not get out (a full disk, /dev/full) fails the command.
             if let failure = Output.takeFailure() { throw failure }
         } catch let error as CLIError {
-            Output.message("fmdb-cipher: \(error.message)")
+            Output.message("fmdb-cipher: \(OperatorWords.rewrite(error.withWrongKeyHint.message))")
             throw ExitCode(error.code)
         } catch let error as ExitCode {
             throw error
         } catch {
             let cli = CLIError.from(error, context: Self.commandPath)
-            Output.message("fmdb-cipher: \(cli.message)")
+            Output.message("fmdb-cipher: \(OperatorWords.rewrite(cli.withWrongKeyHint.message))")
             throw ExitCode(cli.code)
         }
     }

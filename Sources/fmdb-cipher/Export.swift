@@ -137,7 +137,9 @@ struct Export: ParsableCommand {
                 option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter", format: destinationFormat)
             let kind = try DatabaseFiles.requireInput(source)
             if kind == .plaintext {
-                throw CLIError("\(source): is a plaintext database: use encrypt", code: Exit.wrongKey)
+                throw CLIError(
+                    "\(source): is a plaintext SQLite database (not encrypted): make an encrypted copy with "
+                        + "`fmdb-cipher encrypt \(source) \(destination)`", code: Exit.wrongKey, hintsKey: false)
             }
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key for \(source)")

@@ -22,17 +22,10 @@ struct FMDBCipherCommand: ParsableCommand {
             standard error; encrypt, export, migrate and rekey with --json print one JSON object with them \
             (open_with) on standard output.
 
-            Exit codes: 0 success; 1 other error (including an SQL error); 2 integrity check failed or the \
-            database is damaged; 3 rekey done but its WAL checkpoint pending (only the new key opens the file); \
-            4 rekey: which key opens the file could not be checked; 5 keys init --recovery: the database and \
-            its first slot made, no recovery slot (export --keep-old-key: DEST made, no slot for the old key); \
-            64 usage error (also an unknown command, an unset --key-env variable, a malformed raw key, key slots too \
-            costly to try in turn: name one with --slot ID); 65 wrong key or not a database; 66 input file missing, \
-            unreadable or not a regular file (also a key file; also a key slot file group or others can change, or \
-            owned by another user than root, you or the database's owner); 69 a SQLCipher 4 database (the key is \
-            right) and the linked SQLCipher is 3.x; 73 output exists (use --force) or cannot be created; 74 I/O error, \
-            disk full or read-only, or standard output could not be written; 75 database busy or locked (try again).
-            """,
+            The full meaning of each exit code: the article "The fmdb-cipher tool" (Exit codes) and the man page \
+            (EXIT STATUS).
+
+            """ + "\n" + Exit.helpText,
         version:
             "fmdb-cipher \(FMDBCipherVersion.string) (FMDB API \(FMDatabase.fmdbUserVersion()), SQLCipher "
             + "\(FMDBCipherVersion.sqlcipher), SQLite \(FMDatabase.sqliteLibVersion()))",

@@ -91,7 +91,7 @@ struct Info: ParsableCommand {
                     )
                     if json { try Output.json(info) } else { lines.forEach(Output.line) }
                     throw error
-                } catch let error as CLIError where error.code == Exit.wrongKey && !kdf.opensSlot {
+                } catch let error as CLIError where error.code == Exit.wrongKey && !kdf.opensSlot && error.hintsKey {
                     // Tried with the format's defaults (or the settings given): a right key under settings the
                     // file does not record reads as a wrong one.
                     throw CLIError(

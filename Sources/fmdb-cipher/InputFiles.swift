@@ -49,6 +49,31 @@ enum InputFiles {
         }
         return false
     }
+
+    /// Whether another process holds one of SQLite's locks on `path` (fcntl F_GETLK, which takes none): any lock
+    /// in the database file's lock bytes (a reader's, a writer's; a WAL connection holds its shared lock while
+    /// open), or the `-shm` lock every WAL connection holds. A journal or WAL beside a database in use is that
+    /// process's, not a crash's. Call it with no connection of this process open to `path`: closing the
+    /// descriptor it opens would drop their locks.
+    static func lockedByAnotherProcess(_ path: String) -> Bool {
+        // SQLite's unix VFS: PENDING_BYTE 0x40000000, then RESERVED and the 510 SHARED bytes; the -shm's
+        // "dead man switch" byte at 128.
+        isLocked(path, start: 0x4000_0000, length: 512) || isLocked(path + "-shm", start: 128, length: 1)
+    }
+
+    private static func isLocked(_ path: String, start: off_t, length: off_t) -> Bool {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = start
+        lock.l_len = length
+        guard fcntl(fd, F_GETLK, &lock) == 0 else { return false }
+        return lock.l_type != Int16(F_UNLCK)
+    }
+
 }
 
 extension CLIError {

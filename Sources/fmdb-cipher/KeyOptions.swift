@@ -34,13 +34,15 @@ enum KDF: String, ExpressibleByArgument, CaseIterable {
     }
 
     func provider(_ material: KeyMaterial) throws -> any KeyProvider {
+        WrongKeyHint.note(material, usedWith: self)
         switch self {
         case .passphrase: return PassphraseKeyProvider(material: material)
         case .pbkdf2Sqlcipher: return PBKDF2KeyProvider.sqlcipherCompatible(material: material)
         case .pbkdf2: return PBKDF2KeyProvider(material: material)
         case .scrypt: return ScryptKeyProvider(material: material)
         case .raw: return try KDF.rawKey { try RawKeyProvider(material: material) }
-        case .slot, .slotRaw, .slotRecovery: return KeySlotKeyProvider(secret: try slotSecret(material))
+        case .slot, .slotRaw, .slotRecovery:
+            return KeySlotKeyProvider(secret: try slotSecret(material), logsRefusals: false)
         }
     }
 }
@@ -242,6 +244,9 @@ struct NewKeyOptions: ParsableArguments {
 /// Reads keys with the library's `KeyMaterial.read(from:)` (getenv, read(2), the terminal with echo
 /// off, into wiped memory), adding the tool's prompts and exit codes.
 final class KeyReader {
+    /// How many times a new key typed twice may differ before the command gives up.
+    static let confirmationAttempts = 3
+
     /// The key from `source` (or a prompt when nil and standard input is a terminal). `newKey`: the key is
     /// given with the `--new-key-*` options, which a missing key's message names.
     func read(_ source: KeySource?, what: String, confirm: Bool = false, newKey: Bool = false) throws -> KeyMaterial {
@@ -276,12 +281,18 @@ final class KeyReader {
                     : "--key-env VAR, --key-file PATH, --key-stdin or --key-credential NAME"
                 throw CLIError.usage("no \(what) given: use \(options) (or run on a terminal to be prompted)")
             }
-            let material = try library(.terminal(prompt: "Enter \(what): "), what: what)
-            if confirm {
+            guard confirm else { return try library(.terminal(prompt: "Enter \(what): "), what: what) }
+            // A new key is typed twice; a mismatch asks again, up to three times.
+            for attempt in 1...Self.confirmationAttempts {
+                let material = try library(.terminal(prompt: "Enter \(what): "), what: what)
                 let again = try library(.terminal(prompt: "Repeat \(what): "), what: what)
-                guard again.isEqual(to: material) else { throw CLIError.usage("the two entries of the \(what) differ") }
+                if again.isEqual(to: material) { return material }
+                if attempt < Self.confirmationAttempts {
+                    Output.message("fmdb-cipher: the two entries of the \(what) differ; type it again")
+                }
             }
-            return material
+            throw CLIError.usage(
+                "the two entries of the \(what) differed \(Self.confirmationAttempts) times: nothing was changed")
         }
     }
 

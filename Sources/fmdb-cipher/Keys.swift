@@ -185,7 +185,7 @@ struct KeysInit: ParsableCommand {
                     let cause = CLIError.from(error, context: "the recovery slot").message
                     do {
                         let db = try DatabaseFiles.open(
-                            database, provider: KeySlotKeyProvider(secret: secret), readOnly: true)
+                            database, provider: KeySlotKeyProvider(secret: secret, logsRefusals: false), readOnly: true)
                         defer { db.close() }
                         let rows = try db.executeQuery("SELECT count(*) FROM sqlite_master", values: nil)
                         defer { rows.close() }
@@ -450,15 +450,18 @@ enum DataKeyRotation {
             if let raw = try? KeySlotSecret.rawKey(material: material) { secrets.append(raw) }
             if let recovery = try? KeySlotSecret.recoveryKey(material: material) { secrets.append(recovery) }
         }
-        if let backup {
+        // A backup this run wrote is removed again if the rotation does not take: the retry is not refused for it.
+        let written = backup.map(RekeyBackup.init)
+        if let backup, let written {
             // The old database (old data key, old salt) and the old slot file beside it, before anything changes:
             // the old secrets open the backup.
-            let provider = KeySlotKeyProvider(secret: secrets[0])
+            let provider = KeySlotKeyProvider(secret: secrets[0], logsRefusals: false)
             try DatabaseCopy(
                 source: database, sourceProvider: provider, sourceSettings: key.settings,
                 destination: backup, destinationProvider: provider, settings: key.settings,
                 force: force, quiet: quiet, verb: "backup", slots: .source
             ).run()
+            written.written()
             if !quiet {
                 Output.message(
                     "backup written to \(backup) (its key slots in \(KeySlots.slotFilePath(forDatabaseAt: backup)))")
@@ -492,6 +495,10 @@ enum DataKeyRotation {
                 neitherKey
                     ? "rekey --data-key: failed; neither data key opens the database"
                     : "rekey --data-key: failed; the database and its slots still use the old data key")
+            written?.discardAfterFailedRekey(of: database) {
+                Rekey.opens(
+                    database, with: KeySlotKeyProvider(secret: secrets[0], logsRefusals: false), settings: key.settings)
+            }
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }
         progress.finish("rekey --data-key: done", completed: true)

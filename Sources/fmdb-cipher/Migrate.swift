@@ -59,7 +59,9 @@ struct Migrate: ParsableCommand {
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {
             case .plaintext:
-                throw CLIError("\(source): is a plaintext database, not SQLCipher: use encrypt", code: Exit.wrongKey)
+                throw CLIError(
+                    "\(source): is a plaintext SQLite database (not encrypted): make an encrypted copy with "
+                        + "`fmdb-cipher encrypt \(source) NEW.db`", code: Exit.wrongKey, hintsKey: false)
             case .empty, .truncated: throw CLIError("\(source): is not a database", code: Exit.wrongKey)
             default: break
             }

@@ -1,8 +1,11 @@
 import Foundation
 
-/// Progress on standard error. On a terminal (unless --quiet): a bar with the percentage and throughput,
-/// drawn when the work starts, redrawn 10 times a second, and drawn at 100% when the work is done in full
-/// (elapsed time when there is no measure). Not on a terminal, with `--progress`:
+/// Progress on standard error. On a terminal (unless --quiet): a bar with the percentage, throughput and
+/// time left (once it can be estimated), drawn when the work starts, redrawn 10 times a second over the whole
+/// line (nothing of a longer earlier state stays behind), and left at 100% with the time taken when the work
+/// is done in full (elapsed time when there is no measure). The percentage never goes back: a measure that
+/// drops (a rollback journal deleted at the commit, a WAL truncated by the checkpoint) keeps the highest.
+/// Not on a terminal, with `--progress`:
 /// machine-readable lines, one when the work starts, about one a second, and one at 100% when it ends:
 ///
 ///     progress <verb> <percent> <bytes done> <bytes in all> <bytes per second>
@@ -23,6 +26,8 @@ final class ProgressReporter: @unchecked Sendable {
     private var measure: (@Sendable () -> Double?)?
     private var verb = ""
     private var label: String?
+    /// The highest fraction shown so far (only ever grows while the work runs).
+    private var highest = 0.0
 
     /// Whether anything is shown.
     var enabled: Bool { style != .none }
@@ -45,6 +50,9 @@ final class ProgressReporter: @unchecked Sendable {
     func start(_ label: String, totalBytes: Double? = nil, measure: @escaping @Sendable () -> Double?) {
         guard style != .none else { return }
         began = Date()
+        lock.lock()
+        highest = 0
+        lock.unlock()
         self.totalBytes = totalBytes
         self.measure = measure
         verb = label.split(separator: " ").first.map(String.init) ?? label
@@ -65,7 +73,7 @@ final class ProgressReporter: @unchecked Sendable {
                 case .lines:
                     if Date().timeIntervalSince(lastLine) >= 1 {
                         lastLine = Date()
-                        self.line(fraction: min(max(measure() ?? 0, 0), 0.99))
+                        self.line(fraction: self.monotonic(min(max(measure() ?? 0, 0), 0.99)))
                     }
                 case .none: return
                 }
@@ -83,24 +91,45 @@ final class ProgressReporter: @unchecked Sendable {
         return stopped
     }
 
+    /// `fraction`, or the highest shown before when it is lower.
+    private func monotonic(_ fraction: Double) -> Double {
+        lock.lock()
+        defer { lock.unlock() }
+        highest = max(highest, fraction)
+        return highest
+    }
+
+    /// "ETA M:SS" from the elapsed time and the fraction done, once both say something (nil before).
+    private func timeLeft(_ fraction: Double) -> String? {
+        let elapsed = Date().timeIntervalSince(began)
+        guard fraction >= 0.01, fraction < 1, elapsed >= 0.2 else { return nil }
+        let seconds = Int((elapsed * (1 - fraction) / fraction).rounded())
+        return String(format: "ETA %d:%02d", seconds / 60, seconds % 60)
+    }
+
     private func throughput(_ fraction: Double) -> Double? {
         guard let totalBytes else { return nil }
         return fraction * totalBytes / max(Date().timeIntervalSince(began), 1e-3)
     }
 
+    /// Draws the bar over the whole line: from its start, and cleared to its end after the text.
     private func draw(_ label: String, fraction done: Double? = nil) {
         let text: String
         if let fraction = done ?? measure?() {
-            let clamped = min(max(fraction, 0), 1)
+            let clamped = monotonic(min(max(fraction, 0), 1))
             let filled = Int(clamped * 30)
             let rate = throughput(clamped).map { String(format: " %.1f MB/s", $0 / 1e6) } ?? ""
+            let time =
+                clamped >= 1
+                ? String(format: " in %.1fs", Date().timeIntervalSince(began))
+                : timeLeft(clamped).map { " " + $0 } ?? ""
             text = String(
-                format: "\r%@ [%@%@] %3d%%%@", label, String(repeating: "#", count: filled),
-                String(repeating: " ", count: 30 - filled), Int(clamped * 100), rate)
+                format: "%@ [%@%@] %3d%%%@%@", label, String(repeating: "#", count: filled),
+                String(repeating: " ", count: 30 - filled), Int(clamped * 100), rate, time)
         } else {
-            text = String(format: "\r%@ … %.1fs", label, Date().timeIntervalSince(began))
+            text = String(format: "%@ … %.1fs", label, Date().timeIntervalSince(began))
         }
-        Output.prompt(text)
+        Output.prompt("\r" + text + "\u{1B}[K")
     }
 
     /// One machine-readable line (`--progress`).
@@ -134,8 +163,12 @@ final class ProgressReporter: @unchecked Sendable {
         case .none: return
         case .terminal:
             if wasRunning { Thread.sleep(forTimeInterval: 0.12) }
-            // Work done in full ends its bar at 100%, with the throughput of the whole run, then the message.
-            if completed, let label, measure?() != nil { draw(label, fraction: 1) }
+            // Work done in full leaves its bar at 100%, with the throughput and time of the whole run, and the
+            // message on the next line; otherwise the message takes the bar's place.
+            if completed, let label, measure?() != nil {
+                draw(label, fraction: 1)
+                Output.prompt("\n")
+            }
             Output.message("\r\u{1B}[K\(message)")
         case .lines:
             if wasRunning { Thread.sleep(forTimeInterval: 0.12) }

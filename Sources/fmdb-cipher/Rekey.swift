@@ -10,12 +10,15 @@ struct Rekey: ParsableCommand {
             connections, checks that the rekey took (SQLCipher 3.4.1 itself does not), verifies the new key on \
             a fresh connection and checkpoints the WAL, so no page under the old key stays behind. If anything \
             fails before the key changed the database still opens with the old key. --backup first writes a \
-            verified encrypted copy (with the old key).
+            verified encrypted copy (with the old key); when the rekey then does not take, that copy is removed \
+            once the old key is checked to open every page of the database, so the same command can be retried \
+            (kept when that cannot be checked, and when it replaced a file with --force).
 
-            Progress: on a terminal, a bar with the percentage and throughput (the pages SQLCipher has written, \
-            in the rollback journal or WAL, against the database's size). With --progress and standard error \
-            not a terminal, lines "progress rekey PERCENT BYTES TOTAL BYTES_PER_SECOND" (integers): one at the \
-            start, about one a second, and one at 100 when the rekey is done; none at 100 means it was not.
+            Progress: on a terminal, a bar with the percentage, throughput and time left (the pages SQLCipher \
+            has written, in the rollback journal or WAL, against the database's size). With --progress and \
+            standard error not a terminal, lines "progress rekey PERCENT BYTES TOTAL BYTES_PER_SECOND" \
+            (integers): one at the start, about one a second, and one at 100 when the rekey is done; none at \
+            100 means it was not.
 
             A new key that already opens the file with the same settings is refused (exit 64, nothing \
             written), decided by opening the file with it. A new --new-kdf is said back as the flags that open \
@@ -128,7 +131,9 @@ struct Rekey: ParsableCommand {
             switch kind {
             case .plaintext:
                 throw CLIError(
-                    "\(database): is not encrypted (use encrypt to make an encrypted copy)", code: Exit.wrongKey)
+                    "\(database): is a plaintext SQLite database (not encrypted), so there is no key to change: make "
+                        + "an encrypted copy with `fmdb-cipher encrypt \(database) NEW.db`", code: Exit.wrongKey,
+                    hintsKey: false)
             case .empty, .truncated: throw CLIError("\(database): is not a database", code: Exit.wrongKey)
             default: break
             }
@@ -158,13 +163,22 @@ struct Rekey: ParsableCommand {
             // The library's safe rekey: which key opens the file afterwards is checked on a fresh
             // connection, so a throw always means "not done, the old key still opens it".
             let outcome: FMRekeyOutcome
+            // A backup this run wrote is removed again if the rekey does not take: the retry is not refused for it.
+            let madeBackup = backup.map(RekeyBackup.init)
+            let discardBackup = {
+                madeBackup?.discardAfterFailedRekey(of: database) {
+                    Self.opens(database, with: oldProvider, settings: key.settings)
+                }
+            }
             do {
-                if let backup {
+                if let backup, let madeBackup {
                     outcome = try DatabaseCopy(
                         source: database, sourceProvider: oldProvider, sourceSettings: key.settings,
                         destination: backup, destinationProvider: oldProvider, settings: key.settings,
                         force: force, quiet: quiet, verb: "backup"
-                    ).rekey(from: oldProvider, to: newProvider, busyTimeout: busyTimeout, rekeyStarting: rekeyStarting)
+                    ).rekey(
+                        from: oldProvider, to: newProvider, busyTimeout: busyTimeout, backupWritten: madeBackup.written,
+                        rekeyStarting: rekeyStarting)
                 } else {
                     let db = try DatabaseFiles.open(database, provider: oldProvider, settings: key.settings)
                     defer { db.close() }
@@ -173,8 +187,10 @@ struct Rekey: ParsableCommand {
                 }
             } catch let error as CLIError {
                 // Said already: the backup, or opening the database for the rekey.
+                discardBackup()
                 throw error
             } catch let error as FMDatabaseError where error.rekeyOutcomeUnchecked {
+                // The backup stays: which key opens the database is not known.
                 progress.finish("rekey: outcome not checked")
                 throw CLIError(
                     "rekey \(database): \(error.message) (fmdb-cipher check \(database) with each key tells which.)",
@@ -188,6 +204,7 @@ struct Rekey: ParsableCommand {
                     neitherKey
                         ? "rekey: failed; neither key opens the database"
                         : "rekey: failed; the database still uses the old key")
+                discardBackup()
                 throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: done", completed: true)

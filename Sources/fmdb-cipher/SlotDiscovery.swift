@@ -123,7 +123,8 @@ enum SlotDiscovery {
     /// (callers check `unusable` first; it may change since) counts as opened: the open through a slot says why.
     static func unlocking(_ material: KeyMaterial, on database: String) -> Outcome {
         guard let slots = try? KeySlots.list(forDatabaseAt: database) else {
-            return .opened(kdf: .slot, provider: KeySlotKeyProvider(secret: .passphrase(material: material)))
+            return .opened(
+                kdf: .slot, provider: KeySlotKeyProvider(secret: .passphrase(material: material), logsRefusals: false))
         }
         if let outcome = inTurn(candidates(material, slots), database) { return outcome }
         let slotFile = KeySlots.slotFilePath(forDatabaseAt: database)
@@ -138,7 +139,7 @@ enum SlotDiscovery {
     private static func inTurn(_ candidates: [(KDF, KeySlotSecret)], _ database: String) -> Outcome? {
         var refusal: Error?
         for (kdf, secret) in candidates {
-            let provider = KeySlotKeyProvider(secret: secret)
+            let provider = KeySlotKeyProvider(secret: secret, logsRefusals: false)
             switch unlock(provider, database) {
             case .opened: return .opened(kdf: kdf, provider: provider)
             case .refused(let error): refusal = refusal.map { Self.preferred($0, error) } ?? error
@@ -204,7 +205,7 @@ enum SlotDiscovery {
             case .recoveryKey: kind = .slotRecovery
             }
         }
-        return (kind, KeySlotKeyProvider(secret: try kind.slotSecret(material), slotID: id))
+        return (kind, KeySlotKeyProvider(secret: try kind.slotSecret(material), slotID: id, logsRefusals: false))
     }
 }
 

@@ -489,7 +489,7 @@ final class FMDBCipherToolTests: ToolTestCase {
         // The help is wrapped to the terminal's width: compared with every line break as a space.
         let words = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         XCTAssertTrue(words.contains("75 database busy"), "exit codes are documented")
-        XCTAssertTrue(words.contains("name one with --slot ID"), "exit codes are documented")
+        XCTAssertTrue(words.contains("65 wrong key, or not a database"), "exit codes are documented")
     }
 
     // MARK: - Interop with the sqlcipher shell
@@ -594,8 +594,16 @@ final class FMDBCipherScriptTests: ToolTestCase {
         result = try run(["check", dest], answers: ["typed-secret"])
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains("ok"))
-        result = try run(["encrypt", plain, directory.path("other.db")], answers: ["one", "two"])
-        XCTAssertEqual(result.status, 64, "the two entries differ: \(result.output)")
+        // Two entries that differ are asked for again, up to three times.
+        result = try run(
+            ["encrypt", plain, directory.path("again.db"), "--quiet"], answers: ["one", "two", "three", "three"])
+        XCTAssertEqual(result.status, 0, "asked again after a mismatch: \(result.output)")
+        XCTAssertTrue(result.output.contains("differ; type it again"), result.output)
+        result = try run(["check", directory.path("again.db")], answers: ["three"])
+        XCTAssertEqual(result.status, 0, "the second pair is the key: \(result.output)")
+        result = try run(
+            ["encrypt", plain, directory.path("other.db")], answers: ["one", "two", "three", "four", "five", "six"])
+        XCTAssertEqual(result.status, 64, "the two entries differ three times: \(result.output)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path("other.db")))
     }
 }

@@ -137,6 +137,60 @@ final class ToolRekeyProgressTests: ToolTestCase {
         XCTAssertEqual(rowCount(enc, rawKey: Self.otherRawKey), 200)
     }
 
+    /// What a terminal shows for `output`: "\r" goes back to the start of the line, ESC [K clears from the
+    /// cursor to the end of the line, other characters overwrite; one string per finished line.
+    func rendered(_ output: String) -> [String] {
+        var lines: [String] = []
+        var line: [Character] = []
+        var column = 0
+        var rest = Substring(output)
+        while let character = rest.first {
+            rest = rest.dropFirst()
+            switch character {
+            case "\r": column = 0
+            case "\n", "\r\n":
+                lines.append(String(line))
+                line = []
+                column = 0
+            case "\u{1B}" where rest.hasPrefix("[K"):
+                rest = rest.dropFirst(2)
+                line.removeSubrange(min(column, line.count)...)
+            default:
+                if column < line.count { line[column] = character } else { line.append(character) }
+                column += 1
+            }
+        }
+        if !line.isEmpty { lines.append(String(line)) }
+        return lines
+    }
+
+    func testTheBarNeverGoesBackShowsTimeLeftAndEndsClean() throws {
+        let enc = try makeEncrypted(rows: 30_000, payload: 1_000)
+        var env = ProcessInfo.processInfo.environment
+        env["K"] = Self.rawKey
+        env["N"] = Self.otherRawKey
+        let script = try XCTUnwrap(which("script"))
+        let command = "\(tool!) rekey \(enc) --kdf raw --key-env K --new-key-env N"
+        let tty = try runProcess(script, ["-qec", command, "/dev/null"], environment: env)
+        XCTAssertEqual(tty.status, 0, tty.stdout + tty.stderr)
+        // Every state drawn, in order: the percentage never goes back.
+        let percentages = tty.stdout.components(separatedBy: "\r").compactMap { state -> Int? in
+            guard let range = state.range(of: #"\] +[0-9]+%"#, options: .regularExpression) else { return nil }
+            return Int(state[range].dropFirst().dropLast().trimmingCharacters(in: .whitespaces))
+        }
+        XCTAssertGreaterThan(percentages.count, 2, tty.stdout)
+        XCTAssertEqual(percentages, percentages.sorted(), "the percentage never goes back")
+        XCTAssertEqual(percentages.last, 100)
+        XCTAssertNotNil(tty.stdout.range(of: #"ETA [0-9]+:[0-9]{2}"#, options: .regularExpression), "time left")
+        // What the terminal shows at the end: the bar at 100%, whole, then the messages; no stray character.
+        let screen = rendered(tty.stdout).filter { !$0.isEmpty }
+        XCTAssertNotNil(
+            screen.first?.range(of: #"^rekey \[#{30}\] 100% [0-9.]+ MB/s in [0-9.]+s$"#, options: .regularExpression),
+            "\(screen)")
+        XCTAssertEqual(screen.dropFirst().first, "rekey: done", "\(screen)")
+        XCTAssertEqual(screen.dropFirst(2).first, "rekeyed \(enc)", "\(screen)")
+    }
+
     func testDataKeyRotationPrintsProgressLinesWhenAsked() throws {
         let plain = try makePlaintext(rows: 200, payload: 1_000)
         let db = path("slotted.db")

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Opens a slotted database (see `KeySlots`) with one of its secrets: reads the slot file beside the
 /// database, unwraps the data key from the slot the secret opens, and hands SQLCipher the raw data
@@ -11,8 +12,10 @@ import Foundation
 /// removed, the way an unlocked volume stays unlocked after a passphrase change. A new process needs a
 /// secret the slot file accepts now. Only a data-key rotation (`KeySlots.rotateDataKey`) makes it unlock
 /// the slot file again, with its secret. When no slot of a slot file accepts the secret (its slot was
-/// dropped by a rotation), the provider remembers that answer for those file contents: later connections
-/// fail at once, with no key derivation, until the slot file changes.
+/// changed or dropped, then the data key rotated), the provider remembers that answer for those file contents:
+/// later connections fail at once, with no key derivation, until the slot file changes: its first change is tried at
+/// once, a slot file that keeps changing at most once per ``refusalRetryInterval``. The first refusal is logged once,
+/// at warning level on the "fmdb" logger (the slot file and why; never a secret).
 ///
 /// ```swift
 /// let provider = KeySlotKeyProvider(secret: .passphrase("correct horse battery staple"))
@@ -42,6 +45,15 @@ public final class KeySlotKeyProvider: KeyProvider {
         let fileDigest: Data
     }
 
+    /// A slot file's refusal of the secret: its digest, its error, and when it was tried.
+    private struct Refusal {
+        let fileDigest: Data
+        let error: FMDatabaseError
+        let triedAt: ContinuousClock.Instant
+        /// Whether it answered a changed slot file after an earlier refusal.
+        let followsARefusal: Bool
+    }
+
     private struct State {
         var keys: [CacheKey: SecureBytes] = [:]
         /// The data key last unlocked or confirmed for each database (by salt): kept while the slot file
@@ -50,7 +62,7 @@ public final class KeySlotKeyProvider: KeyProvider {
         /// The last slot file (by digest) whose unlock failed for each database (by salt), with its error:
         /// the same bytes give the same answer, so a new connection to a database whose slot file no longer
         /// accepts this secret costs no key derivation until the slot file changes.
-        var refused: [Data: (fileDigest: Data, error: FMDatabaseError)] = [:]
+        var refused: [Data: Refusal] = [:]
         var unlocks = 0
     }
 
@@ -62,6 +74,13 @@ public final class KeySlotKeyProvider: KeyProvider {
     private let unlocking: NSLock
     /// The one database (standardized path) this provider may create under the slot file beside it.
     private let newDatabasePath: String?
+    /// Where the first refusal of the secret is said (warning level).
+    private let logger: Logger
+    /// After a refusal, the first change of the slot file is unlocked at once; when that is refused too, the
+    /// shortest time before a later change is unlocked again (a key derivation): a service whose secret was
+    /// refused spends at most one unlock per interval however often the slot file changes, and none while it
+    /// does not.
+    public let refusalRetryInterval: Duration
 
     /// A provider for `secret`, trying every slot of its kind in turn (within the work budget: see
     /// `FMDatabaseError.exceedsKeySlotWorkBudget`), or only slot `slotID` when given.
@@ -69,22 +88,39 @@ public final class KeySlotKeyProvider: KeyProvider {
     ///   - secret: the passphrase, raw key or recovery key that opens a slot.
     ///   - slotID: the id of the one slot to try (``KeySlots/list(forDatabaseAt:)``); nil tries every slot of
     ///     the secret's kind.
-    public init(secret: KeySlotSecret, slotID: Int? = nil) {
+    ///   - logger: where the first refusal of the secret is said, at warning level (the "fmdb" logger by default).
+    ///   - logsRefusals: false when the caller reports a refusal itself (a command-line tool): nothing is logged.
+    public convenience init(
+        secret: KeySlotSecret, slotID: Int? = nil, logger: Logger = Logger(label: "fmdb"), logsRefusals: Bool = true
+    ) {
+        var logger = logger
+        if !logsRefusals { logger.logLevel = .critical }
+        self.init(secret: secret, slotID: slotID, logger: logger, refusalRetryInterval: .seconds(1))
+    }
+
+    /// A provider that says its first refusal on `logger`, and waits `refusalRetryInterval` before unlocking a
+    /// changed slot file again after a refusal (tests).
+    init(secret: KeySlotSecret, slotID: Int? = nil, logger: Logger, refusalRetryInterval: Duration) {
         self.secret = secret
         self.slotID = slotID
         state = Protected(State())
         unlocking = NSLock()
         newDatabasePath = nil
+        self.logger = logger
+        self.refusalRetryInterval = refusalRetryInterval
     }
 
     private init(
-        secret: KeySlotSecret, slotID: Int?, state: Protected<State>, unlocking: NSLock, newDatabasePath: String
+        secret: KeySlotSecret, slotID: Int?, state: Protected<State>, unlocking: NSLock, newDatabasePath: String,
+        logger: Logger, refusalRetryInterval: Duration
     ) {
         self.secret = secret
         self.slotID = slotID
         self.state = state
         self.unlocking = unlocking
         self.newDatabasePath = newDatabasePath
+        self.logger = logger
+        self.refusalRetryInterval = refusalRetryInterval
     }
 
     /// A provider for the same secret that may also create the database at `path` — only that path, and
@@ -105,8 +141,9 @@ public final class KeySlotKeyProvider: KeyProvider {
     /// - Note: FMDB compatibility: FMDB has no key slots; this is an addition.
     public func creatingDatabase(at path: String) -> KeySlotKeyProvider {
         KeySlotKeyProvider(
-            secret: secret, slotID: slotID, state: state, unlocking: unlocking, newDatabasePath: Self.standardized(path)
-        )
+            secret: secret, slotID: slotID, state: state, unlocking: unlocking,
+            newDatabasePath: Self.standardized(path),
+            logger: logger, refusalRetryInterval: refusalRetryInterval)
     }
 
     private static func standardized(_ path: String) -> String {
@@ -152,8 +189,17 @@ public final class KeySlotKeyProvider: KeyProvider {
                 throw KeySlots.uncheckedError(path, probe)
             }
         }
-        if let refusal = state.withLock({ $0.refused[salt] }), refusal.fileDigest == digest {
-            throw refusal.error  // This slot file refused the secret already: no key derivation again.
+        let clock = ContinuousClock()
+        let previous = state.withLock { $0.refused[salt] }
+        if let previous {
+            // This slot file refused the secret already: no key derivation again. The first change is tried at
+            // once (an operator gave the secret a slot back); when that was refused too, a later change is
+            // tried no sooner than the retry interval after it.
+            if previous.fileDigest == digest
+                || previous.followsARefusal && previous.triedAt.duration(to: clock.now) < refusalRetryInterval
+            {
+                throw previous.error
+            }
         }
         let validated = try secret.validated()
         let opened: KeySlots.Opened
@@ -165,7 +211,18 @@ public final class KeySlotKeyProvider: KeyProvider {
         {
             // The slot file's own answer (no slot accepts the secret, another database's file, a damaged
             // file, over the work budget): the same bytes answer the same, so it is kept for them.
-            state.withLock { $0.refused[salt] = (digest, error) }
+            state.withLock {
+                $0.refused[salt] = Refusal(
+                    fileDigest: digest, error: error, triedAt: clock.now, followsARefusal: previous != nil)
+            }
+            if previous == nil {
+                let warning =
+                    "KeySlotKeyProvider: the key slot file \(slotPath) refused this provider's secret "
+                    + "(\(error.message)) Connections to \(path) fail at once, without a key derivation, until the "
+                    + "slot file changes (tried again at most once per \(refusalRetryInterval)); a secret the slot "
+                    + "file accepts opens it."
+                logger.warning("\(warning)")
+            }
             throw error
         }
         let key = try opened.currentDataKey(databasePath: path)
