@@ -222,9 +222,9 @@ final class AuthorizerState {
     /// Set when SQL text attached a file while the connection was unkeyed: with `ATTACH … KEY 'k'` SQLCipher
     /// keys that schema, asked after the statement ran (`Connection.settlePendingSQLKey`).
     var sqlAttachPending = false
-    /// Set when `setKey(using:)` failed on a new (missing or empty) file: until the connection is keyed,
-    /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
-    /// the database in plaintext.
+    /// Set when `setKey(using:)` failed on a new (missing or empty) file: until main is keyed (an attached
+    /// schema keyed does not count), SQL text may run nothing but a key PRAGMA, so a program that goes on
+    /// after the error cannot write the database in plaintext.
     var requiresKey = false
     /// Set by `makeQueryOnly`: SQL text may only read (`KeyedAuthorizerPolicy.queryOnlyRefusal`).
     var isQueryOnly = false
@@ -347,11 +347,15 @@ extension Connection {
     /// Marks the connection keyed: from now on SQL text may not change its key or cipher (see
     /// `KeyedAuthorizerPolicy`). Statements prepared before are expired, so each is compiled again, through
     /// the keyed rules, before it next runs (`sqlite3_set_authorizer` expires every prepared statement).
-    private func markKeyed() {
+    /// A failed-key lockout ends only when `schema` is main: keying an attached database leaves main as
+    /// unencrypted as it was, and a write to it would still be plaintext.
+    private func markKeyed(schema: String) {
         let wasKeyed = authorizerState.heldToKeyedRules
         authorizerState.heldToKeyedRules = true
-        authorizerState.requiresKey = false
-        authorizerState.sqlKeyPending = false
+        if schema.lowercased() == "main" {
+            authorizerState.requiresKey = false
+            authorizerState.sqlKeyPending = false
+        }
         if !wasKeyed { installAuthorizer() }
     }
 
@@ -401,7 +405,7 @@ extension Connection {
             authorizerState.sqlKeyPending = true
             throw error
         }
-        markKeyed()
+        markKeyed(schema: "main")
     }
 
     /// Whether `schema` of this connection is keyed: the one answer every rule that depends on it uses
@@ -424,7 +428,7 @@ extension Connection {
             throw FMDatabaseError.misuse(
                 "SQLCipher did not key the database '\(schema)': it would be written in plaintext.")
         }
-        markKeyed()
+        markKeyed(schema: schema)
         try keepTemporaryDataInMemory()
     }
 
