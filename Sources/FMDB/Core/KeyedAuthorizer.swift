@@ -34,7 +34,9 @@ import Foundation
 ///   (`Connection.settlePendingSQLKey`): then it gets what a connection keyed through the API gets
 ///   (`temp_store = MEMORY`), and a failed-key lockout (below) ends; if no codec is attached, a lockout
 ///   stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
-///   statement in the same way.
+///   statement in the same way. A call of `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` is not: no
+///   statement passes the authorizer, so the connection stays under the unkeyed rules (documented as not
+///   guarded in SECURITY.md).
 /// - an `ATTACH … KEY 'k'` in SQL text on an unkeyed connection keys the attached schema (SQLCipher): after it
 ///   ran, each attached schema is asked the same question, and a keyed one holds the connection to the keyed
 ///   rules with `temp_store = MEMORY`, as `attachDatabase` with a key provider does.
