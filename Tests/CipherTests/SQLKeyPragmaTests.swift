@@ -193,6 +193,23 @@ final class SQLKeyPragmaTests: FMDBCipherTestCase {
         XCTAssertEqual(sql.string(forQuery: "PRAGMA temp_store"), "2")
     }
 
+    func testAKeyPragmaOnAnAttachedSchemaHoldsTheConnectionToTheKeyedRules() throws {
+        let db = FMDatabase(path: directory.path("plain-main.db"))
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        XCTAssertTrue(db.executeStatements("ATTACH DATABASE '\(directory.path("archive.db"))' AS a"))
+        XCTAssertTrue(db.executeStatements("PRAGMA a.key = 'k'"), db.lastErrorMessage())
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE a.secret (v)"), db.lastErrorMessage())
+        XCTAssertEqual(db.connection.flatMap { try? $0.isKeyed(schema: "a") }, true, "SQLCipher keyed a")
+        // Keyed: a plaintext copy of a may not be attached and exported.
+        XCTAssertFalse(db.executeStatements("ATTACH DATABASE '\(directory.path("copy.db"))' AS p KEY ''"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertFalse(db.executeStatements("PRAGMA a.cipher_use_hmac = OFF"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2")
+    }
+
     func testAKeyPragmaInsideATransactionIsRefused() throws {
         let db = FMDatabase(path: directory.path("txn.db"))
         db.logsErrors = false

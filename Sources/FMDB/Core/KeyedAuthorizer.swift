@@ -33,7 +33,8 @@ import Foundation
 ///   only then), checked before the next statement the library prepares or runs
 ///   (`Connection.settlePendingSQLKey`): then it gets what a connection keyed through the API gets
 ///   (`temp_store = MEMORY`), and a failed-key lockout (below) ends; if no codec is attached, a lockout
-///   stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
+///   stays. When main has no codec, each attached schema is asked (`PRAGMA a.key` keys `a`): a keyed one
+///   holds the connection to the keyed rules with `temp_store = MEMORY`, and a lockout stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
 ///   statement in the same way. A call of `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` is not: no
 ///   statement passes the authorizer, so the connection stays under the unkeyed rules (documented as not
 ///   guarded in SECURITY.md).
@@ -363,8 +364,9 @@ extension Connection {
 
     /// After a key PRAGMA in SQL text: asks SQLCipher whether the main schema now has a codec (only then
     /// does `PRAGMA cipher_provider` answer) and, when it has, keys the connection as `setKey(_:)` does
-    /// (`markKeyed`, `temp_store = MEMORY`). When it has not, the connection stays unkeyed, and a failed-key
-    /// lockout stays in force. After an `ATTACH` in SQL text on an unkeyed connection, asks the same of each
+    /// (`markKeyed`, `temp_store = MEMORY`). When it has not, each attached schema is asked the same (`PRAGMA
+    /// a.key` keys schema `a`), and a keyed one holds the connection to the keyed rules; a failed-key lockout
+    /// stays in force until main is keyed. After an `ATTACH` in SQL text on an unkeyed connection, asks the same of each
     /// attached schema (`ATTACH … KEY 'k'` keys it): a keyed one holds the connection to the keyed rules, as
     /// `attachDatabase` with a key provider does. Called before every statement the library prepares or runs,
     /// and after `sqlite3_exec`; it costs two flag tests when neither ran.
@@ -399,7 +401,16 @@ extension Connection {
         // not complete, so the keyed rules (and a failed-key lockout) keep holding.
         authorizerState.sqlKeyPending = false
         do {
-            guard try hasCodec(schema: "main") else { return }
+            guard try hasCodec(schema: "main") else {
+                // `PRAGMA a.key = '…'` keys an attached schema: it holds the connection to the keyed rules,
+                // as `attachDatabase` with a key provider does (a failed-key lockout stays: main is not keyed).
+                guard !authorizerState.heldToKeyedRules else { return }
+                for name in try foreignSchemas() where try hasCodec(schema: name) {
+                    try adoptKey(schema: name)
+                    return
+                }
+                return
+            }
             // Databases attached before the key were attached without one: they would take plaintext copies.
             try detachForeignSchemas()
             try keepTemporaryDataInMemory()
