@@ -41,6 +41,12 @@ import Foundation
 /// - an `ATTACH … KEY 'k'` in SQL text on an unkeyed connection keys the attached schema (SQLCipher): after it
 ///   ran, each attached schema is asked the same question, and a keyed one holds the connection to the keyed
 ///   rules with `temp_store = MEMORY`, as `attachDatabase` with a key provider does.
+/// - until a key PRAGMA or an `ATTACH` in SQL text is settled (the rest of its `sqlite3_exec` script, or a
+///   statement run before the library's next one), whatever it keyed is not known: a PRAGMA that sets what
+///   the keyed rules refuse (other than a key PRAGMA) and a temporary table, index, view or trigger are
+///   refused, so `ATTACH 'e.db' AS e KEY 'k'; PRAGMA e.kdf_iter = 1` cannot weaken `e` and `PRAGMA key = 'k';
+///   CREATE TEMP TABLE …` cannot reach disk before `temp_store = MEMORY`. A statement from the statement
+///   cache settles first, as a freshly prepared one does.
 /// - when a connection becomes keyed, every statement prepared on it before is expired
 ///   (`sqlite3_set_authorizer` again), so SQLite compiles it again, through the keyed rules, before it
 ///   next runs: an `ATTACH` of a plaintext file prepared before the key cannot run after it.
@@ -158,6 +164,19 @@ enum KeyedAuthorizerPolicy {
         }
         return length % 2 == 0 ? nil : badHexKeyRefusal
     }
+
+    /// Why SQL text may not run `PRAGMA name = …` (a setting the keyed rules refuse) right after a key PRAGMA
+    /// or an `ATTACH` that is not settled yet.
+    static func unsettledRefusal(_ name: String) -> String {
+        "PRAGMA \(name) is refused right after a key PRAGMA or an ATTACH in the same statements: whether they "
+            + "keyed a database is not known yet, and this could weaken its cipher or put temporary data on disk. "
+            + "Run it in a separate call."
+    }
+
+    static let unsettledTempRefusal =
+        "A temporary table, index, view or trigger is refused right after a key PRAGMA or an ATTACH in the same "
+        + "statements: whether they keyed a database (which keeps temporary data in memory) is not known yet. "
+        + "Run it in a separate call."
 
     static let exportRefusal =
         "sqlcipher_export is refused in SQL text on an encrypted database: it can write a plaintext copy. "
@@ -283,12 +302,22 @@ final class AuthorizerState {
             refuse(refusal)
             return SQLITE_DENY
         }
+        // A key PRAGMA or an ATTACH not settled yet (later statements of the same script, a cached statement
+        // run before the settle): whatever it keyed is not known, so nothing may weaken a cipher or put
+        // temporary data on disk until it is.
+        let settlePending = sqlKeyPending || sqlAttachPending
         let message: String?
         switch action {
         case SQLITE_PRAGMA:
             guard let first else { return SQLITE_OK }
             let name = String(cString: first)
             var refusal = KeyedAuthorizerPolicy.refusal(pragma: name, value: second, keyed: keyedRules)
+            if refusal == nil, settlePending, libraryDepth == 0,
+                !KeyedAuthorizerPolicy.keyPragmas.contains(name.lowercased()),
+                KeyedAuthorizerPolicy.refusal(pragma: name, value: second, keyed: true) != nil
+            {
+                refusal = KeyedAuthorizerPolicy.unsettledRefusal(name.lowercased())
+            }
             // SQL text that keys the connection itself (`PRAGMA key = '…'`, as FMDB code ported from Apple
             // platforms may do) holds it to the keyed rules from here on: the cipher may then no longer be
             // weakened by the statements that follow (`PRAGMA kdf_iter = 1`, `cipher_use_hmac = OFF`).
@@ -314,6 +343,8 @@ final class AuthorizerState {
         case SQLITE_FUNCTION:
             guard keyedRules, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.exportRefusal
+        case SQLITE_CREATE_TEMP_TABLE, SQLITE_CREATE_TEMP_INDEX, SQLITE_CREATE_TEMP_TRIGGER, SQLITE_CREATE_TEMP_VIEW:
+            message = settlePending ? KeyedAuthorizerPolicy.unsettledTempRefusal : nil
         default:
             return SQLITE_OK
         }
@@ -339,7 +370,7 @@ extension Connection {
                 let state = Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue()
                 guard
                     state.requiresKey || state.isQueryOnly || action == SQLITE_PRAGMA || action == SQLITE_ATTACH
-                        || action == SQLITE_FUNCTION
+                        || action == SQLITE_FUNCTION || state.sqlKeyPending || state.sqlAttachPending
                 else {
                     return SQLITE_OK
                 }
