@@ -393,4 +393,20 @@ final class NULInSQLTests: FMDBTempDBTestCase {
         XCTAssertEqual(ran, 0)
         assertNothingRan("executeScript")
     }
+
+    func testTheErrorOfANULByteShowsNoKeyAndNoWholeScript() throws {
+        db.logsErrors = false
+        for sql in ["PRAGMA\u{0}key='swordfish'", "PRAGMA\u{0}key=swordfish", "select 1;\u{0} PRAGMA key = swordfish"] {
+            XCTAssertFalse(db.executeUpdate(sql))
+            let error = try XCTUnwrap(db.lastError() as? FMDatabaseError)
+            assertRefused(error, sql)
+            XCTAssertFalse("\(error) \(error.sql ?? "")".contains("swordfish"), "\(error)")
+        }
+        let long = "select 1;\u{0}" + String(repeating: "select 2;", count: 200_000)
+        XCTAssertFalse(db.executeUpdate(long))
+        let error = try XCTUnwrap(db.lastError() as? FMDatabaseError)
+        XCTAssertLessThanOrEqual(error.sql?.count ?? 0, 1001)
+        XCTAssertTrue(error.sql?.hasSuffix("…") == true)
+    }
+
 }
