@@ -28,6 +28,14 @@ final class BadInputTests: FMDBTempDBTestCase {
             db.int(forQuery: "select count(*) from t where a = ?"), 0, "Additions with a wrong count return 0")
     }
 
+    func testABindNameWithANULByteIsRefused() throws {
+        // SQLite would read the name only up to the NUL: "a\0b" would bind :a.
+        XCTAssertFalse(db.executeUpdate("insert into t values (:a, 'x')", withParameterDictionary: ["a\u{0}b": 2]))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_MISUSE)
+        XCTAssertTrue(db.lastErrorMessage().contains("NUL"), db.lastErrorMessage())
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 1, "nothing was written")
+    }
+
     func testInvalidSQL() {
         for sql in [
             "", "   ", "-- just a comment", "select * from", "select * from nosuchtable", "\u{0}select 1", "drop table",
