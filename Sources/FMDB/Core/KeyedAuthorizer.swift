@@ -16,7 +16,12 @@ import Foundation
 /// The policy, enforced by an authorizer (`sqlite3_set_authorizer`) that sees every statement when it is
 /// compiled, whatever API runs it (`executeUpdate`, `executeStatements`, `executeQuery`, the C API on
 /// `sqliteHandle`):
-/// - on a **keyed** connection (SQLCipher says main or an attached schema has a codec: `Connection.isKeyed`): every
+/// - on a **keyed** connection: one held to the keyed rules (`AuthorizerState.heldToKeyedRules`, which the
+///   authorizer reads since it cannot ask SQLCipher while a statement compiles), set once SQLCipher said a
+///   schema has a codec after the library keyed it (`setKey`, `attachDatabase` with a key provider) or after
+///   SQL text it saw keyed one (a key PRAGMA, `ATTACH … KEY`), and held from such a PRAGMA until it is
+///   settled (`sqlKeyPending`); a key set by calling `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` does not
+///   count here, though `Connection.isKeyed` sees it. On such a connection every
 ///   key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`), `cipher_migrate` (which acts
 ///   without a value), and every cipher PRAGMA, `kdf_iter`, `fast_kdf_iter`, `page_size`, `temp_store` and
 ///   `temp_store_directory` when it **sets** a value, are refused with SQLITE_AUTH; reading one (no value)
@@ -28,16 +33,16 @@ import Foundation
 ///   unkeyed connection only with a key SQLCipher would use: an empty value, or a `hexkey`/`hexrekey` value
 ///   that is not whole bytes of hexadecimal digits, is refused (SQLCipher 3.4.1 would attach no codec and
 ///   go on in plaintext), and so is one while other statements are prepared on the connection (they were
-///   checked as for an unencrypted one). From that statement on the connection is held to the keyed rules, but it
-///   *counts* as keyed only once SQLCipher says a codec is attached (`PRAGMA cipher_provider` answers
+///   checked as for an unencrypted one). From that statement on the connection is held to the keyed rules,
+///   but it *counts* as keyed only once SQLCipher says a codec is attached (`PRAGMA cipher_provider` answers
 ///   only then), checked before the next statement the library prepares or runs
 ///   (`Connection.settlePendingSQLKey`): then it gets what a connection keyed through the API gets
 ///   (`temp_store = MEMORY`), and a failed-key lockout (below) ends; if no codec is attached, a lockout
 ///   stays. When main has no codec, each attached schema is asked (`PRAGMA a.key` keys `a`): a keyed one
-///   holds the connection to the keyed rules with `temp_store = MEMORY`, and a lockout stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
-///   statement in the same way. A call of `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` is not: no
-///   statement passes the authorizer, so the connection stays under the unkeyed rules (documented as not
-///   guarded in SECURITY.md).
+///   holds the connection to the keyed rules with `temp_store = MEMORY`, and a lockout stays. A key PRAGMA
+///   run through the C API on `sqliteHandle` is checked at the library's next statement in the same way. A
+///   call of `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` is not: no statement passes the authorizer, so
+///   the connection stays under the unkeyed rules (not guarded: SECURITY.md).
 /// - an `ATTACH … KEY 'k'` in SQL text on an unkeyed connection keys the attached schema (SQLCipher): after it
 ///   ran, each attached schema is asked the same question, and a keyed one holds the connection to the keyed
 ///   rules with `temp_store = MEMORY`, as `attachDatabase` with a key provider does.
@@ -397,10 +402,11 @@ extension Connection {
     /// does `PRAGMA cipher_provider` answer) and, when it has, keys the connection as `setKey(_:)` does
     /// (`markKeyed`, `temp_store = MEMORY`). When it has not, each attached schema is asked the same (`PRAGMA
     /// a.key` keys schema `a`), and a keyed one holds the connection to the keyed rules; a failed-key lockout
-    /// stays in force until main is keyed. After an `ATTACH` in SQL text on an unkeyed connection, asks the same of each
-    /// attached schema (`ATTACH … KEY 'k'` keys it): a keyed one holds the connection to the keyed rules, as
-    /// `attachDatabase` with a key provider does. Called before every statement the library prepares or runs,
-    /// and after `sqlite3_exec`; it costs two flag tests when neither ran.
+    /// stays in force until main is keyed. After an `ATTACH` in SQL text on an unkeyed connection, asks the
+    /// same of each attached schema (`ATTACH … KEY 'k'` keys it): a keyed one holds the connection to the
+    /// keyed rules, as `attachDatabase` with a key provider does. Called before every statement the library
+    /// prepares or runs (one from the statement cache too), and after `sqlite3_exec`; it costs two flag tests
+    /// when neither ran.
     ///
     /// Not earlier than that: SQLCipher keys while it compiles the PRAGMA, and expiring the PRAGMA's own
     /// statement before it ran would compile it again under the keyed rules, which refuse it. (An ATTACH
