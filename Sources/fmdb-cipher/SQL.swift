@@ -87,14 +87,20 @@ struct SQL: ParsableCommand {
                 script = sql
             } else {
                 // readToEnd, not readDataToEndOfFile, which traps on a read error (standard input a directory).
+                let input: Data
                 do {
-                    script = String(decoding: try FileHandle.standardInput.readToEnd() ?? Data(), as: UTF8.self)
+                    input = try FileHandle.standardInput.readToEnd() ?? Data()
                 } catch {
                     let reason =
                         ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)
                         .map { String(cString: strerror(Int32($0.code))) } ?? (error as NSError).localizedDescription
                     throw CLIError("cannot read the SQL from standard input: \(reason)", code: Exit.ioError)
                 }
+                // Not repaired: a byte that is not UTF-8 would otherwise become U+FFFD, and change the SQL.
+                guard let text = String(bytes: input, encoding: .utf8) else {
+                    throw CLIError.usage("the SQL on standard input is not valid UTF-8; nothing was run")
+                }
+                script = text
             }
             guard !script.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw CLIError.usage("no SQL given (as an argument or on standard input)")

@@ -56,6 +56,16 @@ final class FailedKeyLockoutTests: FMDBCipherTestCase {
         }
     }
 
+    func testKeyingAnAttachedDatabaseDoesNotLiftIt() throws {
+        let (db, path) = try failedKeyOnNewFile("main-of-attach.db")
+        defer { db.close() }
+        try db.attachDatabase(atPath: directory.path("archive.db"), schema: "a", keyProvider: provider())
+        // main is still unencrypted: a write to it would be plaintext.
+        XCTAssertFalse(db.executeUpdate("CREATE TABLE t (v TEXT)"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertTrue(DatabaseFile.kind(atPath: path).isNew, "nothing was written")
+    }
+
     func testReopeningClearsIt() throws {
         let (db, path) = try failedKeyOnNewFile("reopen.db")
         db.close()

@@ -131,4 +131,39 @@ final class KeyedConnectionTests: FMDBCipherTestCase {
         }
         assertNoPlaintext(at: encrypted, "the attached database")
     }
+
+    func testAKeyThatSQLCipherWasNotAskedAboutIsNotRememberedAsApplied() throws {
+        let provider = try RawKeyProvider(key: Data(repeating: 0x42, count: 32))
+        let databasePath = try makeKeyedDatabase("remembered.db", provider: provider) {
+            XCTAssertTrue($0.executeUpdate("CREATE TABLE t (v)"))
+        }
+        let db = FMDatabase(path: databasePath)
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        // An authorizer of the program's own that lets the first `PRAGMA cipher_provider` through (before the
+        // key) and refuses the second (after it): the key is handed to SQLCipher, but not confirmed.
+        let count = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        count.initialize(to: 0)
+        defer { count.deallocate() }
+        let handle = OpaquePointer(try XCTUnwrap(db.sqliteHandle))
+        sqlite3_set_authorizer(
+            handle,
+            { context, action, first, _, _, _ in
+                guard action == SQLITE_PRAGMA, let context, let first, strcmp(first, "cipher_provider") == 0 else {
+                    return SQLITE_OK
+                }
+                let count = context.assumingMemoryBound(to: Int32.self)
+                count.pointee += 1
+                return count.pointee >= 2 ? SQLITE_DENY : SQLITE_OK
+            }, count)
+        XCTAssertThrowsError(try db.setKey(using: provider))
+        db.connection?.installAuthorizer()
+        // Keyed again with the same key: confirmed this time, so the keyed rules hold.
+        try db.setKey(using: provider)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2")
+        XCTAssertFalse(db.executeUpdate("PRAGMA cipher_use_hmac = OFF"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+    }
+
 }

@@ -193,6 +193,69 @@ final class SQLKeyPragmaTests: FMDBCipherTestCase {
         XCTAssertEqual(sql.string(forQuery: "PRAGMA temp_store"), "2")
     }
 
+    func testAKeyPragmaOnAnAttachedSchemaHoldsTheConnectionToTheKeyedRules() throws {
+        let db = FMDatabase(path: directory.path("plain-main.db"))
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        XCTAssertTrue(db.executeStatements("ATTACH DATABASE '\(directory.path("archive.db"))' AS a"))
+        XCTAssertTrue(db.executeStatements("PRAGMA a.key = 'k'"), db.lastErrorMessage())
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE a.secret (v)"), db.lastErrorMessage())
+        XCTAssertEqual(db.connection.flatMap { try? $0.isKeyed(schema: "a") }, true, "SQLCipher keyed a")
+        // Keyed: a plaintext copy of a may not be attached and exported.
+        XCTAssertFalse(db.executeStatements("ATTACH DATABASE '\(directory.path("copy.db"))' AS p KEY ''"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertFalse(db.executeStatements("PRAGMA a.cipher_use_hmac = OFF"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2")
+    }
+
+    func testAnAttachWithAKeyCannotBeWeakenedLaterInTheSameScript() throws {
+        let db = FMDatabase(path: directory.path("plain.db"))
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        let attached = directory.path("weak.db")
+        XCTAssertFalse(
+            db.executeStatements(
+                "ATTACH DATABASE '\(attached)' AS e KEY 'k'; PRAGMA e.kdf_iter = 1; PRAGMA e.cipher_use_hmac = OFF; "
+                    + "CREATE TABLE e.t (v)"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        XCTAssertTrue(DatabaseFile.kind(atPath: attached).isNew, "nothing was written to e")
+    }
+
+    func testATemporaryTableRightAfterAKeyPragmaIsRefused() throws {
+        let db = FMDatabase(path: directory.path("temp.db"))
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        XCTAssertFalse(db.executeStatements("PRAGMA key = 'k'; CREATE TEMP TABLE s AS SELECT 'swordfish' AS v"))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_AUTH)
+        // Settled now: keyed, and temporary data stays in memory.
+        XCTAssertEqual(db.string(forQuery: "PRAGMA temp_store"), "2")
+        XCTAssertTrue(db.executeStatements("CREATE TEMP TABLE s AS SELECT 'swordfish' AS v"), db.lastErrorMessage())
+    }
+
+    func testACachedStatementSettlesAnAttachWithAKeyFirst() throws {
+        let db = FMDatabase(path: directory.path("cached.db"))
+        db.logsErrors = false
+        db.shouldCacheStatements = true
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        let query = "SELECT count(*) FROM sqlite_master"
+        XCTAssertEqual(db.int(forQuery: query), 0)
+        let handle = OpaquePointer(try XCTUnwrap(db.sqliteHandle))
+        let attach = "ATTACH DATABASE '\(directory.path("keyed.db"))' AS e KEY 'typed by hand'"
+        XCTAssertEqual(sqlite3_exec(handle, attach, nil, nil, nil), SQLITE_OK)
+        XCTAssertEqual(db.int(forQuery: query), 0, db.lastErrorMessage())
+        // The cached statement ran after the keyed attach was settled: temporary data is held in memory.
+        var statement: OpaquePointer?
+        XCTAssertEqual(sqlite3_prepare_v2(handle, "PRAGMA temp_store", -1, &statement, nil), SQLITE_OK)
+        defer { sqlite3_finalize(statement) }
+        XCTAssertEqual(sqlite3_step(statement), SQLITE_ROW)
+        XCTAssertEqual(sqlite3_column_int(statement, 0), 2)
+    }
+
     func testAKeyPragmaInsideATransactionIsRefused() throws {
         let db = FMDatabase(path: directory.path("txn.db"))
         db.logsErrors = false

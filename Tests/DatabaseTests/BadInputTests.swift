@@ -28,6 +28,14 @@ final class BadInputTests: FMDBTempDBTestCase {
             db.int(forQuery: "select count(*) from t where a = ?"), 0, "Additions with a wrong count return 0")
     }
 
+    func testABindNameWithANULByteIsRefused() throws {
+        // SQLite would read the name only up to the NUL: "a\0b" would bind :a.
+        XCTAssertFalse(db.executeUpdate("insert into t values (:a, 'x')", withParameterDictionary: ["a\u{0}b": 2]))
+        XCTAssertEqual(db.lastErrorCode(), SQLITE_MISUSE)
+        XCTAssertTrue(db.lastErrorMessage().contains("NUL"), db.lastErrorMessage())
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 1, "nothing was written")
+    }
+
     func testInvalidSQL() {
         for sql in [
             "", "   ", "-- just a comment", "select * from", "select * from nosuchtable", "\u{0}select 1", "drop table",
@@ -393,4 +401,20 @@ final class NULInSQLTests: FMDBTempDBTestCase {
         XCTAssertEqual(ran, 0)
         assertNothingRan("executeScript")
     }
+
+    func testTheErrorOfANULByteShowsNoKeyAndNoWholeScript() throws {
+        db.logsErrors = false
+        for sql in ["PRAGMA\u{0}key='swordfish'", "PRAGMA\u{0}key=swordfish", "select 1;\u{0} PRAGMA key = swordfish"] {
+            XCTAssertFalse(db.executeUpdate(sql))
+            let error = try XCTUnwrap(db.lastError() as? FMDatabaseError)
+            assertRefused(error, sql)
+            XCTAssertFalse("\(error) \(error.sql ?? "")".contains("swordfish"), "\(error)")
+        }
+        let long = "select 1;\u{0}" + String(repeating: "select 2;", count: 200_000)
+        XCTAssertFalse(db.executeUpdate(long))
+        let error = try XCTUnwrap(db.lastError() as? FMDatabaseError)
+        XCTAssertLessThanOrEqual(error.sql?.count ?? 0, 1001)
+        XCTAssertTrue(error.sql?.hasSuffix("…") == true)
+    }
+
 }

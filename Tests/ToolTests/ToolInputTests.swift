@@ -146,4 +146,23 @@ final class ToolInputTests: ToolTestCase {
             env: ["K": Self.rawKey])
         XCTAssertEqual(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last, "0")
     }
+
+    func testSQLThatIsNotUTF8OnStandardInputIsRefusedAndNothingRuns() throws {
+        let enc = try makeEncrypted()
+        let input = directory.path("not-utf8.sql")
+        var bytes = Data("CREATE TABLE bad (v TEXT); INSERT INTO bad VALUES ('".utf8)
+        bytes.append(contentsOf: [0xFF, 0xFE])
+        bytes.append(Data("');".utf8))
+        XCTAssertTrue(FileManager.default.createFile(atPath: input, contents: bytes))
+        let result = try runTool(
+            ["sql", enc, "--kdf", "raw", "--key-env", "K"], env: ["K": Self.rawKey],
+            wrapper: ["/bin/sh", "-c", "f=$0; exec \"$@\" < \"$f\"", input])
+        XCTAssertEqual(result.status, 64, result.stderr)
+        XCTAssertTrue(result.stderr.contains("UTF-8"), result.stderr)
+        let check = try run(
+            ["sql", enc, "SELECT count(*) FROM sqlite_master WHERE name = 'bad'", "--kdf", "raw", "--key-env", "K"],
+            env: ["K": Self.rawKey])
+        XCTAssertEqual(check.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").last, "0")
+    }
+
 }

@@ -196,7 +196,7 @@ extension Statement {
     private static let parameterPrefixes = [":", "@", "$"]
 
     /// Binds named parameters: a key `name` binds `:name` (or `@name`, `$name`). Every parameter of
-    /// the statement must be given a value.
+    /// the statement must be given a value; a name with a NUL byte is refused (SQLITE_MISUSE).
     func bind(dictionary: [AnyHashable: Any], dateFormatter: DateFormatter?) throws {
         try bind(
             named: dictionary.lazy.map { ((($0.key.base as? String) ?? String(describing: $0.key.base)), $0.value) },
@@ -209,6 +209,12 @@ extension Statement {
         let expected = parameterCount
         var bound: Int32 = 0
         for (name, value) in pairs {
+            // SQLite reads a parameter name only up to a NUL byte: "a\0b" would bind :a.
+            guard !name.utf8.contains(0) else {
+                throw FMDatabaseError.misuse(
+                    "A parameter name holds a NUL byte: SQLite would read it only up to there and bind another "
+                        + "parameter.", sql: sql)
+            }
             var index: Int32 = 0
             for prefix in Self.parameterPrefixes where index == 0 {
                 index = parameterIndex(prefix + name)

@@ -16,7 +16,12 @@ import Foundation
 /// The policy, enforced by an authorizer (`sqlite3_set_authorizer`) that sees every statement when it is
 /// compiled, whatever API runs it (`executeUpdate`, `executeStatements`, `executeQuery`, the C API on
 /// `sqliteHandle`):
-/// - on a **keyed** connection (SQLCipher says main or an attached schema has a codec: `Connection.isKeyed`): every
+/// - on a **keyed** connection: one held to the keyed rules (`AuthorizerState.heldToKeyedRules`, which the
+///   authorizer reads since it cannot ask SQLCipher while a statement compiles), set once SQLCipher said a
+///   schema has a codec after the library keyed it (`setKey`, `attachDatabase` with a key provider) or after
+///   SQL text it saw keyed one (a key PRAGMA, `ATTACH … KEY`), and held from such a PRAGMA until it is
+///   settled (`sqlKeyPending`); a key set by calling `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` does not
+///   count here, though `Connection.isKeyed` sees it. On such a connection every
 ///   key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`), `cipher_migrate` (which acts
 ///   without a value), and every cipher PRAGMA, `kdf_iter`, `fast_kdf_iter`, `page_size`, `temp_store` and
 ///   `temp_store_directory` when it **sets** a value, are refused with SQLITE_AUTH; reading one (no value)
@@ -28,16 +33,25 @@ import Foundation
 ///   unkeyed connection only with a key SQLCipher would use: an empty value, or a `hexkey`/`hexrekey` value
 ///   that is not whole bytes of hexadecimal digits, is refused (SQLCipher 3.4.1 would attach no codec and
 ///   go on in plaintext), and so is one while other statements are prepared on the connection (they were
-///   checked as for an unencrypted one). From that statement on the connection is held to the keyed rules, but it
-///   *counts* as keyed only once SQLCipher says a codec is attached (`PRAGMA cipher_provider` answers
+///   checked as for an unencrypted one). From that statement on the connection is held to the keyed rules,
+///   but it *counts* as keyed only once SQLCipher says a codec is attached (`PRAGMA cipher_provider` answers
 ///   only then), checked before the next statement the library prepares or runs
 ///   (`Connection.settlePendingSQLKey`): then it gets what a connection keyed through the API gets
 ///   (`temp_store = MEMORY`), and a failed-key lockout (below) ends; if no codec is attached, a lockout
-///   stays. A key PRAGMA run through the C API on `sqliteHandle` is checked at the library's next
-///   statement in the same way.
+///   stays. When main has no codec, each attached schema is asked (`PRAGMA a.key` keys `a`): a keyed one
+///   holds the connection to the keyed rules with `temp_store = MEMORY`, and a lockout stays. A key PRAGMA
+///   run through the C API on `sqliteHandle` is checked at the library's next statement in the same way. A
+///   call of `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` is not: no statement passes the authorizer, so
+///   the connection stays under the unkeyed rules (not guarded: SECURITY.md).
 /// - an `ATTACH … KEY 'k'` in SQL text on an unkeyed connection keys the attached schema (SQLCipher): after it
 ///   ran, each attached schema is asked the same question, and a keyed one holds the connection to the keyed
 ///   rules with `temp_store = MEMORY`, as `attachDatabase` with a key provider does.
+/// - until a key PRAGMA or an `ATTACH` in SQL text is settled (the rest of its `sqlite3_exec` script, or a
+///   statement run before the library's next one), whatever it keyed is not known: a PRAGMA that sets what
+///   the keyed rules refuse (other than a key PRAGMA) and a temporary table, index, view or trigger are
+///   refused, so `ATTACH 'e.db' AS e KEY 'k'; PRAGMA e.kdf_iter = 1` cannot weaken `e` and `PRAGMA key = 'k';
+///   CREATE TEMP TABLE …` cannot reach disk before `temp_store = MEMORY`. A statement from the statement
+///   cache settles first, as a freshly prepared one does.
 /// - when a connection becomes keyed, every statement prepared on it before is expired
 ///   (`sqlite3_set_authorizer` again), so SQLite compiles it again, through the keyed rules, before it
 ///   next runs: an `ATTACH` of a plaintext file prepared before the key cannot run after it.
@@ -156,6 +170,19 @@ enum KeyedAuthorizerPolicy {
         return length % 2 == 0 ? nil : badHexKeyRefusal
     }
 
+    /// Why SQL text may not run `PRAGMA name = …` (a setting the keyed rules refuse) right after a key PRAGMA
+    /// or an `ATTACH` that is not settled yet.
+    static func unsettledRefusal(_ name: String) -> String {
+        "PRAGMA \(name) is refused right after a key PRAGMA or an ATTACH in the same statements: whether they "
+            + "keyed a database is not known yet, and this could weaken its cipher or put temporary data on disk. "
+            + "Run it in a separate call."
+    }
+
+    static let unsettledTempRefusal =
+        "A temporary table, index, view or trigger is refused right after a key PRAGMA or an ATTACH in the same "
+        + "statements: whether they keyed a database (which keeps temporary data in memory) is not known yet. "
+        + "Run it in a separate call."
+
     static let exportRefusal =
         "sqlcipher_export is refused in SQL text on an encrypted database: it can write a plaintext copy. "
         + "Use exportContents(to:) after attachDatabase(atPath:schema:keyProvider:), or fmdb-cipher export / decrypt."
@@ -222,9 +249,9 @@ final class AuthorizerState {
     /// Set when SQL text attached a file while the connection was unkeyed: with `ATTACH … KEY 'k'` SQLCipher
     /// keys that schema, asked after the statement ran (`Connection.settlePendingSQLKey`).
     var sqlAttachPending = false
-    /// Set when `setKey(using:)` failed on a new (missing or empty) file: until the connection is keyed,
-    /// SQL text may run nothing but a key PRAGMA, so a program that goes on after the error cannot write
-    /// the database in plaintext.
+    /// Set when `setKey(using:)` failed on a new (missing or empty) file: until main is keyed (an attached
+    /// schema keyed does not count), SQL text may run nothing but a key PRAGMA, so a program that goes on
+    /// after the error cannot write the database in plaintext.
     var requiresKey = false
     /// Set by `makeQueryOnly`: SQL text may only read (`KeyedAuthorizerPolicy.queryOnlyRefusal`).
     var isQueryOnly = false
@@ -280,12 +307,22 @@ final class AuthorizerState {
             refuse(refusal)
             return SQLITE_DENY
         }
+        // A key PRAGMA or an ATTACH not settled yet (later statements of the same script, a cached statement
+        // run before the settle): whatever it keyed is not known, so nothing may weaken a cipher or put
+        // temporary data on disk until it is.
+        let settlePending = sqlKeyPending || sqlAttachPending
         let message: String?
         switch action {
         case SQLITE_PRAGMA:
             guard let first else { return SQLITE_OK }
             let name = String(cString: first)
             var refusal = KeyedAuthorizerPolicy.refusal(pragma: name, value: second, keyed: keyedRules)
+            if refusal == nil, settlePending, libraryDepth == 0,
+                !KeyedAuthorizerPolicy.keyPragmas.contains(name.lowercased()),
+                KeyedAuthorizerPolicy.refusal(pragma: name, value: second, keyed: true) != nil
+            {
+                refusal = KeyedAuthorizerPolicy.unsettledRefusal(name.lowercased())
+            }
             // SQL text that keys the connection itself (`PRAGMA key = '…'`, as FMDB code ported from Apple
             // platforms may do) holds it to the keyed rules from here on: the cipher may then no longer be
             // weakened by the statements that follow (`PRAGMA kdf_iter = 1`, `cipher_use_hmac = OFF`).
@@ -311,6 +348,8 @@ final class AuthorizerState {
         case SQLITE_FUNCTION:
             guard keyedRules, let second, strcasecmp(second, "sqlcipher_export") == 0 else { return SQLITE_OK }
             message = KeyedAuthorizerPolicy.exportRefusal
+        case SQLITE_CREATE_TEMP_TABLE, SQLITE_CREATE_TEMP_INDEX, SQLITE_CREATE_TEMP_TRIGGER, SQLITE_CREATE_TEMP_VIEW:
+            message = settlePending ? KeyedAuthorizerPolicy.unsettledTempRefusal : nil
         default:
             return SQLITE_OK
         }
@@ -336,7 +375,7 @@ extension Connection {
                 let state = Unmanaged<AuthorizerState>.fromOpaque(context).takeUnretainedValue()
                 guard
                     state.requiresKey || state.isQueryOnly || action == SQLITE_PRAGMA || action == SQLITE_ATTACH
-                        || action == SQLITE_FUNCTION
+                        || action == SQLITE_FUNCTION || state.sqlKeyPending || state.sqlAttachPending
                 else {
                     return SQLITE_OK
                 }
@@ -347,21 +386,27 @@ extension Connection {
     /// Marks the connection keyed: from now on SQL text may not change its key or cipher (see
     /// `KeyedAuthorizerPolicy`). Statements prepared before are expired, so each is compiled again, through
     /// the keyed rules, before it next runs (`sqlite3_set_authorizer` expires every prepared statement).
-    private func markKeyed() {
+    /// A failed-key lockout ends only when `schema` is main: keying an attached database leaves main as
+    /// unencrypted as it was, and a write to it would still be plaintext.
+    private func markKeyed(schema: String) {
         let wasKeyed = authorizerState.heldToKeyedRules
         authorizerState.heldToKeyedRules = true
-        authorizerState.requiresKey = false
-        authorizerState.sqlKeyPending = false
+        if schema.lowercased() == "main" {
+            authorizerState.requiresKey = false
+            authorizerState.sqlKeyPending = false
+        }
         if !wasKeyed { installAuthorizer() }
     }
 
     /// After a key PRAGMA in SQL text: asks SQLCipher whether the main schema now has a codec (only then
     /// does `PRAGMA cipher_provider` answer) and, when it has, keys the connection as `setKey(_:)` does
-    /// (`markKeyed`, `temp_store = MEMORY`). When it has not, the connection stays unkeyed, and a failed-key
-    /// lockout stays in force. After an `ATTACH` in SQL text on an unkeyed connection, asks the same of each
-    /// attached schema (`ATTACH … KEY 'k'` keys it): a keyed one holds the connection to the keyed rules, as
-    /// `attachDatabase` with a key provider does. Called before every statement the library prepares or runs,
-    /// and after `sqlite3_exec`; it costs two flag tests when neither ran.
+    /// (`markKeyed`, `temp_store = MEMORY`). When it has not, each attached schema is asked the same (`PRAGMA
+    /// a.key` keys schema `a`), and a keyed one holds the connection to the keyed rules; a failed-key lockout
+    /// stays in force until main is keyed. After an `ATTACH` in SQL text on an unkeyed connection, asks the
+    /// same of each attached schema (`ATTACH … KEY 'k'` keys it): a keyed one holds the connection to the
+    /// keyed rules, as `attachDatabase` with a key provider does. Called before every statement the library
+    /// prepares or runs (one from the statement cache too), and after `sqlite3_exec`; it costs two flag tests
+    /// when neither ran.
     ///
     /// Not earlier than that: SQLCipher keys while it compiles the PRAGMA, and expiring the PRAGMA's own
     /// statement before it ran would compile it again under the keyed rules, which refuse it. (An ATTACH
@@ -393,7 +438,16 @@ extension Connection {
         // not complete, so the keyed rules (and a failed-key lockout) keep holding.
         authorizerState.sqlKeyPending = false
         do {
-            guard try hasCodec(schema: "main") else { return }
+            guard try hasCodec(schema: "main") else {
+                // `PRAGMA a.key = '…'` keys an attached schema: it holds the connection to the keyed rules,
+                // as `attachDatabase` with a key provider does (a failed-key lockout stays: main is not keyed).
+                guard !authorizerState.heldToKeyedRules else { return }
+                for name in try foreignSchemas() where try hasCodec(schema: name) {
+                    try adoptKey(schema: name)
+                    return
+                }
+                return
+            }
             // Databases attached before the key were attached without one: they would take plaintext copies.
             try detachForeignSchemas()
             try keepTemporaryDataInMemory()
@@ -401,7 +455,7 @@ extension Connection {
             authorizerState.sqlKeyPending = true
             throw error
         }
-        markKeyed()
+        markKeyed(schema: "main")
     }
 
     /// Whether `schema` of this connection is keyed: the one answer every rule that depends on it uses
@@ -424,7 +478,7 @@ extension Connection {
             throw FMDatabaseError.misuse(
                 "SQLCipher did not key the database '\(schema)': it would be written in plaintext.")
         }
-        markKeyed()
+        markKeyed(schema: schema)
         try keepTemporaryDataInMemory()
     }
 

@@ -485,6 +485,8 @@ public final class FMDatabase {
             logger.info("\(databasePath ?? ":memory:") executeQuery: \(FMDatabaseError.loggable(sql))")
         }
         let caching = shouldCacheStatements
+        // A cached statement is not prepared again: settle a key PRAGMA or ATTACH here, as prepare does.
+        try requireConnection(sql: sql).settlePendingSQLKey()
         if caching, let cached = statementCache.take(sql) {
             cached.inUse = true
             return cached

@@ -195,15 +195,24 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
 
     /// SQL text holding a NUL byte at byte `offset` of its UTF-8: SQLite reads SQL text only up to the first
     /// NUL, so what follows would be skipped without a word. SQLITE_MISUSE, before any of the text runs. The
-    /// SQL kept in the error shows the NUL as `\0`.
+    /// SQL kept in the error shows the NUL as `\0`, and at most its first `shownSQLCharacters` characters
+    /// (a script can be megabytes). SQL that may hold a key is hidden before the NUL is spelled out (`\0key`
+    /// would no longer read as the key word), reading a NUL as the white space it stands between.
     static func nulInSQL(at offset: Int, sql: String) -> FMDatabaseError {
-        FMDatabaseError(
+        let hidden = loggable(sql.replacingOccurrences(of: "\0", with: " "))
+        var shown = hidden == sql.replacingOccurrences(of: "\0", with: " ") ? sql : hidden
+        shown = shown.replacingOccurrences(of: "\0", with: "\\0")
+        if shown.count > shownSQLCharacters { shown = String(shown.prefix(shownSQLCharacters)) + "…" }
+        return FMDatabaseError(
             code: SQLITE_MISUSE,
             message:
                 "The SQL text holds a NUL byte (at byte \(offset)): SQLite would stop reading there and skip "
                 + "everything after it. Remove it (binary data goes in a bound parameter).",
-            sql: sql.replacingOccurrences(of: "\0", with: "\\0"), marks: [], messageNamesNoSQL: true)
+            sql: shown, marks: [], messageNamesNoSQL: true)
     }
+
+    /// How much of the SQL text an error about a NUL byte keeps.
+    static let shownSQLCharacters = 1000
 
     static func closed(sql: String? = nil) -> FMDatabaseError {
         FMDatabaseError(code: SQLITE_MISUSE, message: "The FMDatabase is not open.", sql: sql)

@@ -69,7 +69,9 @@ extension FMDatabase {
                         formatStatements: formatStatements, pageSize: settings.pageSize,
                         kdfIterations: settings.kdfIterations, schema: name)
                     // Reading the schema verifies the key for an existing file.
-                    _ = try connection.pragmaText("SELECT count(*) FROM \(name).sqlite_master")
+                    _ = try connection.runningLibraryStatements {
+                        try connection.pragmaText("SELECT count(*) FROM \(name).sqlite_master")
+                    }
                 } catch {
                     try? update("DETACH DATABASE \(name)") { _ in }
                     throw error

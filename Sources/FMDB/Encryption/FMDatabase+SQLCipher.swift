@@ -201,11 +201,12 @@ extension FMDatabase {
             )
         }
         try connection.key(key)
-        appliedKey = key
         // Asks SQLCipher that it keyed, then the keyed rules (SQL text may not change the key, the cipher or
         // temp_store: Core/KeyedAuthorizer.swift) and temporary tables and sort files in memory, which would
         // otherwise go to disk unencrypted.
         try connection.adoptKey()
+        // Remembered only once SQLCipher confirmed it: a later call with the same key must not skip the above.
+        appliedKey = key
     }
 
     /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
