@@ -289,7 +289,8 @@ case "transaction-fault":
     // another row whose result it does not look at. The large row's writes are the first ones under FOLDER the
     // fault shim counts: FMDB_FAULT_DIR is set to FOLDER only around that statement. Prints "reported=CODE
     // rolledBack=0|1 fault=CODE later=CODE rows=N": the form's error (0: none), the large row's and the later
-    // row's codes, and the rows committed; the forms "migrator(queue)" and "migrator(pool)" add "recorded=1" when it recorded the migration.
+    // row's codes, and the rows committed; the forms "migrator(queue)" and "migrator(pool)" add "recorded=1"
+    // when it recorded the migration.
     guard arguments.count >= 4 else { exit(64) }
     let args = Array(arguments)
     let (path, folder, form) = (args[1], args[2], args[3])

@@ -74,10 +74,10 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
 
     /// True when SQLite rolled back the transaction of a transaction block (`inTransaction`, `inSavePoint`,
     /// a queue's or pool's transaction forms, a migration) after one of its statements failed, the form's
-    /// own COMMIT included: nothing of the block was committed. Set on the error the block's form reports at its end (its code is the failed
-    /// statement's: `SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_INTERRUPT`, `SQLITE_CONSTRAINT`, ...) and on the
-    /// error of every statement the block ran afterwards, which was refused (code 516,
-    /// `SQLITE_ABORT_ROLLBACK`).
+    /// own COMMIT included: nothing of the block was committed. Set on the error the block's form reports at
+    /// its end (its code is the failed statement's: `SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_INTERRUPT`,
+    /// `SQLITE_CONSTRAINT`, ...) and on the error of every statement the block ran afterwards, which was
+    /// refused (code 516, `SQLITE_ABORT_ROLLBACK`).
     ///
     /// ```swift
     /// do {
