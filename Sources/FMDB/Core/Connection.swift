@@ -75,6 +75,9 @@ final class Connection {
             return FMDatabaseError.refused(refusal, sql: sql)
         }
         let current = sqlite3_extended_errcode(db)
+        if let refusal = queryOnlyWriteRefusal(code ?? current) ?? queryOnlyWriteRefusal(current) {
+            return FMDatabaseError.refused(refusal, sql: sql)
+        }
         guard let code, (code & 0xFF) != (current & 0xFF) else {
             return FMDatabaseError(code: current, message: String(cString: sqlite3_errmsg(db)), sql: sql)
         }
@@ -91,6 +94,7 @@ final class Connection {
         guard let db = handle else { throw FMDatabaseError.closed(sql: sql) }
         try settlePendingSQLKey()
         var stmt: OpaquePointer?
+        authorizerState.sawRowWrite = false
         let rc = sql.withCString { cSQL in
             sqlite3_prepare_v2(db, cSQL, -1, &stmt, nil)
         }
@@ -102,6 +106,7 @@ final class Connection {
             // Only white space or a comment: nothing to run.
             throw FMDatabaseError(code: SQLITE_MISUSE, message: "The SQL contains no statement.", sql: sql)
         }
+        try refuseRowWrite(stmt, sql: sql)
         return Statement(connection: self, handle: stmt, sql: sql)
     }
 
@@ -231,6 +236,7 @@ extension Connection {
         try settlePendingSQLKey()
         var stmt: OpaquePointer?
         var consumed = 0
+        authorizerState.sawRowWrite = false
         let rc = bytes.withUnsafeBufferPointer { buffer -> Int32 in
             guard let base = buffer.baseAddress else { return SQLITE_OK }
             return base.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: buffer.count - offset) {
@@ -248,6 +254,7 @@ extension Connection {
         }
         guard let stmt else { return nil }
         let sql = sqlite3_sql(stmt).map { String(cString: $0) } ?? ""
+        try refuseRowWrite(stmt, sql: sql)
         return (Statement(connection: self, handle: stmt, sql: sql), max(consumed, 1))
     }
 }
