@@ -101,9 +101,10 @@ enum DatabaseFiles {
         try db.integrityProblems(quick: quick)
     }
 
-    /// SQLCipher 4's PRAGMA cipher_integrity_check on a keyed connection: the library's `cipherIntegrityProblems`.
-    static func cipherIntegrityCheck(_ db: FMDatabase) throws -> [String] {
-        try db.cipherIntegrityProblems()
+    /// SQLCipher 4's PRAGMA cipher_integrity_check on a keyed connection, or nil when SQLCipher declines to
+    /// check the format (no per-page HMAC): the library's `cipherIntegrityProblemsIfChecked`.
+    static func cipherIntegrityCheck(_ db: FMDatabase) throws -> [String]? {
+        try db.cipherIntegrityProblemsIfChecked()
     }
 
     /// Creates an empty file at `path` for a new database (`sql` on a missing file): mode 0600 whatever the
