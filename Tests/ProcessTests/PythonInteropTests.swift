@@ -93,4 +93,66 @@ final class PythonInteropTests: FMDBCipherTestCase {
             XCTAssertEqual(compat.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "from FMDB", compat.stderr)
         }
     }
+    /// Apps choose SQLCipher 4 settings (page size, KDF iterations, HMAC and KDF algorithms): with
+    /// CipherSettings saying so, such a file opens on SQLCipher 4; on SQLCipher 3 the right key is told apart
+    /// from a wrong one (code 24, which the tool reports as exit 69), never taken for a wrong key.
+    func testSQLCipher4FileWithAppChosenSettingsOpensOrIsToldApart() throws {
+        let cases: [(name: String, pragmas: String, settings: CipherSettings)] = [
+            (
+                "pages", "PRAGMA cipher_page_size = 8192\nPRAGMA kdf_iter = 12000\n",
+                CipherSettings(pageSize: 8192, unsafeKDFIterations: 12_000)
+            ),
+            (
+                "algorithms",
+                "PRAGMA cipher_hmac_algorithm = HMAC_SHA256\nPRAGMA cipher_kdf_algorithm = PBKDF2_HMAC_SHA256\n",
+                CipherSettings(hmacAlgorithm: .sha256, kdfAlgorithm: .pbkdf2SHA256)
+            ),
+            ("sha1", "PRAGMA cipher_hmac_algorithm = HMAC_SHA1\n", CipherSettings(hmacAlgorithm: .sha1)),
+        ]
+        for (name, pragmas, settings) in cases {
+            let path = directory.path("\(name).db")
+            let made = try python(
+                pragmas.split(separator: "\n").map { "db.execute(\"\($0)\")\n" }.joined()
+                    + "db.execute(\"CREATE TABLE t (a TEXT)\")\ndb.execute(\"INSERT INTO t VALUES ('\(name)')\")\n"
+                    + "db.commit()\n",
+                path: path, key: "app passphrase")
+            XCTAssertEqual(made.status, 0, made.stderr)
+            for (key, right) in [("app passphrase", true), ("wrong passphrase", false)] {
+                let db = FMDatabase(path: path)
+                db.logsErrors = false
+                XCTAssertTrue(db.open())
+                defer { db.close() }
+                let opened = Result { try db.setKey(using: PassphraseKeyProvider(key), settings: settings) }
+                if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+                    if right {
+                        XCTAssertNoThrow(try opened.get(), name)
+                        XCTAssertEqual(db.string(forQuery: "SELECT a FROM t"), name)
+                    } else {
+                        XCTAssertThrowsError(try opened.get()) { XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB)) }
+                    }
+                } else if right || name != "pages" {
+                    // The right key, or settings only SQLCipher 4 has: code 24, naming SQLCipher 4.
+                    XCTAssertThrowsError(try opened.get(), name) { error in
+                        XCTAssertEqual(nsError(error).code, Int(SQLITE_FORMAT), "\(name): \(error)")
+                        XCTAssertTrue("\(error)".contains("SQLCipher 4"), "\(error)")
+                    }
+                } else {
+                    XCTAssertThrowsError(try opened.get(), name) { error in
+                        XCTAssertEqual(nsError(error).code, Int(SQLITE_NOTADB), "\(name): \(error)")
+                    }
+                }
+            }
+        }
+        // The tool: exit 69 for the right key with flags describing the file, 65 for a wrong one.
+        guard !CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
+        for (key, status) in [("app passphrase", Int32(69)), ("wrong passphrase", Int32(65))] {
+            let info = try runTool(
+                [
+                    "info", directory.path("pages.db"), "--key-env", "K", "--cipher-page-size", "8192", "--kdf-iter",
+                    "12000",
+                ],
+                env: ["K": key])
+            XCTAssertEqual(info.status, status, info.stderr)
+        }
+    }
 }

@@ -69,6 +69,8 @@ extension FMDatabase {
             let (request, kind) = keyRequest()
             do {
                 try settings.validate(creatingFile: kind?.isNew ?? true)
+                // A choice the linked SQLCipher does not have is refused before keying (SQLITE_FORMAT).
+                _ = try settings.choiceStatements()
                 // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
                 try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
             } catch {
