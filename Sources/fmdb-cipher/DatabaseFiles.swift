@@ -10,10 +10,23 @@ extension FMDatabaseFileKind {
         self = FMDatabase.inspectFile(atPath: path)
     }
 
-    /// Whether the header says encrypted (or not a database at all).
+    /// Whether the header says encrypted (or not a database at all): a plaintext header included.
     var isEncrypted: Bool {
-        if case .encrypted = self { return true }
-        return false
+        switch self {
+        case .encrypted, .encryptedWithPlaintextHeader: return true
+        default: return false
+        }
+    }
+
+    /// The plaintext header's size, for a SQLCipher file that keeps one (never a plaintext database).
+    var plaintextHeaderSize: Int? {
+        if case .encryptedWithPlaintextHeader(let size) = self { return size }
+        return nil
+    }
+
+    /// How every command names a file with a plaintext header.
+    static func plaintextHeaderDescription(_ size: Int) -> String {
+        "encrypted, with a plaintext header of \(size) bytes (as iOS apps in shared containers write)"
     }
 }
 
@@ -75,7 +88,19 @@ enum DatabaseFiles {
                 try db.setKey(using: provider, settings: settings)
             } catch {
                 db.close()
-                throw CLIError.from(error, context: path)
+                let failure = CLIError.from(error, context: path)
+                // Such a file opens only with its header size and salt, which it does not record: said, not
+                // left to read as a wrong key.
+                if failure.code == Exit.wrongKey, let size = FileKind(path: path).plaintextHeaderSize,
+                    settings.plaintextHeaderSize == nil
+                {
+                    throw CLIError(
+                        failure.message + "; \(path) is " + FileKind.plaintextHeaderDescription(size)
+                            + ": give --cipher-plaintext-header-size \(size) and --cipher-salt (the salt the app "
+                            + "keeps)",
+                        code: failure.code)
+                }
+                throw failure
             }
         }
         if readOnly {

@@ -161,7 +161,14 @@ struct KeyOptions: ParsableArguments {
                 + "--key-credential NAME")
     }
 
-    var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
+    @OptionGroup var choices: CipherChoiceOptions
+
+    /// The settings given for the file read: page size, KDF iterations and the app's choices (already
+    /// checked by `validate()`).
+    var settings: CipherSettings {
+        let base = CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations)
+        return (try? choices.settings(base)) ?? base
+    }
 
     var source: KeySource? { from.source }
 

@@ -96,3 +96,82 @@ final class AppWrittenFileToolTests: ToolTestCase {
         }
     }
 }
+
+extension AppWrittenFileToolTests {
+    /// `cipher_use_hmac = OFF` with SQLCipher's other defaults is no format of its own: the file opens with
+    /// `--cipher-use-hmac off`, and only with it. Choices the linked SQLCipher lacks are refused naming the one
+    /// that has them (exit 69); malformed ones are usage errors.
+    func testAppChosenSettingsOpenTheFileAndBadOnesAreRefused() throws {
+        let shell = try shell3()
+        let file = path("nohmac.db")
+        let made = try runSQLCipherShell(
+            shell, file,
+            "PRAGMA key = 'app key';\nPRAGMA cipher_use_hmac = OFF;\nCREATE TABLE t (a);\nINSERT INTO t VALUES (5);\n")
+        XCTAssertEqual(made.status, 0, made.stderr)
+        let query = ["sql", file, "SELECT a FROM t", "--key-env", "K", "--csv"]
+        let bare = try run(query, env: ["K": "app key"])
+        XCTAssertEqual(bare.status, 65, bare.stderr)
+        let given = try run(query + ["--cipher-use-hmac", "off"], env: ["K": "app key"])
+        XCTAssertEqual(given.status, 0, given.stderr)
+        XCTAssertEqual(given.stdout.split(separator: "\n").last, "5", given.stdout)
+        let info = try run(["info", file, "--key-env", "K", "--cipher-use-hmac", "off"], env: ["K": "app key"])
+        XCTAssertEqual(info.status, 0, info.stderr)
+
+        for (flag, value) in [
+            ("--cipher-hmac-algorithm", "HMAC_SHA256"), ("--cipher-kdf-algorithm", "pbkdf2_hmac_sha1"),
+            ("--cipher-plaintext-header-size", "32"), ("--cipher-salt", String(repeating: "ab", count: 16)),
+        ] {
+            let result = try run(query + [flag, value], env: ["K": "app key"])
+            if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+                XCTAssertNotEqual(result.status, 69, "\(flag): \(result.stderr)")
+            } else {
+                XCTAssertEqual(result.status, 69, "\(flag): \(result.stderr)")
+                XCTAssertTrue(result.stderr.contains("SQLCipher 4"), result.stderr)
+            }
+        }
+        for (flag, value) in [
+            ("--cipher-hmac-algorithm", "MD5"), ("--cipher-use-hmac", "maybe"),
+            ("--cipher-plaintext-header-size", "33"), ("--cipher-salt", "x'0011'"),
+        ] {
+            let result = try run(query + [flag, value], env: ["K": "app key"])
+            XCTAssertEqual(result.status, 64, "\(flag) \(value): \(result.stderr)")
+        }
+    }
+}
+
+extension AppWrittenFileToolTests {
+    /// The settings of a file a command writes take the same names with `new-` in front, and the note says the
+    /// flags that open it: a file written without page HMACs opens in the shell with `cipher_use_hmac = OFF`.
+    func testNewFileChoicesAreWrittenAndSaidBack() throws {
+        let shell = try shell3()
+        let plain = try makePlaintext("apps-plain.db", rows: 3)
+        let file = path("written-nohmac.db")
+        let made = try run(
+            ["encrypt", plain, file, "--key-env", "K", "--new-cipher-use-hmac", "off"], env: ["K": "new app key"])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        XCTAssertTrue(made.stderr.contains("--cipher-use-hmac off"), made.stderr)
+        let viaShell = try runSQLCipherShell(
+            shell, file, "PRAGMA key = 'new app key';\nPRAGMA cipher_use_hmac = OFF;\nSELECT count(*) FROM t;\n")
+        XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "3", viaShell.stderr)
+        let copy = path("copy-nohmac.db")
+        let exported = try run(
+            [
+                "export", file, copy, "--key-env", "K", "--cipher-use-hmac", "off", "--new-key-env", "N",
+                "--new-cipher-use-hmac", "off", "--json",
+            ], env: ["K": "new app key", "N": "other key"])
+        XCTAssertEqual(exported.status, 0, exported.stderr)
+        XCTAssertTrue(exported.stdout.contains("\"--cipher-use-hmac\""), exported.stdout)
+        let read = try run(
+            ["sql", copy, "SELECT count(*) FROM t", "--key-env", "N", "--cipher-use-hmac", "off", "--csv"],
+            env: ["N": "other key"])
+        XCTAssertEqual(read.status, 0, read.stderr)
+        XCTAssertEqual(read.stdout.split(separator: "\n").last, "3", read.stdout)
+        if !CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            let refused = try run(
+                ["encrypt", plain, path("sha256.db"), "--key-env", "K", "--new-cipher-hmac-algorithm", "HMAC_SHA256"],
+                env: ["K": "new app key"])
+            XCTAssertEqual(refused.status, 69, refused.stderr)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path("sha256.db")), "nothing was written")
+        }
+    }
+}

@@ -243,8 +243,8 @@ extension CipherSettings {
                 throw FMDatabaseError(
                     code: SQLITE_FORMAT,
                     message: "CipherSettings.\(statement.setting) (PRAGMA \(statement.name)) needs SQLCipher 4: the "
-                        + "linked SQLCipher \(SQLCipherRuntime.version ?? "3") does not have it. Install SQLCipher 4 and "
-                        + "rebuild, or open the file on a SQLCipher 4 system.")
+                        + "linked SQLCipher \(SQLCipherRuntime.version ?? "3") does not have it. Install SQLCipher 4 "
+                        + "and rebuild, or open the file on a SQLCipher 4 system")
             }
             return pragma + statement.name + " = " + statement.value
         }
