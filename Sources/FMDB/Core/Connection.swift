@@ -75,7 +75,7 @@ final class Connection {
             return FMDatabaseError.refused(refusal, sql: sql)
         }
         let current = sqlite3_extended_errcode(db)
-        if let refusal = queryOnlyWriteRefusal(code ?? current) ?? queryOnlyWriteRefusal(current) {
+        if let refusal = queryOnlyWriteRefusal(current) {
             return FMDatabaseError.refused(refusal, sql: sql)
         }
         guard let code, (code & 0xFF) != (current & 0xFF) else {

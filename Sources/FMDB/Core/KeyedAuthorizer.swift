@@ -472,10 +472,11 @@ extension Connection {
         return FMDatabaseError(code: sqlite3_extended_errcode(db), message: message, sql: sql)
     }
 
-    /// The query-only refusal for a write `PRAGMA query_only` stopped (SQLITE_READONLY on a query-only
-    /// connection), or nil.
-    func queryOnlyWriteRefusal(_ code: Int32) -> String? {
-        authorizerState.isQueryOnly && (code & 0xFF) == SQLITE_READONLY ? KeyedAuthorizerPolicy.rowWriteRefusal : nil
+    /// The query-only refusal for a write `PRAGMA query_only` stopped (the extended code `SQLITE_READONLY`
+    /// itself on a query-only connection), or nil. Its extended forms (a hot journal a read-only connection
+    /// cannot roll back, `SQLITE_READONLY_ROLLBACK`, ...) are not writes of the statement: SQLite's error stays.
+    func queryOnlyWriteRefusal(_ extendedCode: Int32) -> String? {
+        authorizerState.isQueryOnly && extendedCode == SQLITE_READONLY ? KeyedAuthorizerPolicy.rowWriteRefusal : nil
     }
 
     /// Refuses (SQLITE_AUTH) a statement just prepared on a query-only connection that writes rows: it
