@@ -30,7 +30,8 @@ struct FMDBCipherCommand: ParsableCommand {
             costly to try in turn: name one with --slot ID); 65 wrong key or not a database; 66 input file missing, \
             unreadable or not a regular file (also a key file; also a key slot file group or others can change, or \
             owned by another user than root, you or the database's owner); 69 a SQLCipher 4 database (the key is \
-            right) and the linked SQLCipher is 3.x; 73 output exists (use --force) or cannot be created; 74 I/O error, \
+            right), or a setting only SQLCipher 4 has, and the linked SQLCipher is 3.x; 73 output exists (use \
+            --force) or cannot be created; 74 I/O error, \
             disk full or read-only, or standard output could not be written; 75 database busy or locked (try again).
             """,
         version:
