@@ -88,19 +88,7 @@ enum DatabaseFiles {
                 try db.setKey(using: provider, settings: settings)
             } catch {
                 db.close()
-                let failure = CLIError.from(error, context: path)
-                // Such a file opens only with its header size and salt, which it does not record: said, not
-                // left to read as a wrong key.
-                if failure.code == Exit.wrongKey, let size = FileKind(path: path).plaintextHeaderSize,
-                    settings.plaintextHeaderSize == nil
-                {
-                    throw CLIError(
-                        failure.message + "; \(path) is " + FileKind.plaintextHeaderDescription(size)
-                            + ": give --cipher-plaintext-header-size \(size) and --cipher-salt (the salt the app "
-                            + "keeps)",
-                        code: failure.code)
-                }
-                throw failure
+                throw openingError(error, path: path, settings: settings)
             }
         }
         if readOnly {
@@ -114,6 +102,19 @@ enum DatabaseFiles {
             }
         }
         return db
+    }
+
+    /// The error of a key that failed to open `path` with `settings`. A file with a plaintext header opens only
+    /// with its header size and salt, which it does not record: when they were not given, a wrong key says so.
+    static func openingError(_ error: Error, path: String, settings: CipherSettings) -> CLIError {
+        let failure = CLIError.from(error, context: path)
+        guard failure.code == Exit.wrongKey, settings.plaintextHeaderSize == nil,
+            let size = FileKind(path: path).plaintextHeaderSize
+        else { return failure }
+        return CLIError(
+            failure.message + "; \(path) is " + FileKind.plaintextHeaderDescription(size)
+                + ": give --cipher-plaintext-header-size \(size) and --cipher-salt (the salt the app keeps)",
+            code: failure.code)
     }
 
     /// Every user table and its row count (the library's `tableRowCounts`).
@@ -228,7 +229,7 @@ struct DatabaseCopy {
         } catch {
             switch step {
             case .backup: throw failed(error, stages)
-            case .opening: throw CLIError.from(error, context: source)
+            case .opening: throw DatabaseFiles.openingError(error, path: source, settings: sourceSettings)
             case .rekey: throw error
             }
         }
@@ -293,7 +294,7 @@ struct DatabaseCopy {
         case .writingSlotFile?:
             return CLIError.from(error, context: "\(verb) \(source) → \(destination): the key slot file")
         case .openingSource?:
-            return CLIError.from(error, context: source)
+            return DatabaseFiles.openingError(error, path: source, settings: sourceSettings)
         case .checkingSource?:
             return CLIError.fromOpened(error, context: source, keyed: sourceProvider != nil)
         case .copying?:

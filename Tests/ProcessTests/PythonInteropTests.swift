@@ -213,8 +213,9 @@ final class PythonInteropTests: FMDBCipherTestCase {
             XCTAssertFalse(bare.stderr.contains("not encrypted"), "\(command[0]): \(bare.stderr)")
             XCTAssertFalse(bare.stderr.contains("is a plaintext database"), "\(command[0]): \(bare.stderr)")
             XCTAssertEqual(bare.status, 65, "\(command[0]): \(bare.stderr)")
-            guard ["info", "sql", "check"].contains(command[0]) else { continue }
+            XCTAssertTrue(bare.stderr.contains("encrypted, with a plaintext header of 32 bytes"), bare.stderr)
             XCTAssertTrue(bare.stderr.contains("--cipher-plaintext-header-size 32"), bare.stderr)
+            guard ["info", "sql", "check"].contains(command[0]) else { continue }
             let given = try runTool(command + ["--key-env", "K"] + flags, env: ["K": "group key"])
             XCTAssertEqual(given.status, opened, "\(command[0]): \(given.stderr)")
             XCTAssertFalse(given.stderr.contains(salt), "the salt is never said: \(given.stderr)")
