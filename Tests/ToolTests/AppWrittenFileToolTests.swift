@@ -9,9 +9,18 @@ import XCTest
 /// (FMDB_SQLCIPHER3_SHELL); without it those tests skip, saying so.
 final class AppWrittenFileToolTests: ToolTestCase {
     func shell3() throws -> String {
-        guard let shell = ProcessInfo.processInfo.environment["FMDB_SQLCIPHER3_SHELL"],
+        try shell("FMDB_SQLCIPHER3_SHELL")
+    }
+
+    /// The shell of the linked SQLCipher's line, which reads the files the tool writes by default.
+    func linkedLineShell() throws -> String {
+        try shell(CipherFormat.linkedDefault == .v4 ? "FMDB_SQLCIPHER4_SHELL" : "FMDB_SQLCIPHER3_SHELL")
+    }
+
+    func shell(_ variable: String) throws -> String {
+        guard let shell = ProcessInfo.processInfo.environment[variable],
             FileManager.default.isExecutableFile(atPath: shell)
-        else { throw XCTSkip("FMDB_SQLCIPHER3_SHELL (a SQLCipher 3 sqlcipher shell) is not set") }
+        else { throw XCTSkip("\(variable) (a sqlcipher shell) is not set") }
         return shell
     }
 
@@ -143,7 +152,7 @@ extension AppWrittenFileToolTests {
     /// The settings of a file a command writes take the same names with `new-` in front, and the note says the
     /// flags that open it: a file written without page HMACs opens in the shell with `cipher_use_hmac = OFF`.
     func testNewFileChoicesAreWrittenAndSaidBack() throws {
-        let shell = try shell3()
+        let shell = try linkedLineShell()
         let plain = try makePlaintext("apps-plain.db", rows: 3)
         let file = path("written-nohmac.db")
         let made = try run(
