@@ -2,7 +2,8 @@ internal import COpenSSL
 import Foundation
 
 /// HMAC and SHA-256, once each: the key-slot file's tags and key-encryption keys (HMAC-SHA256), the
-/// SQLCipher 4 verifier's page MAC (HMAC-SHA512, or the file's chosen SHA1/SHA256), the recovery key's check group (SHA-256).
+/// SQLCipher 4 verifier's page MAC (HMAC-SHA512, or the SHA1/SHA256 an app chose), the recovery key's check
+/// group (SHA-256).
 enum MessageAuthentication {
     enum Digest {
         case sha1, sha256, sha512
