@@ -12,7 +12,10 @@ struct Check: ParsableCommand {
             is then checked read-only, as that process has committed it (a note says so).
 
             PRAGMA cipher_integrity_check (page HMACs) runs too where the linked SQLCipher has it (4.x); \
-            SQLCipher 3.4.1 checks every page's HMAC as integrity_check reads it.
+            SQLCipher 3.4.1 checks every page's HMAC as integrity_check reads it. A format without page HMACs \
+            (SQLCipher 1's, cipher_use_hmac = OFF) has nothing for it to check: "integrity checked by SQLite; \
+            SQLCipher's page check is not available for this format" (standard error), and the exit is \
+            integrity_check's.
 
             Examples:
               DB_KEY=... fmdb-cipher check app.db --key-env DB_KEY && echo healthy
@@ -56,19 +59,27 @@ struct Check: ParsableCommand {
             // SQLCipher 3.4.1 does not know the pragma; it checks every page's HMAC as integrity_check reads it.
             var cipherCheck = "not available in SQLCipher \(db.cipherVersion ?? "?")"
             var problems: [String] = []
+            var declined = false
             if provider != nil, CipherFormat.v4.isSupportedByLinkedSQLCipher, Self.walKeepsFrames(db, database) {
                 // cipher_integrity_check reads the main file only, never the WAL: pages still in the WAL (after a
                 // rekey whose checkpoint is pending, every page, under the new key) would read as failures.
                 cipherCheck = "skipped: another connection keeps pages in the WAL (integrity_check reads them)"
             } else if provider != nil, CipherFormat.v4.isSupportedByLinkedSQLCipher {
-                let lines: [String]
+                let lines: [String]?
                 do {
                     lines = try DatabaseFiles.cipherIntegrityCheck(db)
                 } catch {
                     throw CLIError.fromOpened(error, context: database, keyed: true)
                 }
-                cipherCheck = lines.isEmpty ? "ok" : "failed"
-                problems = lines
+                if let lines {
+                    cipherCheck = lines.isEmpty ? "ok" : "failed"
+                    problems = lines
+                } else {
+                    // A format without per-page HMACs (SQLCipher 1's, cipher_use_hmac = OFF): SQLCipher declines
+                    // to check it, which is no damage; SQLite's integrity_check below still decides.
+                    cipherCheck = "not available for this format"
+                    declined = true
+                }
             }
             do {
                 problems += try DatabaseFiles.integrityCheck(db)
@@ -93,6 +104,11 @@ struct Check: ParsableCommand {
                 ])
             } else {
                 Output.line(problems.isEmpty ? "ok" : problems.joined(separator: "\n"))
+            }
+            if declined {
+                Output.message(
+                    "fmdb-cipher: \(database): integrity checked by SQLite; SQLCipher's page check is not available "
+                        + "for this format")
             }
             if !problems.isEmpty { throw ExitCode(Exit.integrity) }
         }

@@ -10,10 +10,23 @@ extension FMDatabaseFileKind {
         self = FMDatabase.inspectFile(atPath: path)
     }
 
-    /// Whether the header says encrypted (or not a database at all).
+    /// Whether the header says encrypted (or not a database at all): a plaintext header included.
     var isEncrypted: Bool {
-        if case .encrypted = self { return true }
-        return false
+        switch self {
+        case .encrypted, .encryptedWithPlaintextHeader: return true
+        default: return false
+        }
+    }
+
+    /// The plaintext header's size, for a SQLCipher file that keeps one (never a plaintext database).
+    var plaintextHeaderSize: Int? {
+        if case .encryptedWithPlaintextHeader(let size) = self { return size }
+        return nil
+    }
+
+    /// How every command names a file with a plaintext header.
+    static func plaintextHeaderDescription(_ size: Int) -> String {
+        "encrypted, with a plaintext header of \(size) bytes (as iOS apps in shared containers write)"
     }
 }
 
@@ -75,7 +88,7 @@ enum DatabaseFiles {
                 try db.setKey(using: provider, settings: settings)
             } catch {
                 db.close()
-                let failure = CLIError.from(error, context: path)
+                let failure = openingError(error, path: path, settings: settings)
                 if failure.code == Exit.wrongKey, FileKind(path: path) == .plaintext {
                     throw plaintextGivenAKey(path)
                 }
@@ -103,6 +116,19 @@ enum DatabaseFiles {
             code: Exit.wrongKey, hintsKey: false)
     }
 
+    /// The error of a key that failed to open `path` with `settings`. A file with a plaintext header opens only
+    /// with its header size and salt, which it does not record: when they were not given, a wrong key says so.
+    static func openingError(_ error: Error, path: String, settings: CipherSettings) -> CLIError {
+        let failure = CLIError.from(error, context: path)
+        guard failure.code == Exit.wrongKey, settings.plaintextHeaderSize == nil,
+            let size = FileKind(path: path).plaintextHeaderSize
+        else { return failure }
+        return CLIError(
+            failure.message + "; \(path) is " + FileKind.plaintextHeaderDescription(size)
+                + ": give --cipher-plaintext-header-size \(size) and --cipher-salt (the salt the app keeps)",
+            code: failure.code)
+    }
+
     /// Every user table and its row count (the library's `tableRowCounts`).
     static func tableCounts(_ db: FMDatabase) throws -> [(String, Int64)] {
         try db.tableRowCounts().map { ($0.name, $0.rows) }
@@ -113,9 +139,10 @@ enum DatabaseFiles {
         try db.integrityProblems(quick: quick)
     }
 
-    /// SQLCipher 4's PRAGMA cipher_integrity_check on a keyed connection: the library's `cipherIntegrityProblems`.
-    static func cipherIntegrityCheck(_ db: FMDatabase) throws -> [String] {
-        try db.cipherIntegrityProblems()
+    /// SQLCipher 4's PRAGMA cipher_integrity_check on a keyed connection, or nil when SQLCipher declines to
+    /// check the format (no per-page HMAC): the library's `cipherIntegrityProblemsIfChecked`.
+    static func cipherIntegrityCheck(_ db: FMDatabase) throws -> [String]? {
+        try db.cipherIntegrityProblemsIfChecked()
     }
 
     /// Creates an empty file at `path` for a new database (`sql` on a missing file): mode 0600 whatever the
@@ -216,7 +243,7 @@ struct DatabaseCopy {
         } catch {
             switch step {
             case .backup: throw failed(error, stages)
-            case .opening: throw CLIError.from(error, context: source)
+            case .opening: throw DatabaseFiles.openingError(error, path: source, settings: sourceSettings)
             case .rekey: throw error
             }
         }
@@ -281,7 +308,7 @@ struct DatabaseCopy {
         case .writingSlotFile?:
             return CLIError.from(error, context: "\(verb) \(source) → \(destination): the key slot file")
         case .openingSource?:
-            return CLIError.from(error, context: source)
+            return DatabaseFiles.openingError(error, path: source, settings: sourceSettings)
         case .checkingSource?:
             return CLIError.fromOpened(error, context: source, keyed: sourceProvider != nil)
         case .copying?:

@@ -82,12 +82,13 @@ struct Encrypt: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let settings = try KDFFloor.newFileSettings(
+            let floorSettings = try KDFFloor.newFileSettings(
                 pageSize: key.pageSize.value, pageSizeOption: key.pageSize.option,
                 iterations: key.iterations.value,
                 unsafeIterations: unsafeNewKDFIterations ?? deprecatedUnsafeKDFIterations,
                 option: key.iterations.option,
                 unsafeOption: deprecatedUnsafeKDFIterations == nil ? "--unsafe-new-kdf-iter" : "--unsafe-kdf-iter")
+            let settings = try key.choices.settings(floorSettings)
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {
             case .plaintext: break

@@ -48,7 +48,8 @@ enum Exit {
         (noInput, "input file missing, unreadable, a directory, or not a regular file"),
         (
             unsupportedFormat,
-            "a SQLCipher 4 database (the key is right) and the linked SQLCipher is 3.x: Scripts/install --sqlcipher 4"
+            "a SQLCipher 4 database (the key is right), or a setting only SQLCipher 4 has, and the linked SQLCipher is "
+                + "3.x: Scripts/install --sqlcipher 4"
         ),
         (cannotCreate, "output exists (use --force) or cannot be created"),
         (ioError, "I/O error, disk full, read-only; standard output could not be written"),

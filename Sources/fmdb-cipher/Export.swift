@@ -77,6 +77,7 @@ struct Export: ParsableCommand {
         help: ArgumentHelp(
             "KDF iterations of DEST below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
     var unsafeNewKDFIterations: Int?
+    @OptionGroup var newChoices: NewCipherChoiceOptions
     @Option(
         help: ArgumentHelp(
             "File format of DEST: 3 or 4 (SQLCipher 3 or 4; default: the linked SQLCipher's).", valueName: "N"))
@@ -129,12 +130,13 @@ struct Export: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let destinationFormat = try Self.format(sqlcipher4 ? 4 : format)
-            let settings = try KDFFloor.newFileSettings(
+            let floorSettings = try KDFFloor.newFileSettings(
                 pageSize: newPageSize ?? deprecatedNewPageSize,
                 pageSizeOption: deprecatedNewPageSize == nil ? "--new-cipher-page-size" : "--new-page-size",
                 iterations: newKDFIterations,
                 unsafeIterations: unsafeNewKDFIterations,
                 option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter", format: destinationFormat)
+            let settings = try newChoices.settings(floorSettings)
             let kind = try DatabaseFiles.requireInput(source)
             if kind == .plaintext {
                 throw CLIError(

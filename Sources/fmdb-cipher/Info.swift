@@ -44,6 +44,9 @@ struct Info: ParsableCommand {
             case .plaintext: header = "plaintext SQLite database"
             case .empty: header = "empty file (a new database)"
             case .truncated: header = "not a database (too short)"
+            case .encryptedWithPlaintextHeader(let size):
+                header = FileKind.plaintextHeaderDescription(size)
+                info["plaintext_header_size"] = size
             default: header = "encrypted (or not a database): no SQLite header"
             }
             info["header"] = header
@@ -114,11 +117,13 @@ struct Info: ParsableCommand {
                     let format = db.cipherFormat ?? .linkedDefault
                     details["key_derivation"] = OpeningFlags.derivation(kdf, format: format, iterations: iterations)
                     details["cipher"] = db.string(forQuery: "PRAGMA cipher") ?? ""
-                    let flags = OpeningFlags.needed(
-                        kdf: kdf, format: format, pageSize: pageSize, iterations: iterations)
+                    let flags =
+                        OpeningFlags.needed(kdf: kdf, format: format, pageSize: pageSize, iterations: iterations)
+                        + OpeningFlags.choices(key.settings)
                     details["open_with"] = flags
                     details["settings"] =
                         key.cipherPageSize != nil || key.kdfIterations != nil
+                            || !OpeningFlags.choices(key.settings).isEmpty
                         ? "as given (not recorded in the file)" : "\(format)'s defaults"
                 }
                 details["page_size"] = Int(db.int(forQuery: "PRAGMA page_size"))

@@ -12,7 +12,7 @@ enum KDF: String, ExpressibleByArgument, CaseIterable {
     case pbkdf2
     /// scrypt N=2^15 r=8 p=1 over the file's salt.
     case scrypt
-    /// A 32-byte key (or 64 hex digits): no KDF.
+    /// A 32-byte key, or 64 hex digits (96 with the file's salt), bare or as `x'…'`: no KDF.
     case raw
     /// A passphrase that opens a key slot (`keys`): the data key is unwrapped from `DB-keyslots`.
     case slot
@@ -127,7 +127,8 @@ struct KeyOptions: ParsableArguments {
         help:
             """
             How the key is used: passphrase (SQLCipher's own KDF, shell compatible), pbkdf2-sqlcipher, pbkdf2, \
-            scrypt, raw; slot, slot-raw, slot-recovery (a key slot).
+            scrypt, raw (32 bytes, or 64 hex digits, 96 with the salt, bare or as x'...'); slot, slot-raw, \
+            slot-recovery (a key slot).
             """
     )
     var kdf: KDF = .passphrase
@@ -162,7 +163,14 @@ struct KeyOptions: ParsableArguments {
                 + "--key-credential NAME")
     }
 
-    var settings: CipherSettings { CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations) }
+    @OptionGroup var choices: CipherChoiceOptions
+
+    /// The settings given for the file read: page size, KDF iterations and the app's choices (already
+    /// checked by `validate()`).
+    var settings: CipherSettings {
+        let base = CipherSettings(pageSize: cipherPageSize, kdfIterations: kdfIterations)
+        return (try? choices.settings(base)) ?? base
+    }
 
     var source: KeySource? { from.source }
 

@@ -59,6 +59,8 @@ struct NewFileKeyOptions: ParsableArguments {
             valueName: "N"))
     var newKDFIterations: Int?
 
+    @OptionGroup var choices: NewCipherChoiceOptions
+
     // The spellings of an earlier release (deprecated): the new file's values under the names that open it.
     @Option(name: .customLong("cipher-page-size"), help: .hidden) var deprecatedCipherPageSize: Int?
     @Option(name: .customLong("page-size"), help: .hidden) var deprecatedPageSize: Int?

@@ -24,11 +24,24 @@ enum OpeningFlags {
         return flags
     }
 
-    /// The flags that open a new file written with `kdf` and `settings` (nil format: the linked default).
+    /// The flags that open a new file written with `kdf` and `settings` (nil format: the linked default),
+    /// the app-chosen settings included (`--cipher-hmac-algorithm`, `--cipher-plaintext-header-size`, ...).
     static func needed(kdf: KDF, settings: CipherSettings) -> [String] {
         needed(
             kdf: kdf, format: settings.format ?? .linkedDefault, pageSize: settings.pageSize,
-            iterations: settings.kdfIterations)
+            iterations: settings.kdfIterations) + choices(settings)
+    }
+
+    /// The `--cipher-…` flags of the settings an app chose. The salt is said as given on the command line
+    /// (`--new-cipher-salt`): a file with a plaintext header does not open without it.
+    static func choices(_ settings: CipherSettings) -> [String] {
+        var flags: [String] = []
+        if let algorithm = settings.hmacAlgorithm { flags += ["--cipher-hmac-algorithm", algorithm.rawValue] }
+        if let algorithm = settings.kdfAlgorithm { flags += ["--cipher-kdf-algorithm", algorithm.rawValue] }
+        if let usesHMAC = settings.usesHMAC, !usesHMAC { flags += ["--cipher-use-hmac", "off"] }
+        if let size = settings.plaintextHeaderSize { flags += ["--cipher-plaintext-header-size", String(size)] }
+        if let salt = settings.salt { flags += ["--cipher-salt", salt.map { String(format: "%02x", $0) }.joined()] }
+        return flags
     }
 
     /// Says on standard error which flags open `path`, when it needs any beyond the key.

@@ -93,4 +93,133 @@ final class PythonInteropTests: FMDBCipherTestCase {
             XCTAssertEqual(compat.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "from FMDB", compat.stderr)
         }
     }
+    /// Apps choose SQLCipher 4 settings (page size, KDF iterations, HMAC and KDF algorithms): with
+    /// CipherSettings saying so, such a file opens on SQLCipher 4; on SQLCipher 3 the right key is told apart
+    /// from a wrong one (code 24, which the tool reports as exit 69), never taken for a wrong key.
+    func testSQLCipher4FileWithAppChosenSettingsOpensOrIsToldApart() throws {
+        let cases: [(name: String, pragmas: String, settings: CipherSettings)] = [
+            (
+                "pages", "PRAGMA cipher_page_size = 8192\nPRAGMA kdf_iter = 12000\n",
+                CipherSettings(pageSize: 8192, unsafeKDFIterations: 12_000)
+            ),
+            (
+                "algorithms",
+                "PRAGMA cipher_hmac_algorithm = HMAC_SHA256\nPRAGMA cipher_kdf_algorithm = PBKDF2_HMAC_SHA256\n",
+                CipherSettings(hmacAlgorithm: .sha256, kdfAlgorithm: .pbkdf2SHA256)
+            ),
+            ("sha1", "PRAGMA cipher_hmac_algorithm = HMAC_SHA1\n", CipherSettings(hmacAlgorithm: .sha1)),
+        ]
+        for (name, pragmas, settings) in cases {
+            let path = directory.path("\(name).db")
+            let made = try python(
+                pragmas.split(separator: "\n").map { "db.execute(\"\($0)\")\n" }.joined()
+                    + "db.execute(\"CREATE TABLE t (a TEXT)\")\ndb.execute(\"INSERT INTO t VALUES ('\(name)')\")\n"
+                    + "db.commit()\n",
+                path: path, key: "app passphrase")
+            XCTAssertEqual(made.status, 0, made.stderr)
+            for (key, right) in [("app passphrase", true), ("wrong passphrase", false)] {
+                let db = FMDatabase(path: path)
+                db.logsErrors = false
+                XCTAssertTrue(db.open())
+                defer { db.close() }
+                let opened = Result { try db.setKey(using: PassphraseKeyProvider(key), settings: settings) }
+                if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+                    if right {
+                        XCTAssertNoThrow(try opened.get(), name)
+                        XCTAssertEqual(db.string(forQuery: "SELECT a FROM t"), name)
+                    } else {
+                        XCTAssertThrowsError(try opened.get()) { XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB)) }
+                    }
+                } else if right || name != "pages" {
+                    // The right key, or settings only SQLCipher 4 has: code 24, naming SQLCipher 4.
+                    XCTAssertThrowsError(try opened.get(), name) { error in
+                        XCTAssertEqual(nsError(error).code, Int(SQLITE_FORMAT), "\(name): \(error)")
+                        XCTAssertTrue("\(error)".contains("SQLCipher 4"), "\(error)")
+                    }
+                } else {
+                    XCTAssertThrowsError(try opened.get(), name) { error in
+                        XCTAssertEqual(nsError(error).code, Int(SQLITE_NOTADB), "\(name): \(error)")
+                    }
+                }
+            }
+        }
+        // The tool: exit 69 for the right key with flags describing the file, 65 for a wrong one.
+        guard !CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
+        for (key, status) in [("app passphrase", Int32(69)), ("wrong passphrase", Int32(65))] {
+            let info = try runTool(
+                [
+                    "info", directory.path("pages.db"), "--key-env", "K", "--cipher-page-size", "8192", "--kdf-iter",
+                    "12000",
+                ],
+                env: ["K": key])
+            XCTAssertEqual(info.status, status, info.stderr)
+        }
+    }
+    /// An iOS app in a shared app-group container writes a plaintext header (`cipher_plaintext_header_size =
+    /// 32`) and keeps the salt itself. Such a file is encrypted, never "plaintext", in the library and in
+    /// every command; with its header size and salt it opens on SQLCipher 4, and on SQLCipher 3 those
+    /// settings are refused with code 24 (exit 69) naming SQLCipher 4.
+    func testFileWithAPlaintextHeaderIsEncryptedAndOpensWithItsHeaderAndSalt() throws {
+        let path = directory.path("shared.db")
+        let salt = "00112233445566778899aabbccddeeff"
+        let made = try python(
+            """
+            db.execute("PRAGMA cipher_plaintext_header_size = 32")
+            db.execute("PRAGMA cipher_salt = \\"x'\(salt)'\\"")
+            db.execute("CREATE TABLE t (a TEXT)")
+            db.execute("INSERT INTO t VALUES ('from an app group')")
+            db.commit()
+            """, path: path, key: "group key")
+        XCTAssertEqual(made.status, 0, made.stderr)
+        let head = try XCTUnwrap(FileHandle(forReadingAtPath: path)).readData(ofLength: 16)
+        XCTAssertEqual(String(decoding: head.prefix(15), as: UTF8.self), "SQLite format 3", "the writer kept a header")
+        XCTAssertEqual(FMDatabase.inspectFile(atPath: path), .encryptedWithPlaintextHeader(size: 32))
+
+        let saltBytes = Data((0..<16).map { UInt8($0 * 0x11) })
+        let settings = CipherSettings(plaintextHeaderSize: 32, salt: saltBytes)
+        let db = FMDatabase(path: path)
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        defer { db.close() }
+        // Without its header size and salt the key cannot read it: a wrong key (26), the file unchanged.
+        XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("group key"))) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB))
+        }
+        if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+            try db.setKey(using: PassphraseKeyProvider("group key"), settings: settings)
+            XCTAssertEqual(db.string(forQuery: "SELECT a FROM t"), "from an app group")
+        } else {
+            XCTAssertThrowsError(try db.setKey(using: PassphraseKeyProvider("group key"), settings: settings)) {
+                XCTAssertEqual(nsError($0).code, Int(SQLITE_FORMAT))
+                XCTAssertTrue("\($0)".contains("SQLCipher 4"), "\($0)")
+                XCTAssertFalse("\($0)".contains(salt), "the salt is never said")
+            }
+        }
+
+        // The tool: encrypted with a plaintext header in info (no key needed), never "plaintext" anywhere.
+        let info = try runTool(["info", path, "--json"])
+        XCTAssertEqual(info.status, 0, info.stderr)
+        XCTAssertTrue(info.stdout.contains("\"plaintext_header_size\" : 32"), info.stdout)
+        XCTAssertTrue(info.stdout.contains("encrypted, with a plaintext header of 32 bytes"), info.stdout)
+        let flags = ["--cipher-plaintext-header-size", "32", "--cipher-salt", "x'\(salt)'"]
+        let opened = CipherFormat.v4.isSupportedByLinkedSQLCipher ? Int32(0) : Int32(69)
+        for command in [
+            ["decrypt", path, directory.path("out.db")], ["export", path, directory.path("copy.db")],
+            ["rekey", path], ["info", path], ["sql", path, "SELECT a FROM t", "--read-only"], ["check", path],
+        ] {
+            let newKey = ["export", "rekey"].contains(command[0]) ? ["--new-key-env", "N"] : []
+            let bare = try runTool(command + ["--key-env", "K"] + newKey, env: ["K": "group key", "N": "other key"])
+            XCTAssertFalse(bare.stderr.contains("plaintext SQLite"), "\(command[0]): \(bare.stderr)")
+            XCTAssertFalse(bare.stderr.contains("not encrypted"), "\(command[0]): \(bare.stderr)")
+            XCTAssertFalse(bare.stderr.contains("is a plaintext database"), "\(command[0]): \(bare.stderr)")
+            XCTAssertEqual(bare.status, 65, "\(command[0]): \(bare.stderr)")
+            XCTAssertTrue(bare.stderr.contains("encrypted, with a plaintext header of 32 bytes"), bare.stderr)
+            XCTAssertTrue(bare.stderr.contains("--cipher-plaintext-header-size 32"), bare.stderr)
+            guard ["info", "sql", "check"].contains(command[0]) else { continue }
+            let given = try runTool(command + ["--key-env", "K"] + flags, env: ["K": "group key"])
+            XCTAssertEqual(given.status, opened, "\(command[0]): \(given.stderr)")
+            XCTAssertFalse(given.stderr.contains(salt), "the salt is never said: \(given.stderr)")
+        }
+        XCTAssertEqual(FMDatabase.inspectFile(atPath: path), .encryptedWithPlaintextHeader(size: 32), "unchanged")
+    }
 }

@@ -92,6 +92,9 @@ final class Connection {
             return FMDatabaseError.refused(refusal, sql: sql)
         }
         let current = sqlite3_extended_errcode(db)
+        if let refusal = queryOnlyWriteRefusal(current) {
+            return FMDatabaseError.refused(refusal, sql: sql)
+        }
         guard let code, (code & 0xFF) != (current & 0xFF) else {
             return FMDatabaseError(code: current, message: String(cString: sqlite3_errmsg(db)), sql: sql)
         }
@@ -124,6 +127,7 @@ final class Connection {
         try refuseIfTransactionAborted(sql: sql)
         try settlePendingSQLKey()
         var stmt: OpaquePointer?
+        authorizerState.sawRowWrite = false
         let rc = try withSQLText(sql) { cSQL in
             sqlite3_prepare_v2(db, cSQL, -1, &stmt, nil)
         }
@@ -135,6 +139,7 @@ final class Connection {
             // Only white space or a comment: nothing to run.
             throw FMDatabaseError(code: SQLITE_MISUSE, message: "The SQL contains no statement.", sql: sql)
         }
+        try refuseRowWrite(stmt, sql: sql)
         return Statement(connection: self, handle: stmt, sql: sql)
     }
 
@@ -289,6 +294,7 @@ extension Connection {
         var stmt: OpaquePointer?
         var consumed = 0
         var nulOffset: Int?
+        authorizerState.sawRowWrite = false
         let rc = bytes.withUnsafeBufferPointer { buffer -> Int32 in
             guard let base = buffer.baseAddress else { return SQLITE_OK }
             if offset == 0, let nul = memchr(base, 0, buffer.count) {
@@ -316,6 +322,7 @@ extension Connection {
         }
         guard let stmt else { return nil }
         let sql = sqlite3_sql(stmt).map { String(cString: $0) } ?? ""
+        try refuseRowWrite(stmt, sql: sql)
         return (Statement(connection: self, handle: stmt, sql: sql), max(consumed, 1))
     }
 }

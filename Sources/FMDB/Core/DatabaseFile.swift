@@ -28,6 +28,10 @@ enum DatabaseFile {
         /// Anything else with at least 16 bytes: an encrypted file (its first 16 bytes are the salt), or
         /// not a database at all.
         case encrypted(salt: Data)
+        /// A SQLCipher file whose first `size` bytes SQLCipher keeps unencrypted
+        /// (`cipher_plaintext_header_size`, as iOS apps in shared containers write): it starts as a plaintext
+        /// file does, but what follows is ciphertext. Its salt is not in the file.
+        case encryptedWithPlaintextHeader(size: Int)
         /// A file too short to hold a header.
         case truncated
 
@@ -35,9 +39,9 @@ enum DatabaseFile {
         var isNew: Bool { self == .missing || self == .empty }
     }
 
-    /// Reads the first 16 bytes: this runs at every keyed open, so it stays cheap. The path is classified
-    /// with stat(2) first (no descriptor), so a FIFO never blocks the caller; a regular file's bytes are
-    /// read through SQLite (`readStart`), never through a descriptor of our own.
+    /// Reads the first 100 bytes (the SQLite header): this runs at every keyed open, so it stays cheap. The
+    /// path is classified with stat(2) first (no descriptor), so a FIFO never blocks the caller; a regular
+    /// file's bytes are read through SQLite (`readStart`), never through a descriptor of our own.
     static func kind(atPath path: String) -> Kind {
         var info = stat()
         guard stat(path, &info) == 0 else {
@@ -51,11 +55,36 @@ enum DatabaseFile {
         case S_IFDIR: return .directory
         default: return .notRegularFile
         }
-        guard let (head, _) = readStart(ofFileAt: path, count: 16) else { return .unreadable }
+        guard let (head, _) = readStart(ofFileAt: path, count: 100) else { return .unreadable }
         if head.isEmpty { return .empty }
-        if isPlaintextHeader(head) { return .plaintext }
+        if isPlaintextHeader(head.prefix(16)) {
+            if let size = plaintextHeaderSize(Array(head)) { return .encryptedWithPlaintextHeader(size: size) }
+            return .plaintext
+        }
         if head.count < 16 { return .truncated }
-        return .encrypted(salt: head)
+        return .encrypted(salt: head.prefix(16))
+    }
+
+    /// How many bytes of a file that starts with SQLite's magic SQLCipher kept unencrypted, or nil when the
+    /// whole header reads as a plaintext SQLite file's. SQLite requires bytes 72..<92 of the header to be
+    /// zero ("reserved for expansion"); ciphertext there means an encrypted file with a plaintext header.
+    /// The size is where the header stops making sense, in SQLCipher's 16-byte steps: bytes 16..<24 (page
+    /// size, versions, payload fractions 64/32/32), the schema format at 44 (1-4), the text encoding at 56
+    /// (1-3); 32 for the files iOS apps write.
+    static func plaintextHeaderSize(_ head: [UInt8]) -> Int? {
+        guard head.count == 100, head[72..<92].contains(where: { $0 != 0 }) else { return nil }
+        func number(at offset: Int) -> Int {
+            head[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+        }
+        let pageSize = Int(head[16]) << 8 | Int(head[17])
+        let sane =
+            (pageSize == 1 || (512...32_768).contains(pageSize) && pageSize & (pageSize - 1) == 0)
+            && (1...2).contains(head[18]) && (1...2).contains(head[19]) && head[21] == 64 && head[22] == 32
+            && head[23] == 32
+        guard sane else { return 16 }
+        guard (1...4).contains(number(at: 44)) else { return 32 }
+        guard (1...3).contains(number(at: 56)) else { return 48 }
+        return 64
     }
 
     /// Up to `count` bytes from the start of the regular file at `path`, and its size; nil when it cannot be

@@ -204,8 +204,17 @@ extension KeyedAuthorizerPolicy {
     /// when it may: every PRAGMA that sets a value (`journal_mode = WAL` rewrites the file's header, which
     /// `PRAGMA query_only` alone lets through; `query_only = OFF` would undo it) or acts without one
     /// (`wal_checkpoint`, `optimize`, `incremental_vacuum`), `ATTACH`/`DETACH` (and so `VACUUM`, which
-    /// attaches), and every statement that writes (`INSERT`, `UPDATE`, `DELETE`, `CREATE`, `DROP`, `ALTER`,
-    /// `REINDEX`, `ANALYZE`), temporary tables included.
+    /// attaches), and every statement that changes a schema (`CREATE`, `DROP`, `ALTER`, `REINDEX`,
+    /// `ANALYZE`), temporary ones included.
+    ///
+    /// Row writes (`INSERT`, `UPDATE`, `DELETE`) are not judged here, by action: a virtual-table module
+    /// (FTS3/4/5, R-tree) compiles statements of its own while a query that reads it is compiled, and the
+    /// authorizer sees their actions as the query's: R-tree prepares the INSERT and DELETE of its shadow
+    /// tables up front, and connecting one reports an UPDATE of `sqlite_master`, though reading runs
+    /// neither. A row write is refused by what the statement itself does instead: the library refuses a
+    /// statement it prepares that is not read-only (`sqlite3_stmt_readonly`) after a row-write action
+    /// (`rowWriteRefusal`), and `PRAGMA query_only` stops any write that runs (SQLITE_READONLY, reported
+    /// with the same message).
     static func queryOnlyRefusal(action: Int32, first: UnsafePointer<CChar>?, second: UnsafePointer<CChar>?)
         -> String?
     {
@@ -218,7 +227,6 @@ extension KeyedAuthorizerPolicy {
             guard second != nil || actingWithoutValuePragmas.contains(name) else { return nil }
             what = second != nil ? "PRAGMA \(name) = …" : "PRAGMA \(name)"
         case SQLITE_ATTACH, SQLITE_DETACH: what = "ATTACH, DETACH and VACUUM"
-        case SQLITE_INSERT, SQLITE_UPDATE, SQLITE_DELETE: what = "a statement that writes"
         case SQLITE_CREATE_INDEX, SQLITE_CREATE_TABLE, SQLITE_CREATE_TEMP_INDEX, SQLITE_CREATE_TEMP_TABLE,
             SQLITE_CREATE_TEMP_TRIGGER, SQLITE_CREATE_TEMP_VIEW, SQLITE_CREATE_TRIGGER, SQLITE_CREATE_VIEW,
             SQLITE_CREATE_VTABLE, SQLITE_DROP_INDEX, SQLITE_DROP_TABLE, SQLITE_DROP_TEMP_INDEX,
@@ -228,6 +236,14 @@ extension KeyedAuthorizerPolicy {
         default: return nil
         }
         return "\(what) is refused: this connection answers queries only"
+    }
+
+    /// The refusal of a statement that writes rows on a query-only connection.
+    static let rowWriteRefusal = "a statement that writes is refused: this connection answers queries only"
+
+    /// Whether `action` writes rows (the actions `queryOnlyRefusal` leaves to the statement's own check).
+    static func writesRows(_ action: Int32) -> Bool {
+        action == SQLITE_INSERT || action == SQLITE_UPDATE || action == SQLITE_DELETE
     }
 }
 
@@ -255,6 +271,9 @@ final class AuthorizerState {
     var requiresKey = false
     /// Set by `makeQueryOnly`: SQL text may only read (`KeyedAuthorizerPolicy.queryOnlyRefusal`).
     var isQueryOnly = false
+    /// Set when SQL text compiled on a query-only connection reported a row write (its own, or one of a
+    /// virtual-table module's statements); cleared before each statement the library prepares.
+    var sawRowWrite = false
     /// The connection's handle, for the list of its prepared statements (read only).
     fileprivate var handle: OpaquePointer?
     /// Nesting depth of `Connection.runningLibraryStatements`.
@@ -301,6 +320,7 @@ final class AuthorizerState {
             refuse(KeyedAuthorizerPolicy.keyRequiredRefusal)
             return SQLITE_DENY
         }
+        if isQueryOnly, libraryDepth == 0, KeyedAuthorizerPolicy.writesRows(action) { sawRowWrite = true }
         if isQueryOnly, libraryDepth == 0,
             let refusal = KeyedAuthorizerPolicy.queryOnlyRefusal(action: action, first: first, second: second)
         {
@@ -558,7 +578,28 @@ extension Connection {
             return FMDatabaseError.refused(refusal, sql: sql)
         }
         guard let db = handle else { return .closed(sql: sql) }
+        if let refusal = queryOnlyWriteRefusal(sqlite3_extended_errcode(db)) {
+            return FMDatabaseError.refused(refusal, sql: sql)
+        }
         return FMDatabaseError(code: sqlite3_extended_errcode(db), message: message, sql: sql)
+    }
+
+    /// The query-only refusal for a write `PRAGMA query_only` stopped (the extended code `SQLITE_READONLY`
+    /// itself on a query-only connection), or nil. Its extended forms (a hot journal a read-only connection
+    /// cannot roll back, `SQLITE_READONLY_ROLLBACK`, ...) are not writes of the statement: SQLite's error stays.
+    func queryOnlyWriteRefusal(_ extendedCode: Int32) -> String? {
+        authorizerState.isQueryOnly && extendedCode == SQLITE_READONLY ? KeyedAuthorizerPolicy.rowWriteRefusal : nil
+    }
+
+    /// Refuses (SQLITE_AUTH) a statement just prepared on a query-only connection that writes rows: it
+    /// reported a row-write action and is not read-only. A query whose virtual-table module compiled
+    /// writes of its own (`queryOnlyRefusal`) is read-only and passes. Finalizes `stmt` when refused.
+    func refuseRowWrite(_ stmt: OpaquePointer, sql: String?) throws {
+        guard authorizerState.isQueryOnly, authorizerState.sawRowWrite, sqlite3_stmt_readonly(stmt) == 0 else {
+            return
+        }
+        sqlite3_finalize(stmt)
+        throw FMDatabaseError.refused(KeyedAuthorizerPolicy.rowWriteRefusal, sql: sql)
     }
 
     /// Runs the library's own statements (cipher settings, attach, export): the authorizer lets them through.

@@ -25,6 +25,8 @@ extension FMDatabase {
     /// The pages whose HMAC fails, as SQLCipher 4's `PRAGMA cipher_integrity_check` reports them on a keyed
     /// connection ("HMAC verification failed for page N"); none when every page passes, and always none on
     /// SQLCipher 3.4.1, which has no such pragma (`CipherFormat.v4.isSupportedByLinkedSQLCipher` tells).
+    /// None, too, when SQLCipher declines to check the file's format (no per-page HMAC):
+    /// ``cipherIntegrityProblemsIfChecked()`` tells that apart.
     ///
     /// ```swift
     /// let failed = try db.cipherIntegrityProblems()
@@ -34,7 +36,29 @@ extension FMDatabase {
     /// - Throws: `FMDatabaseError` when the check itself fails.
     /// - Note: FMDB compatibility: FMDB has no such method; this is an addition.
     public func cipherIntegrityProblems() throws -> [String] {
-        try pragmaProblems("PRAGMA cipher_integrity_check")
+        try cipherIntegrityProblemsIfChecked() ?? []
+    }
+
+    /// `cipherIntegrityProblems()`, or nil when SQLCipher declined to check: a format without a per-page
+    /// HMAC (SQLCipher 1's, or `cipher_use_hmac = OFF`) has nothing for it to check, and it answers so
+    /// ("HMAC is not enabled, unable to integrity check") instead of naming a damaged page. That answer is
+    /// not damage; `integrityProblems()` still checks the database's structure.
+    ///
+    /// ```swift
+    /// if let failed = try db.cipherIntegrityProblemsIfChecked() { print(failed) } else { print("not checked") }
+    /// ```
+    ///
+    /// Related SQLite documentation: <https://www.zetetic.net/sqlcipher/sqlcipher-api/#cipher_integrity_check>
+    /// - Throws: `FMDatabaseError` when the check itself fails.
+    /// - Note: FMDB compatibility: FMDB has no such method; this is an addition.
+    public func cipherIntegrityProblemsIfChecked() throws -> [String]? {
+        let problems = try pragmaProblems("PRAGMA cipher_integrity_check")
+        return problems.count == 1 && Self.isCipherCheckDeclined(problems[0]) ? nil : problems
+    }
+
+    /// Whether a `cipher_integrity_check` row is SQLCipher declining to check the format (it has no HMAC).
+    static func isCipherCheckDeclined(_ row: String) -> Bool {
+        row.trimmingCharacters(in: .whitespaces).lowercased().hasPrefix("hmac is not enabled")
     }
 
     /// Every user table (`sqlite_master`, names not starting with `sqlite_`) with its row count, by name.

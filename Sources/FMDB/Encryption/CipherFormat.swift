@@ -98,8 +98,9 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
     /// The error for the right key to a SQLCipher 4 file on a SQLCipher 3.x library, which cannot read the
     /// format: `SQLITE_FORMAT` (24) with a message saying so (`action`: "open", "attach"), so it is not taken
     /// for a wrong key. Nil on SQLCipher 4.x, when `settings` name a format (the caller asked for that one),
-    /// and when page 1 of the file at `path` does not authenticate as SQLCipher 4 under the key `provider`
-    /// gives for `.v4` (a wrong key, a file of another format). A passphrase costs SQLCipher 4's KDF: call it
+    /// and when page 1 of the file at `path` does not authenticate as SQLCipher 4, with the page size, KDF
+    /// iterations and algorithms `settings` give, under the key `provider` gives for `.v4` (a wrong key, a
+    /// file of another format or other settings). A passphrase costs SQLCipher 4's KDF: call it
     /// on a failure path only, after no format the linked library reads has matched.
     static func unreadableSQLCipher4Error(
         atPath path: String, salt: Data, provider: any KeyProvider,
@@ -107,7 +108,7 @@ public enum CipherFormat: Int, Sendable, CaseIterable, Comparable, CustomStringC
     ) -> FMDatabaseError? {
         guard settings.format == nil, !CipherFormat.v4.isSupportedByLinkedSQLCipher,
             SQLCipher4Verifier.isSQLCipher4File(
-                atPath: path, salt: salt,
+                atPath: path, salt: salt, settings: settings,
                 key: {
                     try provider.key(for: KeyRequest(databasePath: path, salt: salt, format: .v4)).validated()
                 })

@@ -1,7 +1,16 @@
+import CSQLCipher
 import Foundation
 
 /// Cipher settings for a database this connection keys (`setKey(using:settings:)`) or attaches
-/// (`attachDatabase`, for export and encrypt): page size, KDF iterations, file format.
+/// (`attachDatabase`, for export and encrypt): page size, KDF iterations, file format, and the settings
+/// SQLCipher lets an app choose besides: a plaintext header and the salt kept outside the file (iOS apps
+/// in shared containers), the HMAC and KDF algorithms, and whether pages carry an HMAC at all.
+///
+/// Each choice is applied with its PRAGMA right after the key, after the format's
+/// (`cipher_compatibility` resets them). One the linked SQLCipher does not have (asked of it: a keyed
+/// connection answers the PRAGMA or not) is refused with `SQLITE_FORMAT` (24) naming the SQLCipher that
+/// has it: `cipher_plaintext_header_size`, `cipher_salt`, `cipher_hmac_algorithm` and
+/// `cipher_kdf_algorithm` are SQLCipher 4's; `cipher_use_hmac` is in both lines.
 ///
 /// Defaults are the format's (`CipherFormat`): SQLCipher 4 (on 4.x) 4096-byte pages, PBKDF2-HMAC-SHA512
 /// 256,000 iterations, HMAC-SHA512 per page; SQLCipher 3 (on 3.x) 1024-byte pages, PBKDF2-HMAC-SHA1
@@ -34,15 +43,58 @@ public struct CipherSettings: Sendable, Equatable {
     /// page size and KDF iterations above then adjust it).
     public var format: CipherFormat?
 
+    /// `PRAGMA cipher_plaintext_header_size` (SQLCipher 4): how many bytes at the start of the file stay
+    /// unencrypted (32 for iOS apps in shared app-group containers, so iOS sees a SQLite header; a multiple
+    /// of 16). Such a file does not hold its salt: give it as `salt`, as the app that wrote it keeps it.
+    public var plaintextHeaderSize: Int?
+    /// `PRAGMA cipher_salt` (SQLCipher 4): the 16-byte KDF salt, for a file with a plaintext header (which
+    /// does not hold it) or a new file that should get this one. Never put in a message or a log.
+    public var salt: Data?
+    /// `PRAGMA cipher_hmac_algorithm` (SQLCipher 4): the HMAC of every page.
+    public var hmacAlgorithm: HMACAlgorithm?
+    /// `PRAGMA cipher_kdf_algorithm` (SQLCipher 4): the PBKDF2 digest of a passphrase and of the HMAC key.
+    public var kdfAlgorithm: KDFAlgorithm?
+    /// `PRAGMA cipher_use_hmac` (SQLCipher 3 and 4): false for files whose pages carry no HMAC.
+    public var usesHMAC: Bool?
+
     /// Whether a new file may get fewer than `minimumKDFIterations` iterations (made with
     /// `init(pageSize:unsafeKDFIterations:)`).
     public private(set) var allowsWeakKDF = false
 
+    /// An HMAC algorithm SQLCipher 4 authenticates pages with: its `PRAGMA cipher_hmac_algorithm` value.
+    public enum HMACAlgorithm: String, Sendable, CaseIterable {
+        /// HMAC-SHA1: SQLCipher 3's.
+        case sha1 = "HMAC_SHA1"
+        /// HMAC-SHA256.
+        case sha256 = "HMAC_SHA256"
+        /// HMAC-SHA512: SQLCipher 4's default.
+        case sha512 = "HMAC_SHA512"
+    }
+
+    /// A PBKDF2 digest SQLCipher 4 derives keys with: its `PRAGMA cipher_kdf_algorithm` value.
+    public enum KDFAlgorithm: String, Sendable, CaseIterable {
+        /// PBKDF2-HMAC-SHA1: SQLCipher 3's.
+        case pbkdf2SHA1 = "PBKDF2_HMAC_SHA1"
+        /// PBKDF2-HMAC-SHA256.
+        case pbkdf2SHA256 = "PBKDF2_HMAC_SHA256"
+        /// PBKDF2-HMAC-SHA512: SQLCipher 4's default.
+        case pbkdf2SHA512 = "PBKDF2_HMAC_SHA512"
+    }
+
     /// Settings; nil keeps SQLCipher's default.
-    public init(pageSize: Int? = nil, kdfIterations: Int? = nil, format: CipherFormat? = nil) {
+    public init(
+        pageSize: Int? = nil, kdfIterations: Int? = nil, format: CipherFormat? = nil,
+        plaintextHeaderSize: Int? = nil, salt: Data? = nil, hmacAlgorithm: HMACAlgorithm? = nil,
+        kdfAlgorithm: KDFAlgorithm? = nil, usesHMAC: Bool? = nil
+    ) {
         self.pageSize = pageSize
         self.kdfIterations = kdfIterations
         self.format = format
+        self.plaintextHeaderSize = plaintextHeaderSize
+        self.salt = salt
+        self.hmacAlgorithm = hmacAlgorithm
+        self.kdfAlgorithm = kdfAlgorithm
+        self.usesHMAC = usesHMAC
     }
 
     /// Settings that may write a new file with any positive iteration count, below the floor included.
@@ -66,6 +118,29 @@ public struct CipherSettings: Sendable, Equatable {
     public func validate() throws {
         if let pageSize { try Self.validatePageSize(pageSize) }
         if let kdfIterations { try Self.validateKDFIterations(kdfIterations) }
+        if let plaintextHeaderSize { try Self.validatePlaintextHeaderSize(plaintextHeaderSize) }
+        if let salt, salt.count != 16 {
+            throw FMDatabaseError.misuse("The cipher salt must be 16 bytes (got \(salt.count)).")
+        }
+    }
+
+    /// The plaintext header sizes SQLCipher takes: a multiple of 16 (its cipher block) from 0 to 1024, within
+    /// the smallest page's room.
+    public static let plaintextHeaderSizeRange = 0...1024
+
+    /// Throws (SQLITE_MISUSE) unless `size` is a plaintext header size SQLCipher takes: a multiple of 16 in
+    /// `plaintextHeaderSizeRange`. The one check, for `validate()` and fmdb-cipher's options.
+    public static func validatePlaintextHeaderSize(_ size: Int) throws {
+        guard plaintextHeaderSizeRange.contains(size), size % 16 == 0 else {
+            throw FMDatabaseError.misuse(
+                "The plaintext header size must be a multiple of 16 from 0 to 1024 (got \(size)); iOS apps in "
+                    + "shared containers use 32.")
+        }
+    }
+
+    /// Whether any setting besides page size, KDF iterations and format is given (`choiceStatements`).
+    var makesChoices: Bool {
+        plaintextHeaderSize != nil || salt != nil || hmacAlgorithm != nil || kdfAlgorithm != nil || usesHMAC != nil
     }
 
     /// Throws (SQLITE_MISUSE) unless `pageSize` is a cipher page size SQLCipher takes as it is: a power of
@@ -141,8 +216,59 @@ extension SecureBytes {
 }
 
 extension CipherSettings {
-    /// The statements that select `format` on a connection keyed just before (none when nil).
+    /// The statements that select `format` on a connection keyed just before (none when nil), then those of
+    /// the settings an app chose (`choiceStatements`).
     func formatStatements() throws -> [String] {
-        try format?.selectionStatements() ?? []
+        try (format?.selectionStatements() ?? []) + choiceStatements()
+    }
+
+    /// The PRAGMAs of the settings an app chose besides page size and KDF iterations, for a connection (or
+    /// the attached `schema`) keyed just before, after the format's statements (`cipher_compatibility` resets
+    /// the algorithms). Throws `SQLITE_FORMAT` for one the linked SQLCipher does not have.
+    func choiceStatements(schema: String? = nil) throws -> [String] {
+        let pragma = schema.map { "PRAGMA \($0)." } ?? "PRAGMA "
+        var statements: [(name: String, setting: String, value: String)] = []
+        if let hmacAlgorithm { statements.append(("cipher_hmac_algorithm", "hmacAlgorithm", hmacAlgorithm.rawValue)) }
+        if let kdfAlgorithm { statements.append(("cipher_kdf_algorithm", "kdfAlgorithm", kdfAlgorithm.rawValue)) }
+        if let usesHMAC { statements.append(("cipher_use_hmac", "usesHMAC", usesHMAC ? "ON" : "OFF")) }
+        if let plaintextHeaderSize {
+            statements.append(("cipher_plaintext_header_size", "plaintextHeaderSize", "\(plaintextHeaderSize)"))
+        }
+        if let salt {
+            let hex = salt.map { String(format: "%02x", $0) }.joined()
+            statements.append(("cipher_salt", "salt", "\"x'\(hex)'\""))
+        }
+        return try statements.map { statement in
+            guard CipherPragmaSupport.linkedSQLCipherHas(statement.name) else {
+                throw FMDatabaseError(
+                    code: SQLITE_FORMAT,
+                    message: "CipherSettings.\(statement.setting) (PRAGMA \(statement.name)) needs SQLCipher 4: the "
+                        + "linked SQLCipher \(SQLCipherRuntime.version ?? "3") does not have it. Install SQLCipher 4 "
+                        + "and rebuild, or open the file on a SQLCipher 4 system")
+            }
+            return pragma + statement.name + " = " + statement.value
+        }
+    }
+}
+
+/// Which cipher PRAGMAs the linked SQLCipher has, asked of it once per process: a keyed scratch connection
+/// answers a PRAGMA it knows (`PRAGMA cipher_hmac_algorithm` → `HMAC_SHA512`) and nothing for one it does not.
+enum CipherPragmaSupport {
+    static let asked = [
+        "cipher_hmac_algorithm", "cipher_kdf_algorithm", "cipher_use_hmac", "cipher_plaintext_header_size",
+        "cipher_salt",
+    ]
+
+    private static let answers: [String: Bool] = {
+        guard let connection = Connection.openScratchKeyed() else { return [:] }
+        defer { try? connection.close() }
+        var answers: [String: Bool] = [:]
+        for name in asked { answers[name] = ((try? connection.pragmaText("PRAGMA \(name)")) ?? nil) != nil }
+        return answers
+    }()
+
+    /// Whether the linked SQLCipher answers `PRAGMA name` (one of `asked`) on a keyed connection.
+    static func linkedSQLCipherHas(_ name: String) -> Bool {
+        answers[name] ?? false
     }
 }

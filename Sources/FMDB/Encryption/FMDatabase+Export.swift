@@ -53,7 +53,9 @@ extension FMDatabase {
             let key = try keyProvider.map {
                 try $0.key(for: KeyRequest(databasePath: path, salt: request.salt, format: format)).validated()
             }
-            let formatStatements = try keyProvider == nil ? [] : format.selectionStatements(schema: name)
+            let formatStatements =
+                try keyProvider == nil
+                ? [] : format.selectionStatements(schema: name) + settings.choiceStatements(schema: name)
             // KEY '' attaches it without a codec: an empty key is not a secret, and it stops SQLCipher from
             // giving the new database the main database's key.
             try connection.runningLibraryStatements {
@@ -95,7 +97,7 @@ extension FMDatabase {
         let inDefaults =
             (settings.format ?? linked) == linked
             && (settings.pageSize ?? linked.pageSize) == linked.pageSize
-            && (settings.kdfIterations ?? linked.kdfIterations) == linked.kdfIterations
+            && (settings.kdfIterations ?? linked.kdfIterations) == linked.kdfIterations && !settings.makesChoices
         var failure: FMDatabaseError?
         if inDefaults {
             let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: linked)).validated()
@@ -112,7 +114,8 @@ extension FMDatabase {
             let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: format)).validated()
             let probe = Connection.probeKey(
                 key.sqlcipherKeyBytes(), path: path, flags: SQLITE_OPEN_READONLY, vfs: openVFS,
-                formatStatements: try format.selectionStatements(), pageSize: settings.pageSize,
+                formatStatements: try format.selectionStatements() + settings.choiceStatements(),
+                pageSize: settings.pageSize,
                 kdfIterations: settings.kdfIterations, busyTimeout: keyProbeBusyTimeout)
             switch probe {
             case .opens:
@@ -138,6 +141,11 @@ extension FMDatabase {
         var needs = ["format \(format.rawValue)"]
         if let pageSize = settings.pageSize { needs.append("cipher_page_size \(pageSize)") }
         if let iterations = settings.kdfIterations { needs.append("kdf_iter \(iterations)") }
+        if let algorithm = settings.hmacAlgorithm { needs.append("cipher_hmac_algorithm \(algorithm.rawValue)") }
+        if let algorithm = settings.kdfAlgorithm { needs.append("cipher_kdf_algorithm \(algorithm.rawValue)") }
+        if let usesHMAC = settings.usesHMAC { needs.append("cipher_use_hmac \(usesHMAC ? "ON" : "OFF")") }
+        if let size = settings.plaintextHeaderSize { needs.append("cipher_plaintext_header_size \(size)") }
+        if settings.salt != nil { needs.append("cipher_salt") }
         return
             "The key opens this file, but it needs cipher settings other than SQLCipher's defaults "
             + "(\(needs.joined(separator: ", "))), and SQLite reads an attached file before any per-database setting "

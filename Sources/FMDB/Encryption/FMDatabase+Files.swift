@@ -22,6 +22,7 @@ extension FMDatabase {
         case .empty: return .empty
         case .plaintext: return .plaintext
         case .encrypted(let salt): return .encrypted(salt: salt)
+        case .encryptedWithPlaintextHeader(let size): return .encryptedWithPlaintextHeader(size: size)
         case .truncated: return .truncated
         }
     }

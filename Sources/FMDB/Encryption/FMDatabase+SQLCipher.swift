@@ -66,9 +66,16 @@ extension FMDatabase {
             // A closed database fails here, before the provider is asked for a key. (After a failed try on
             // a new file, applyKey keys a fresh connection.)
             _ = try requireConnection()
-            let (request, kind) = keyRequest()
+            var (request, kind) = keyRequest()
+            // A file with a plaintext header does not hold its salt: the one the app keeps (the settings') is
+            // the salt a provider derives over, as SQLCipher does.
+            if case .encryptedWithPlaintextHeader = kind, let salt = settings.salt {
+                request = KeyRequest(databasePath: request.databasePath, salt: salt)
+            }
             do {
                 try settings.validate(creatingFile: kind?.isNew ?? true)
+                // A choice the linked SQLCipher does not have is refused before keying (SQLITE_FORMAT).
+                _ = try settings.choiceStatements()
                 // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
                 try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
             } catch {

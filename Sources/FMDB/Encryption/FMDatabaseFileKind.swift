@@ -5,6 +5,7 @@ import Foundation
 /// ```swift
 /// switch FMDatabase.inspectFile(atPath: path) {
 /// case .plaintext: print("a plaintext SQLite database")
+/// case .encryptedWithPlaintextHeader(let size): print("encrypted, with a plaintext header of \(size) bytes")
 /// case .encrypted: print("encrypted (or not a database at all): needs a key to tell")
 /// case .missing, .empty: print("no database yet")
 /// default: print("not a database file")
@@ -31,6 +32,11 @@ public enum FMDatabaseFileKind: Equatable, Sendable {
     /// At least 16 bytes without the plaintext header: a SQLCipher database, whose first 16 bytes are
     /// its KDF salt — or a file that is not a database at all (only a key can tell).
     case encrypted(salt: Data)
+    /// A SQLCipher database with a plaintext header: its first `size` bytes are unencrypted
+    /// (`cipher_plaintext_header_size`; 32 as iOS apps in shared app-group containers write), so it starts
+    /// as a plaintext SQLite file does, but the rest is encrypted. It does not hold its salt: open it with
+    /// `CipherSettings(plaintextHeaderSize:salt:)` (SQLCipher 4).
+    case encryptedWithPlaintextHeader(size: Int)
     /// Between 1 and 15 bytes: too short to be a database.
     case truncated
 }

@@ -13,29 +13,63 @@ import Foundation
 /// - page 1's HMAC is HMAC-SHA512 over its bytes 16 ..< 4096 - 80 (the ciphertext after the salt), the IV,
 ///   and the page number 1 as 4 bytes little-endian (`CIPHER_FLAG_LE_PGNO`).
 ///
+/// Other settings an app chose (`CipherSettings`: page size, KDF iterations, HMAC and KDF algorithms) are
+/// used as given: the reserve is then the IV and the HMAC rounded up to the 16-byte cipher block (48 for
+/// HMAC-SHA1 and HMAC-SHA256), and the HMAC key is derived with the KDF algorithm. A file without page HMACs
+/// (`usesHMAC == false`) cannot be told apart this way: no verdict (a wrong key, code 26).
+///
 /// Runs only when no format the linked SQLCipher knows matched (the failure path): its PBKDF2 costs what
 /// SQLCipher 4's own does.
 enum SQLCipher4Verifier {
-    static let pageSize = CipherFormat.v4.pageSize
-    static let reserve = 80
     static let ivSize = 16
-    static let hmacSize = 64
     static let saltMask: UInt8 = 0x3a
 
-    /// Whether the file at `path` is a SQLCipher 4 database that `key` opens. False for a file too short
-    /// to hold page 1, of a size that is not a whole number of 4096-byte pages, or whose HMAC does not match.
-    static func isSQLCipher4File(atPath path: String, salt: Data, key: () throws -> DatabaseKey) -> Bool {
-        guard let page = readPageOne(atPath: path), salt.count == 16, page.prefix(16) == salt,
-            let derived = try? encryptionKey(try key(), salt: salt)
+    /// SQLCipher 4's page layout and key derivation under `settings` (its defaults where nil).
+    struct Layout {
+        var pageSize = CipherFormat.v4.pageSize
+        var kdfIterations = CipherFormat.v4.kdfIterations
+        var kdfDigest = PBKDF2KeyProvider.Digest.sha512
+        var hmacDigest = MessageAuthentication.Digest.sha512
+
+        init(_ settings: CipherSettings = CipherSettings()) {
+            if let pageSize = settings.pageSize { self.pageSize = pageSize }
+            if let iterations = settings.kdfIterations { kdfIterations = iterations }
+            switch settings.kdfAlgorithm {
+            case .pbkdf2SHA1: kdfDigest = .sha1
+            case .pbkdf2SHA256: kdfDigest = .sha256
+            case .pbkdf2SHA512, nil: kdfDigest = .sha512
+            }
+            switch settings.hmacAlgorithm {
+            case .sha1: hmacDigest = .sha1
+            case .sha256: hmacDigest = .sha256
+            case .sha512, nil: hmacDigest = .sha512
+            }
+        }
+
+        /// The bytes at the end of every page: the IV and the HMAC, rounded up to the cipher block.
+        var reserve: Int { (SQLCipher4Verifier.ivSize + hmacDigest.size + 15) / 16 * 16 }
+    }
+
+    /// Whether the file at `path` is a SQLCipher 4 database that `key` opens with `settings`. False for a file
+    /// too short to hold page 1, of a size that is not a whole number of pages, whose HMAC does not match, or
+    /// whose settings leave nothing to verify (no page HMAC, a plaintext header).
+    static func isSQLCipher4File(
+        atPath path: String, salt: Data, settings: CipherSettings = CipherSettings(), key: () throws -> DatabaseKey
+    ) -> Bool {
+        guard settings.usesHMAC != false, settings.plaintextHeaderSize ?? 0 == 0 else { return false }
+        let layout = Layout(settings)
+        guard let page = readPageOne(atPath: path, pageSize: layout.pageSize), salt.count == 16,
+            page.prefix(16) == salt,
+            let derived = try? encryptionKey(try key(), salt: salt, layout: layout)
         else {
             return false
         }
-        return pageOneMatches(page, key: derived, salt: salt)
+        return pageOneMatches(page, key: derived, salt: salt, layout: layout)
     }
 
-    /// The first 4096 bytes, when the file is a whole number of 4096-byte pages. Read through SQLite
+    /// The first `pageSize` bytes, when the file is a whole number of such pages. Read through SQLite
     /// (`DatabaseFile.readStart`): closing a descriptor of our own would drop this process's locks on it.
-    static func readPageOne(atPath path: String) -> Data? {
+    static func readPageOne(atPath path: String, pageSize: Int) -> Data? {
         guard let (page, size) = DatabaseFile.readStart(ofFileAt: path, count: pageSize),
             size >= Int64(pageSize), size % Int64(pageSize) == 0, page.count == pageSize
         else {
@@ -45,32 +79,32 @@ enum SQLCipher4Verifier {
     }
 
     /// The 32-byte encryption key SQLCipher 4 uses for `key` with this salt.
-    static func encryptionKey(_ key: DatabaseKey, salt: Data) throws -> SecureBytes {
+    static func encryptionKey(_ key: DatabaseKey, salt: Data, layout: Layout) throws -> SecureBytes {
         switch key.material {
         case .raw(let raw, _):
             return raw
         case .passphrase(let passphrase):
-            let format = CipherFormat.v4
             return try PBKDF2KeyProvider.derive(
-                passphrase: passphrase, salt: salt, digest: format.kdfDigest,
-                iterations: format.kdfIterations)
+                passphrase: passphrase, salt: salt, digest: layout.kdfDigest, iterations: layout.kdfIterations)
         }
     }
 
     /// Whether page 1's stored HMAC is the one `key` gives.
-    static func pageOneMatches(_ page: Data, key: SecureBytes, salt: Data) -> Bool {
+    static func pageOneMatches(_ page: Data, key: SecureBytes, salt: Data, layout: Layout) -> Bool {
         let hmacSalt = Data(salt.map { $0 ^ saltMask })
         guard
-            let hmacKey = try? PBKDF2KeyProvider.derive(passphrase: key, salt: hmacSalt, digest: .sha512, iterations: 2)
+            let hmacKey = try? PBKDF2KeyProvider.derive(
+                passphrase: key, salt: hmacSalt, digest: layout.kdfDigest, iterations: 2)
         else {
             return false
         }
-        let payloadEnd = pageSize - reserve + ivSize
+        let hmacSize = layout.hmacDigest.size
+        let payloadEnd = layout.pageSize - layout.reserve + ivSize
+        guard payloadEnd + hmacSize <= page.count, payloadEnd > 16 else { return false }
         var message = Data(page[16..<payloadEnd])
         message.append(contentsOf: [1, 0, 0, 0])
         let stored = page[payloadEnd..<(payloadEnd + hmacSize)]
-        guard hmacSize == MessageAuthentication.Digest.sha512.size,
-            let mac = try? MessageAuthentication.hmac(.sha512, key: hmacKey, message)
+        guard let mac = try? MessageAuthentication.hmac(layout.hmacDigest, key: hmacKey, message), mac.count == hmacSize
         else { return false }
         // Constant time, as SQLCipher compares: the result says only "matches" or not.
         return stored.withUnsafeBytes { storedBytes in

@@ -721,6 +721,11 @@ public enum KeySlots {
         case .plaintext:
             throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path) is not encrypted: it has no key slots.")
         case .truncated: throw FMDatabaseError(code: SQLITE_NOTADB, message: "\(path) is too short to be a database.")
+        case .encryptedWithPlaintextHeader(let size):
+            throw FMDatabaseError(
+                code: SQLITE_FORMAT,
+                message: "\(path) is encrypted, with a plaintext header of \(size) bytes (as iOS apps in shared "
+                    + "containers write): its salt is not in the file, and key slots are bound to that salt.")
         }
     }
 

@@ -67,8 +67,34 @@ public struct KeyMaterial: Sendable, CustomStringConvertible {
             throw FMDatabaseError.misuse(
                 "A raw key must be 32 bytes or 64 hexadecimal digits (got \(bytes.count) bytes).")
         }
-        return try bytes.withUnsafeBytes { hex in
-            try SecureBytes(count: 32) { out in
+        return try Self.decodeHex(bytes, from: 0, count: 32)
+    }
+
+    /// The material as a raw key and, when given, the 16-byte salt SQLCipher should use with it: 32 bytes as
+    /// they are, or hexadecimal digits, 64 (the key) or 96 (the key, then the salt), bare or as SQLCipher's
+    /// literal `x'…'` (the form `PRAGMA key` takes). Nothing else, and no key byte in the message.
+    func rawKeyAndSalt() throws -> (key: SecureBytes, salt: SecureBytes?) {
+        if bytes.count == 32 { return (bytes, nil) }
+        let quoted = bytes.withUnsafeBytes { raw in
+            raw.count >= 3 && (raw[0] == UInt8(ascii: "x") || raw[0] == UInt8(ascii: "X"))
+                && raw[1] == UInt8(ascii: "'") && raw[raw.count - 1] == UInt8(ascii: "'")
+        }
+        let start = quoted ? 2 : 0
+        let digits = bytes.count - (quoted ? 3 : 0)
+        guard digits == 64 || digits == 96 else {
+            throw FMDatabaseError.misuse(
+                "A raw key must be 32 bytes, or 64 hexadecimal digits (96 with the 16-byte salt after the key), "
+                    + "bare or as x'…' (got \(bytes.count) bytes).")
+        }
+        let key = try Self.decodeHex(bytes, from: start, count: 32)
+        let salt = digits == 96 ? try Self.decodeHex(bytes, from: start + 64, count: 16) : nil
+        return (key, salt)
+    }
+
+    /// `count` bytes decoded from the hexadecimal digits of `hex` at `offset`.
+    private static func decodeHex(_ hex: SecureBytes, from offset: Int, count: Int) throws -> SecureBytes {
+        try hex.withUnsafeBytes { hex in
+            try SecureBytes(count: count) { out in
                 func nibble(_ c: UInt8) throws -> UInt8 {
                     switch c {
                     case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
@@ -77,8 +103,8 @@ public struct KeyMaterial: Sendable, CustomStringConvertible {
                     default: throw FMDatabaseError.misuse("A raw key in hexadecimal may hold only 0-9 and a-f.")
                     }
                 }
-                for index in 0..<32 {
-                    out[index] = try nibble(hex[2 * index]) << 4 | nibble(hex[2 * index + 1])
+                for index in 0..<count {
+                    out[index] = try nibble(hex[offset + 2 * index]) << 4 | nibble(hex[offset + 2 * index + 1])
                 }
             }
         }
@@ -103,9 +129,12 @@ extension PassphraseKeyProvider {
 }
 
 extension RawKeyProvider {
-    /// A raw key from key material: 32 bytes, or 64 hexadecimal digits.
+    /// A raw key from key material: 32 bytes, or hexadecimal digits, 64 (the key) or 96 (the key, then the
+    /// 16-byte salt of a new file), bare or as SQLCipher's literal `x'…'`.
+    /// - Throws: `FMDatabaseError` (SQLITE_MISUSE) for anything else; the message holds no key byte.
     public init(material: KeyMaterial) throws {
-        self.init(key: DatabaseKey(material: .raw(key: try material.rawKey(), salt: nil)))
+        let (key, salt) = try material.rawKeyAndSalt()
+        self.init(key: DatabaseKey(material: .raw(key: key, salt: salt)))
     }
 }
 

@@ -2,14 +2,27 @@ internal import COpenSSL
 import Foundation
 
 /// HMAC and SHA-256, once each: the key-slot file's tags and key-encryption keys (HMAC-SHA256), the
-/// SQLCipher 4 verifier's page MAC (HMAC-SHA512), the recovery key's check group (SHA-256).
+/// SQLCipher 4 verifier's page MAC (HMAC-SHA512, or the SHA1/SHA256 an app chose), the recovery key's check
+/// group (SHA-256).
 enum MessageAuthentication {
     enum Digest {
-        case sha256, sha512
+        case sha1, sha256, sha512
 
-        var size: Int { self == .sha256 ? 32 : 64 }
+        var size: Int {
+            switch self {
+            case .sha1: 20
+            case .sha256: 32
+            case .sha512: 64
+            }
+        }
 
-        fileprivate var md: OpaquePointer? { self == .sha256 ? EVP_sha256() : EVP_sha512() }
+        fileprivate var md: OpaquePointer? {
+            switch self {
+            case .sha1: EVP_sha1()
+            case .sha256: EVP_sha256()
+            case .sha512: EVP_sha512()
+            }
+        }
     }
 
     /// HMAC(`key`, `message`) with `digest`, into wiped storage.
