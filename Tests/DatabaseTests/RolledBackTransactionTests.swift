@@ -53,6 +53,30 @@ final class RolledBackTransactionTests: FMDBTempDBTestCase {
         }
     }
 
+    /// A script run with `executeStatements` prepares and steps its statements inside SQLite: when a statement
+    /// its row handler runs makes SQLite roll back the form's transaction, the script's later statements are
+    /// refused too, never committed one by one in autocommit.
+    func testAScriptsLaterStatementsAreRefusedOnceItsRowHandlerEndedTheTransaction() {
+        var thrown: Error?
+        var scriptCode: Int32 = 0
+        XCTAssertThrowsError(
+            try db.inTransaction(.immediate) { db in
+                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+                let ran = db.executeStatements("select 1; insert into t values (2); insert into t values (3)") { _ in
+                    XCTAssertFalse(db.executeUpdate("insert or rollback into u values (1)"), "the rollback")
+                    return 0
+                }
+                XCTAssertFalse(ran, "the script stops at its first statement after the rollback")
+                scriptCode = db.lastExtendedErrorCode()
+                XCTAssertFalse(db.executeUpdate("insert into t values (4)"), "refused")
+            }
+        ) { thrown = $0 }
+        XCTAssertEqual(scriptCode, 516, "the script's next statement is refused, not run")
+        XCTAssertEqual((thrown as? FMDatabaseError)?.transactionWasRolledBack, true, "\(String(describing: thrown))")
+        XCTAssertEqual(committedRows, 0, "nothing of the block, the script's rows included, is committed")
+        XCTAssertTrue(db.executeStatements("insert into t values (5); delete from t"), "the connection runs again")
+    }
+
     func testInSavePointReportsEveryRollbackAndCommitsNothing() {
         for trigger in TransactionRollbackTrigger.allCases {
             let outcome = TransactionRollbackTrigger.Outcome()

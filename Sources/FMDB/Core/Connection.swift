@@ -151,10 +151,9 @@ final class Connection {
         var errmsg: UnsafeMutablePointer<CChar>?
         let rc = try withSQLText(sql) { sqlite3_exec(db, $0, nil, nil, &errmsg) }
         if rc != SQLITE_OK {
-            if transactionFormDepth > 0 { noteFailedStatement(rc, sql: sql) }
             let message = errmsg.map { String(cString: $0) }
             sqlite3_free(errmsg)
-            let error = execError(message: message, sql: sql)
+            let error = scriptError(rc, message: message, sql: sql)
             try settlePendingSQLKey()
             throw error
         }
@@ -192,15 +191,30 @@ final class Connection {
         return current
     }
 
+    /// The error of an `sqlite3_exec` script that failed with `rc`. A script stopped because SQLite rolled
+    /// back a form's transaction while it ran (a statement its row handler or a function ran failed; the
+    /// authorizer then refused the script's next statement) is the refusal; otherwise the failed statement
+    /// may itself have ended the form's transaction (`noteFailedStatement`), and its error is SQLite's.
+    private func scriptError(_ rc: Int32, message: String?, sql: String) -> FMDatabaseError {
+        if isTransactionAborted, let cause = transactionAbortCause {
+            _ = authorizerState.takeRefusal()
+            return .refusedOnAbortedTransaction(cause: cause, sql: sql)
+        }
+        if transactionFormDepth > 0 { noteFailedStatement(rc, sql: sql) }
+        return execError(message: message, sql: sql)
+    }
+
     /// Marks the transaction of the open forms aborted (Connection+TransactionForms.swift).
     func abortTransaction(cause: FMDatabaseError) {
         transactionAbortCause = cause
         isTransactionAborted = true
+        authorizerState.transactionAborted = true
     }
 
     /// Clears the aborted state, when the outermost form ends.
     func clearTransactionAbort() {
         isTransactionAborted = false
+        authorizerState.transactionAborted = false
         transactionAbortCause = nil
         committedDuringForm = false
     }
@@ -260,10 +274,9 @@ extension Connection {
                 }
             }
             if rc != SQLITE_OK {
-                if transactionFormDepth > 0 { noteFailedStatement(rc, sql: sql) }
                 let message = errmsg.map { String(cString: $0) }
                 sqlite3_free(errmsg)
-                throw execError(message: message, sql: sql)
+                throw scriptError(rc, message: message, sql: sql)
             }
         }
     }

@@ -271,6 +271,11 @@ final class AuthorizerState {
     var requiresKey = false
     /// Set by `makeQueryOnly`: SQL text may only read (`KeyedAuthorizerPolicy.queryOnlyRefusal`).
     var isQueryOnly = false
+    /// The connection's copy of `Connection.isTransactionAborted`: while SQLite has rolled back a library
+    /// form's transaction, every statement compiled outside the library is refused here too, so that the
+    /// later statements of an `sqlite3_exec` script (which prepares and steps them itself) or a statement
+    /// prepared through `sqliteHandle` never run in autocommit.
+    var transactionAborted = false
     /// Set when SQL text compiled on a query-only connection reported a row write (its own, or one of a
     /// virtual-table module's statements); cleared before each statement the library prepares.
     var sawRowWrite = false
@@ -302,6 +307,7 @@ final class AuthorizerState {
     /// The authorizer's verdict for one action (SQLITE_OK or SQLITE_DENY). `first`/`second` are the
     /// action's two text arguments (https://www.sqlite.org/c3ref/c_alter_table.html).
     fileprivate func decide(action: Int32, first: UnsafePointer<CChar>?, second: UnsafePointer<CChar>?) -> Int32 {
+        if transactionAborted, libraryDepth == 0 { return SQLITE_DENY }
         // Held to the keyed rules from the key PRAGMA on, before SQLCipher was asked whether it keyed.
         let keyedRules = heldToKeyedRules || sqlKeyPending
         if requiresKey, libraryDepth == 0 {
@@ -396,6 +402,7 @@ extension Connection {
                 guard
                     state.requiresKey || state.isQueryOnly || action == SQLITE_PRAGMA || action == SQLITE_ATTACH
                         || action == SQLITE_FUNCTION || state.sqlKeyPending || state.sqlAttachPending
+                        || state.transactionAborted
                 else {
                     return SQLITE_OK
                 }
