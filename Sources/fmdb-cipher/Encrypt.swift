@@ -118,17 +118,7 @@ struct Encrypt: ParsableCommand {
                 Output.message("encrypted \(source) → \(destination)\(slotted)")
             }
             let written = OpeningFlags.Written(path: destination, kdf: key.kdf, settings: settings)
-            written.note()
-            if json {
-                if let recoveryKey {
-                    Output.message(
-                        "Recovery key for slot \(recoveryKey.slot.id): in the JSON object (recovery_key). It is shown "
-                            + "only this once: keep it offline, and the JSON output with it.")
-                }
-                try written.printJSON(recovery: recoveryKey)
-            } else if let recoveryKey {
-                printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot)
-            }
+            try written.report(json: json, recovery: recoveryKey)
         }
     }
 }

@@ -57,7 +57,7 @@ struct Export: ParsableCommand {
             How the new key is used (default: the same as --kdf; a slot key's: passphrase, or raw for slot-raw). \
             slot or slot-raw: DEST gets key slots, a new random data key, the new key its first slot.
             """)
-    var newKDF: CopyKDF?
+    var newKDF: NewFileKDF?
     @Option(
         name: .customLong("new-cipher-page-size"),
         help: ArgumentHelp(
@@ -196,17 +196,7 @@ struct Export: ParsableCommand {
                 try keepOrWarnAboutOldKey(material, opening: newSlotSecret)
             }
             let written = OpeningFlags.Written(path: destination, kdf: writtenKDF, settings: settings)
-            written.note()
-            if json {
-                if let recoveryKey {
-                    Output.message(
-                        "Recovery key for slot \(recoveryKey.slot.id): in the JSON object (recovery_key). It is shown "
-                            + "only this once: keep it offline, and the JSON output with it.")
-                }
-                try written.printJSON(recovery: recoveryKey)
-            } else if let recoveryKey {
-                printRecoveryKey(recoveryKey.key, slot: recoveryKey.slot)
-            }
+            try written.report(json: json, recovery: recoveryKey)
         }
     }
 

@@ -1,8 +1,8 @@
 import ArgumentParser
 import FMDB
 
-/// The kinds of key a new encrypted file can be made with (`encrypt --kdf`): every `KDF` but
-/// `slot-recovery`, since recovery keys are generated (`--recovery`), never given.
+/// The kinds of key a new encrypted file can be made with (`encrypt --kdf`, `export --new-kdf`): every `KDF`
+/// but `slot-recovery`, since recovery keys are generated (`--recovery`), never given.
 enum NewFileKDF: String, ExpressibleByArgument, CaseIterable {
     case passphrase
     case pbkdf2Sqlcipher = "pbkdf2-sqlcipher"

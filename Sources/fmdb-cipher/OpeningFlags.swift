@@ -81,6 +81,22 @@ enum OpeningFlags {
             ]
         }
 
+        /// What a command that wrote the file says: the note of the flags that open it, then the `--json`
+        /// object (`json`) or the recovery key (shown once, on standard output).
+        func report(json: Bool, recovery: (key: RecoveryKey, slot: KeySlotInfo)?) throws {
+            note()
+            if json {
+                if let recovery {
+                    Output.message(
+                        "Recovery key for slot \(recovery.slot.id): in the JSON object (recovery_key). It is shown "
+                            + "only this once: keep it offline, and the JSON output with it.")
+                }
+                try printJSON(recovery: recovery)
+            } else if let recovery {
+                printRecoveryKey(recovery.key, slot: recovery.slot)
+            }
+        }
+
         /// Prints the `--json` object; with a recovery key, it is in the object as `recovery_key` (and its slot
         /// `recovery_slot`), written to standard output straight from the key's wiped memory.
         func printJSON(recovery: (key: RecoveryKey, slot: KeySlotInfo)? = nil) throws {

@@ -21,24 +21,3 @@ enum SingleKeyKDF: String, ExpressibleByArgument, CaseIterable {
         }
     }
 }
-
-/// The kinds of key a copy can be written under (`export --new-kdf`): one key, as `SingleKeyKDF`, or key slots
-/// (`slot`, `slot-raw`): a new random data key whose first slot is the new key, and no plaintext on disk.
-enum CopyKDF: String, ExpressibleByArgument, CaseIterable {
-    case passphrase
-    case pbkdf2Sqlcipher = "pbkdf2-sqlcipher"
-    case pbkdf2
-    case scrypt
-    case raw
-    case slot
-    case slotRaw = "slot-raw"
-
-    var kdf: KDF {
-        switch self {
-        case .slot: return .slot
-        case .slotRaw: return .slotRaw
-        case .passphrase, .pbkdf2Sqlcipher, .pbkdf2, .scrypt, .raw:
-            return SingleKeyKDF(rawValue: rawValue)?.kdf ?? .passphrase
-        }
-    }
-}
