@@ -154,6 +154,10 @@ struct CipherChoices {
         settings.hmacAlgorithm = hmac?.hmac ?? settings.hmacAlgorithm
         settings.kdfAlgorithm = kdf?.kdf ?? settings.kdfAlgorithm
         if let useHMAC { settings.usesHMAC = useHMAC == .on }
+        if let size = settings.plaintextHeaderSize, size > 0, settings.salt == nil {
+            throw ValidationError(
+                "\(prefix)plaintext-header-size needs \(prefix)salt: " + CipherSettings.plaintextHeaderNeedsSalt)
+        }
         return settings
     }
 

@@ -46,6 +46,7 @@ public struct CipherSettings: Sendable, Equatable {
     /// `PRAGMA cipher_plaintext_header_size` (SQLCipher 4): how many bytes at the start of the file stay
     /// unencrypted (32 for iOS apps in shared app-group containers, so iOS sees a SQLite header; a multiple
     /// of 16). Such a file does not hold its salt: give it as `salt`, as the app that wrote it keeps it.
+    /// A size above 0 without `salt` is refused (SQLITE_MISUSE), for new files and existing ones alike.
     public var plaintextHeaderSize: Int?
     /// `PRAGMA cipher_salt` (SQLCipher 4): the 16-byte KDF salt, for a file with a plaintext header (which
     /// does not hold it) or a new file that should get this one. Never put in a message or a log.
@@ -122,7 +123,17 @@ public struct CipherSettings: Sendable, Equatable {
         if let salt, salt.count != 16 {
             throw FMDatabaseError.misuse("The cipher salt must be 16 bytes (got \(salt.count)).")
         }
+        if let plaintextHeaderSize, plaintextHeaderSize > 0, salt == nil {
+            throw FMDatabaseError.misuse(Self.plaintextHeaderNeedsSalt)
+        }
     }
+
+    /// Why a plaintext header without `salt` is refused: such a file does not hold its salt, so SQLCipher
+    /// would write a new one with a random salt it keeps nowhere, and no later open could read it.
+    public static let plaintextHeaderNeedsSalt =
+        "A plaintext header needs its salt: the file does not hold it, so it cannot be opened (nor written "
+        + "so that it can be opened again) without it. Give the 16-byte salt the app keeps as CipherSettings.salt "
+        + "(fmdb-cipher: --cipher-salt / --new-cipher-salt)."
 
     /// The plaintext header sizes SQLCipher takes: a multiple of 16 (its cipher block) from 0 to 1024, within
     /// the smallest page's room.
