@@ -49,7 +49,10 @@ public struct CipherSettings: Sendable, Equatable {
     /// A size above 0 without `salt` is refused (SQLITE_MISUSE), for new files and existing ones alike.
     public var plaintextHeaderSize: Int?
     /// `PRAGMA cipher_salt` (SQLCipher 4): the 16-byte KDF salt, for a file with a plaintext header (which
-    /// does not hold it) or a new file that should get this one. Never put in a message or a log.
+    /// does not hold it) or a new file that should get this one. It is the salt every key is made over: a
+    /// deriving provider (PBKDF2, scrypt) derives over it on a new file, an existing one and a rekey, and a
+    /// raw key that carries another salt (`x'<key><salt>'`) is refused (SQLITE_MISUSE). Never put in a
+    /// message or a log.
     public var salt: Data?
     /// `PRAGMA cipher_hmac_algorithm` (SQLCipher 4): the HMAC of every page.
     public var hmacAlgorithm: HMACAlgorithm?
@@ -226,7 +229,49 @@ extension SecureBytes {
     }
 }
 
+extension SecureBytes {
+    /// Throws (SQLITE_MISUSE) when these key bytes are a 96-digit raw-key literal (`x'<key><salt>'`) whose salt
+    /// is not `salt`: SQLCipher takes the literal's salt over `PRAGMA cipher_salt`, so the file would be keyed
+    /// under a salt the settings do not give. Neither salt is put in the message.
+    func requireEmbeddedSalt(matching salt: Data?) throws {
+        guard let salt else { return }
+        let matches = withUnsafeBytes { bytes -> Bool in
+            guard bytes.count == 96 + 3, isRawKeyLiteral else { return true }
+            let digits = Array(bytes[(2 + 64)..<(2 + 96)])
+            return salt.enumerated().allSatisfy { index, byte in
+                guard let high = Self.hexValue(digits[2 * index]), let low = Self.hexValue(digits[2 * index + 1])
+                else { return false }
+                return high << 4 | low == byte
+            }
+        }
+        guard matches else {
+            throw FMDatabaseError.misuse(
+                "The raw key carries a salt other than CipherSettings.salt (--cipher-salt): SQLCipher would use the "
+                    + "key's, and the file would not open with the salt given. Give the 64-digit key alone, or the "
+                    + "same salt in both.")
+        }
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
 extension CipherSettings {
+    /// `request` with `salt` as its salt when one is given: the salt a deriving provider (PBKDF2, scrypt)
+    /// derives over must be the one SQLCipher keys the file with, on a new file, an existing one and a rekey.
+    /// Without it a provider picks a random salt for a new file and hands it in the raw key, which SQLCipher
+    /// takes over `PRAGMA cipher_salt`: a file with a plaintext header would be written under a salt kept nowhere.
+    func keyRequest(_ request: KeyRequest) -> KeyRequest {
+        guard let salt else { return request }
+        return KeyRequest(databasePath: request.databasePath, salt: salt, format: request.format)
+    }
+
     /// The statements that select `format` on a connection keyed just before (none when nil), then those of
     /// the settings an app chose (`choiceStatements`).
     func formatStatements() throws -> [String] {
