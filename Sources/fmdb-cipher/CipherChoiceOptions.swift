@@ -107,7 +107,9 @@ struct NewCipherChoiceOptions: ParsableArguments {
 
     @Option(
         name: .customLong("new-cipher-use-hmac"),
-        help: ArgumentHelp("off to write the new file without page HMACs (not recommended).", valueName: "on|off"))
+        help: ArgumentHelp(
+            "off to write the new file without page HMACs (weaker: pages can be altered undetected; warned).",
+            valueName: "on|off"))
     var useHMAC: OnOff?
 
     func validate() throws {

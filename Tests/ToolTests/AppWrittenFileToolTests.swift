@@ -107,6 +107,34 @@ final class AppWrittenFileToolTests: ToolTestCase {
 }
 
 extension AppWrittenFileToolTests {
+    /// A new file written weaker than SQLCipher's default (no page HMACs; SHA1 where SQLCipher 4 lets an app
+    /// choose) is written, with a warning saying so; a default one gets none.
+    func testAWeakerNewFileIsWrittenWithAWarning() throws {
+        let plain = try makePlaintext("weak-plain.db", rows: 1)
+        let env = ["K": "app key"]
+        let plainly = try run(["encrypt", plain, path("default.db"), "--key-env", "K"], env: env)
+        XCTAssertEqual(plainly.status, 0, plainly.stderr)
+        XCTAssertFalse(plainly.stderr.contains("weaker"), plainly.stderr)
+        let noHMAC = try run(
+            ["encrypt", plain, path("nohmac.db"), "--key-env", "K", "--new-cipher-use-hmac", "off"], env: env)
+        XCTAssertEqual(noHMAC.status, 0, noHMAC.stderr)
+        XCTAssertTrue(noHMAC.stderr.contains("pages can be altered undetected"), noHMAC.stderr)
+        let created = try run(
+            ["sql", path("created.db"), "--create", "--key-env", "K", "--cipher-use-hmac", "off", "CREATE TABLE t(a)"],
+            env: env)
+        XCTAssertEqual(created.status, 0, created.stderr)
+        XCTAssertTrue(created.stderr.contains("pages can be altered undetected"), created.stderr)
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
+        let sha1 = try run(
+            [
+                "encrypt", plain, path("sha1.db"), "--key-env", "K", "--new-cipher-hmac-algorithm", "sha1",
+                "--new-cipher-kdf-algorithm", "sha1",
+            ], env: env)
+        XCTAssertEqual(sha1.status, 0, sha1.stderr)
+        XCTAssertTrue(sha1.stderr.contains("HMAC-SHA1 pages, weaker"), sha1.stderr)
+        XCTAssertTrue(sha1.stderr.contains("PBKDF2-HMAC-SHA1, weaker"), sha1.stderr)
+    }
+
     /// A plaintext header without its salt is a usage error before anything is written: SQLCipher would pick
     /// a random salt the file does not hold, and the new file could never be opened.
     func testAPlaintextHeaderWithoutItsSaltWritesNothing() throws {

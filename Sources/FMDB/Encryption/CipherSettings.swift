@@ -58,7 +58,8 @@ public struct CipherSettings: Sendable, Equatable {
     public var hmacAlgorithm: HMACAlgorithm?
     /// `PRAGMA cipher_kdf_algorithm` (SQLCipher 4): the PBKDF2 digest of a passphrase and of the HMAC key.
     public var kdfAlgorithm: KDFAlgorithm?
-    /// `PRAGMA cipher_use_hmac` (SQLCipher 3 and 4): false for files whose pages carry no HMAC.
+    /// `PRAGMA cipher_use_hmac` (SQLCipher 3 and 4): false for files whose pages carry no HMAC. A new file
+    /// written with false is weaker than SQLCipher's default: its pages can be altered undetected.
     public var usesHMAC: Bool?
 
     /// Whether a new file may get fewer than `minimumKDFIterations` iterations (made with
@@ -67,7 +68,7 @@ public struct CipherSettings: Sendable, Equatable {
 
     /// An HMAC algorithm SQLCipher 4 authenticates pages with: its `PRAGMA cipher_hmac_algorithm` value.
     public enum HMACAlgorithm: String, Sendable, CaseIterable {
-        /// HMAC-SHA1: SQLCipher 3's.
+        /// HMAC-SHA1: SQLCipher 3's; weaker than SQLCipher 4's default for a new file.
         case sha1 = "HMAC_SHA1"
         /// HMAC-SHA256.
         case sha256 = "HMAC_SHA256"
@@ -77,7 +78,7 @@ public struct CipherSettings: Sendable, Equatable {
 
     /// A PBKDF2 digest SQLCipher 4 derives keys with: its `PRAGMA cipher_kdf_algorithm` value.
     public enum KDFAlgorithm: String, Sendable, CaseIterable {
-        /// PBKDF2-HMAC-SHA1: SQLCipher 3's.
+        /// PBKDF2-HMAC-SHA1: SQLCipher 3's; for a new file a passphrase is cheaper to guess than with the default.
         case pbkdf2SHA1 = "PBKDF2_HMAC_SHA1"
         /// PBKDF2-HMAC-SHA256.
         case pbkdf2SHA256 = "PBKDF2_HMAC_SHA256"
