@@ -51,8 +51,10 @@ public struct CipherSettings: Sendable, Equatable {
     /// `PRAGMA cipher_salt` (SQLCipher 4): the 16-byte KDF salt, for a file with a plaintext header (which
     /// does not hold it) or a new file that should get this one. It is the salt every key is made over: a
     /// deriving provider (PBKDF2, scrypt) derives over it on a new file, an existing one and a rekey, and a
-    /// raw key that carries another salt (`x'<key><salt>'`) is refused (SQLITE_MISUSE). Never put in a
-    /// message or a log.
+    /// raw key that carries another salt (`x'<key><salt>'`) is refused (SQLITE_MISUSE). Not a secret to
+    /// SQLCipher (a file without a plaintext header keeps it in the clear in its first 16 bytes): errors never
+    /// show it, but fmdb-cipher prints it in the flags that open a file it wrote (`open_with`, and the note on
+    /// standard error), since without it that file cannot be opened.
     public var salt: Data?
     /// `PRAGMA cipher_hmac_algorithm` (SQLCipher 4): the HMAC of every page.
     public var hmacAlgorithm: HMACAlgorithm?
