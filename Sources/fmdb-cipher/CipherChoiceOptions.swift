@@ -107,7 +107,9 @@ struct NewCipherChoiceOptions: ParsableArguments {
 
     @Option(
         name: .customLong("new-cipher-use-hmac"),
-        help: ArgumentHelp("off to write the new file without page HMACs (not recommended).", valueName: "on|off"))
+        help: ArgumentHelp(
+            "off to write the new file without page HMACs (weaker: pages can be altered undetected; warned).",
+            valueName: "on|off"))
     var useHMAC: OnOff?
 
     func validate() throws {
@@ -154,6 +156,10 @@ struct CipherChoices {
         settings.hmacAlgorithm = hmac?.hmac ?? settings.hmacAlgorithm
         settings.kdfAlgorithm = kdf?.kdf ?? settings.kdfAlgorithm
         if let useHMAC { settings.usesHMAC = useHMAC == .on }
+        if let size = settings.plaintextHeaderSize, size > 0, settings.salt == nil {
+            throw ValidationError(
+                "\(prefix)plaintext-header-size needs \(prefix)salt: " + CipherSettings.plaintextHeaderNeedsSalt)
+        }
         return settings
     }
 

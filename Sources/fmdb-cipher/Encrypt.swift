@@ -98,6 +98,7 @@ struct Encrypt: ParsableCommand {
                     "\(source): is not a plaintext SQLite database (already encrypted? use export)", code: Exit.wrongKey
                 )
             }
+            WeakCipherWarning.warn(settings, file: destination)
             let material = try KeyReader().read(key.source, what: "key for \(destination)", confirm: true)
             let provider = try key.kdf.provider(material)
             // Slotted: a new slot file beside the new file, whose identity the KeySlotKeyProvider gives it.

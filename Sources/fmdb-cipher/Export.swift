@@ -143,6 +143,7 @@ struct Export: ParsableCommand {
                     "\(source): is a plaintext SQLite database (not encrypted): make an encrypted copy with "
                         + "`fmdb-cipher encrypt \(source) \(destination)`", code: Exit.wrongKey, hintsKey: false)
             }
+            WeakCipherWarning.warn(settings, file: destination)
             let reader = KeyReader()
             let material = try reader.read(key.source, what: "key for \(source)")
             let (kdf, provider) = try key.opening(source, with: material)

@@ -120,6 +120,7 @@ struct SQL: ParsableCommand {
                 DatabaseFiles.quiet(db)
                 guard db.open() else { throw CLIError.from(db.lastError(), context: database) }
                 if let provider {
+                    WeakCipherWarning.warn(key.settings, file: database)
                     do {
                         try db.setKey(using: provider, settings: key.settings)
                     } catch {

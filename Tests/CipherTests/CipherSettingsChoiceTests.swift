@@ -16,6 +16,30 @@ final class CipherSettingsChoiceTests: FMDBCipherTestCase {
         XCTAssertNoThrow(try CipherSettings(plaintextHeaderSize: 32, salt: Data(repeating: 1, count: 16)).validate())
     }
 
+    /// A plaintext header without its salt is refused before SQLCipher sees it: SQLCipher would write the new
+    /// file under a random salt it keeps nowhere, and no later open could read it.
+    func testAPlaintextHeaderWithoutItsSaltIsRefused() throws {
+        XCTAssertThrowsError(try CipherSettings(plaintextHeaderSize: 32).validate()) {
+            XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE))
+        }
+        XCTAssertNoThrow(try CipherSettings(plaintextHeaderSize: 0).validate())
+        let file = path("header-without-salt.db")
+        let db = FMDatabase(path: file)
+        db.logsErrors = false
+        XCTAssertTrue(db.open())
+        XCTAssertThrowsError(
+            try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(plaintextHeaderSize: 32))
+        ) { error in
+            XCTAssertEqual(nsError(error).code, Int(SQLITE_MISUSE), "\(error)")
+            XCTAssertEqual(nsError(error).domain, "FMDatabase", "\(error)")
+            XCTAssertTrue("\(error)".contains("salt"), "\(error)")
+        }
+        XCTAssertFalse(db.executeUpdate("CREATE TABLE t (a)"), "nothing is written in plaintext")
+        db.close()
+        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+        XCTAssertEqual(size, 0, "no file with a salt kept nowhere")
+    }
+
     /// What the running SQLCipher answers on a keyed connection decides, never its version number.
     func testEachChoiceIsAppliedWhereTheLinkedSQLCipherHasItAndRefusedWhereNot() throws {
         let probe = FMDatabase(path: nil)
@@ -24,7 +48,10 @@ final class CipherSettingsChoiceTests: FMDBCipherTestCase {
         let choices: [(pragma: String, settings: CipherSettings)] = [
             ("cipher_hmac_algorithm", CipherSettings(hmacAlgorithm: .sha256)),
             ("cipher_kdf_algorithm", CipherSettings(kdfAlgorithm: .pbkdf2SHA256)),
-            ("cipher_plaintext_header_size", CipherSettings(plaintextHeaderSize: 32)),
+            (
+                "cipher_plaintext_header_size",
+                CipherSettings(plaintextHeaderSize: 32, salt: Data(repeating: 8, count: 16))
+            ),
             ("cipher_salt", CipherSettings(salt: Data(repeating: 9, count: 16))),
             ("cipher_use_hmac", CipherSettings(usesHMAC: true)),
         ]

@@ -107,6 +107,54 @@ final class AppWrittenFileToolTests: ToolTestCase {
 }
 
 extension AppWrittenFileToolTests {
+    /// A new file written weaker than SQLCipher's default (no page HMACs; SHA1 where SQLCipher 4 lets an app
+    /// choose) is written, with a warning saying so; a default one gets none.
+    func testAWeakerNewFileIsWrittenWithAWarning() throws {
+        let plain = try makePlaintext("weak-plain.db", rows: 1)
+        let env = ["K": "app key"]
+        let plainly = try run(["encrypt", plain, path("default.db"), "--key-env", "K"], env: env)
+        XCTAssertEqual(plainly.status, 0, plainly.stderr)
+        XCTAssertFalse(plainly.stderr.contains("weaker"), plainly.stderr)
+        let noHMAC = try run(
+            ["encrypt", plain, path("nohmac.db"), "--key-env", "K", "--new-cipher-use-hmac", "off"], env: env)
+        XCTAssertEqual(noHMAC.status, 0, noHMAC.stderr)
+        XCTAssertTrue(noHMAC.stderr.contains("pages can be altered undetected"), noHMAC.stderr)
+        let created = try run(
+            ["sql", path("created.db"), "--create", "--key-env", "K", "--cipher-use-hmac", "off", "CREATE TABLE t(a)"],
+            env: env)
+        XCTAssertEqual(created.status, 0, created.stderr)
+        XCTAssertTrue(created.stderr.contains("pages can be altered undetected"), created.stderr)
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
+        let sha1 = try run(
+            [
+                "encrypt", plain, path("sha1.db"), "--key-env", "K", "--new-cipher-hmac-algorithm", "sha1",
+                "--new-cipher-kdf-algorithm", "sha1",
+            ], env: env)
+        XCTAssertEqual(sha1.status, 0, sha1.stderr)
+        XCTAssertTrue(sha1.stderr.contains("HMAC-SHA1 pages, weaker"), sha1.stderr)
+        XCTAssertTrue(sha1.stderr.contains("PBKDF2-HMAC-SHA1, weaker"), sha1.stderr)
+    }
+
+    /// A plaintext header without its salt is a usage error before anything is written: SQLCipher would pick
+    /// a random salt the file does not hold, and the new file could never be opened.
+    func testAPlaintextHeaderWithoutItsSaltWritesNothing() throws {
+        let file = path("header-without-salt.db")
+        let made = try run(
+            ["sql", file, "--create", "--key-env", "K", "--cipher-plaintext-header-size", "32", "CREATE TABLE t(a)"],
+            env: ["K": "app key"])
+        XCTAssertEqual(made.status, 64, made.stderr)
+        XCTAssertTrue(made.stderr.contains("--cipher-salt"), made.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file), "nothing was written")
+        let plain = try makePlaintext("header-plain.db", rows: 1)
+        let encrypted = path("header-new.db")
+        let written = try run(
+            ["encrypt", plain, encrypted, "--key-env", "K", "--new-cipher-plaintext-header-size", "32"],
+            env: ["K": "app key"])
+        XCTAssertEqual(written.status, 64, written.stderr)
+        XCTAssertTrue(written.stderr.contains("--new-cipher-salt"), written.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: encrypted), "nothing was written")
+    }
+
     /// `cipher_use_hmac = OFF` with SQLCipher's other defaults is no format of its own: the file opens with
     /// `--cipher-use-hmac off`, and only with it. Choices the linked SQLCipher lacks are refused naming the one
     /// that has them (exit 69); malformed ones are usage errors.
@@ -126,15 +174,16 @@ extension AppWrittenFileToolTests {
         let info = try run(["info", file, "--key-env", "K", "--cipher-use-hmac", "off"], env: ["K": "app key"])
         XCTAssertEqual(info.status, 0, info.stderr)
 
-        for (flag, value) in [
-            ("--cipher-hmac-algorithm", "HMAC_SHA256"), ("--cipher-kdf-algorithm", "pbkdf2_hmac_sha1"),
-            ("--cipher-plaintext-header-size", "32"), ("--cipher-salt", String(repeating: "ab", count: 16)),
+        let salt = ["--cipher-salt", String(repeating: "ab", count: 16)]
+        for flags in [
+            ["--cipher-hmac-algorithm", "HMAC_SHA256"], ["--cipher-kdf-algorithm", "pbkdf2_hmac_sha1"],
+            ["--cipher-plaintext-header-size", "32"] + salt, salt,
         ] {
-            let result = try run(query + [flag, value], env: ["K": "app key"])
+            let result = try run(query + flags, env: ["K": "app key"])
             if CipherFormat.v4.isSupportedByLinkedSQLCipher {
-                XCTAssertNotEqual(result.status, 69, "\(flag): \(result.stderr)")
+                XCTAssertNotEqual(result.status, 69, "\(flags): \(result.stderr)")
             } else {
-                XCTAssertEqual(result.status, 69, "\(flag): \(result.stderr)")
+                XCTAssertEqual(result.status, 69, "\(flags): \(result.stderr)")
                 XCTAssertTrue(result.stderr.contains("SQLCipher 4"), result.stderr)
             }
         }

@@ -9,8 +9,11 @@ extension FMDatabase {
     /// this call the connection's authorizer also refuses, with `SQLITE_AUTH`, every PRAGMA that sets a value
     /// (except those whose argument names what to read: `table_info(t)`, `index_list(t)`, `integrity_check(n)`)
     /// or acts without one (`wal_checkpoint`, `optimize`, `incremental_vacuum`), `ATTACH`, `DETACH` and so
-    /// `VACUUM`, and every statement that writes or changes a schema, temporary ones included. Reading
-    /// PRAGMAs (`PRAGMA user_version`, `PRAGMA table_info(t)`) and transactions stay allowed.
+    /// `VACUUM`, and every statement that changes a schema, temporary ones included. A row write (`INSERT`,
+    /// `UPDATE`, `DELETE`) is refused by the library's own check when it prepares the statement (`SQLITE_AUTH`),
+    /// or stopped when it runs by `PRAGMA query_only`: `SQLITE_READONLY` to a statement prepared through the C
+    /// API on ``sqliteHandle``, the same `SQLITE_AUTH` refusal through this library. Reading PRAGMAs
+    /// (`PRAGMA user_version`, `PRAGMA table_info(t)`) and transactions stay allowed.
     ///
     /// Unlike opening with `SQLITE_OPEN_READONLY`, the connection can still remove the `-wal` and `-shm`
     /// files of a WAL database when it closes last, so reading leaves no side files behind. Call it after

@@ -46,15 +46,22 @@ public struct CipherSettings: Sendable, Equatable {
     /// `PRAGMA cipher_plaintext_header_size` (SQLCipher 4): how many bytes at the start of the file stay
     /// unencrypted (32 for iOS apps in shared app-group containers, so iOS sees a SQLite header; a multiple
     /// of 16). Such a file does not hold its salt: give it as `salt`, as the app that wrote it keeps it.
+    /// A size above 0 without `salt` is refused (SQLITE_MISUSE), for new files and existing ones alike.
     public var plaintextHeaderSize: Int?
     /// `PRAGMA cipher_salt` (SQLCipher 4): the 16-byte KDF salt, for a file with a plaintext header (which
-    /// does not hold it) or a new file that should get this one. Never put in a message or a log.
+    /// does not hold it) or a new file that should get this one. It is the salt every key is made over: a
+    /// deriving provider (PBKDF2, scrypt) derives over it on a new file, an existing one and a rekey, and a
+    /// raw key that carries another salt (`x'<key><salt>'`) is refused (SQLITE_MISUSE). Not a secret to
+    /// SQLCipher (a file without a plaintext header keeps it in the clear in its first 16 bytes): errors never
+    /// show it, but fmdb-cipher prints it in the flags that open a file it wrote (`open_with`, and the note on
+    /// standard error), since without it that file cannot be opened.
     public var salt: Data?
     /// `PRAGMA cipher_hmac_algorithm` (SQLCipher 4): the HMAC of every page.
     public var hmacAlgorithm: HMACAlgorithm?
     /// `PRAGMA cipher_kdf_algorithm` (SQLCipher 4): the PBKDF2 digest of a passphrase and of the HMAC key.
     public var kdfAlgorithm: KDFAlgorithm?
-    /// `PRAGMA cipher_use_hmac` (SQLCipher 3 and 4): false for files whose pages carry no HMAC.
+    /// `PRAGMA cipher_use_hmac` (SQLCipher 3 and 4): false for files whose pages carry no HMAC. A new file
+    /// written with false is weaker than SQLCipher's default: its pages can be altered undetected.
     public var usesHMAC: Bool?
 
     /// Whether a new file may get fewer than `minimumKDFIterations` iterations (made with
@@ -63,7 +70,7 @@ public struct CipherSettings: Sendable, Equatable {
 
     /// An HMAC algorithm SQLCipher 4 authenticates pages with: its `PRAGMA cipher_hmac_algorithm` value.
     public enum HMACAlgorithm: String, Sendable, CaseIterable {
-        /// HMAC-SHA1: SQLCipher 3's.
+        /// HMAC-SHA1: SQLCipher 3's; weaker than SQLCipher 4's default for a new file.
         case sha1 = "HMAC_SHA1"
         /// HMAC-SHA256.
         case sha256 = "HMAC_SHA256"
@@ -73,7 +80,7 @@ public struct CipherSettings: Sendable, Equatable {
 
     /// A PBKDF2 digest SQLCipher 4 derives keys with: its `PRAGMA cipher_kdf_algorithm` value.
     public enum KDFAlgorithm: String, Sendable, CaseIterable {
-        /// PBKDF2-HMAC-SHA1: SQLCipher 3's.
+        /// PBKDF2-HMAC-SHA1: SQLCipher 3's; for a new file a passphrase is cheaper to guess than with the default.
         case pbkdf2SHA1 = "PBKDF2_HMAC_SHA1"
         /// PBKDF2-HMAC-SHA256.
         case pbkdf2SHA256 = "PBKDF2_HMAC_SHA256"
@@ -122,7 +129,17 @@ public struct CipherSettings: Sendable, Equatable {
         if let salt, salt.count != 16 {
             throw FMDatabaseError.misuse("The cipher salt must be 16 bytes (got \(salt.count)).")
         }
+        if let plaintextHeaderSize, plaintextHeaderSize > 0, salt == nil {
+            throw FMDatabaseError.misuse(Self.plaintextHeaderNeedsSalt)
+        }
     }
+
+    /// Why a plaintext header without `salt` is refused: such a file does not hold its salt, so SQLCipher
+    /// would write a new one with a random salt it keeps nowhere, and no later open could read it.
+    public static let plaintextHeaderNeedsSalt =
+        "A plaintext header needs its salt: the file does not hold it, so it cannot be opened (nor written "
+        + "so that it can be opened again) without it. Give the 16-byte salt the app keeps as CipherSettings.salt "
+        + "(fmdb-cipher: --cipher-salt / --new-cipher-salt)."
 
     /// The plaintext header sizes SQLCipher takes: a multiple of 16 (its cipher block) from 0 to 1024, within
     /// the smallest page's room.
@@ -215,7 +232,49 @@ extension SecureBytes {
     }
 }
 
+extension SecureBytes {
+    /// Throws (SQLITE_MISUSE) when these key bytes are a 96-digit raw-key literal (`x'<key><salt>'`) whose salt
+    /// is not `salt`: SQLCipher takes the literal's salt over `PRAGMA cipher_salt`, so the file would be keyed
+    /// under a salt the settings do not give. Neither salt is put in the message.
+    func requireEmbeddedSalt(matching salt: Data?) throws {
+        guard let salt else { return }
+        let matches = withUnsafeBytes { bytes -> Bool in
+            guard bytes.count == 96 + 3, isRawKeyLiteral else { return true }
+            let digits = Array(bytes[(2 + 64)..<(2 + 96)])
+            return salt.enumerated().allSatisfy { index, byte in
+                guard let high = Self.hexValue(digits[2 * index]), let low = Self.hexValue(digits[2 * index + 1])
+                else { return false }
+                return high << 4 | low == byte
+            }
+        }
+        guard matches else {
+            throw FMDatabaseError.misuse(
+                "The raw key carries a salt other than CipherSettings.salt (--cipher-salt): SQLCipher would use the "
+                    + "key's, and the file would not open with the salt given. Give the 64-digit key alone, or the "
+                    + "same salt in both.")
+        }
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
 extension CipherSettings {
+    /// `request` with `salt` as its salt when one is given: the salt a deriving provider (PBKDF2, scrypt)
+    /// derives over must be the one SQLCipher keys the file with, on a new file, an existing one and a rekey.
+    /// Without it a provider picks a random salt for a new file and hands it in the raw key, which SQLCipher
+    /// takes over `PRAGMA cipher_salt`: a file with a plaintext header would be written under a salt kept nowhere.
+    func keyRequest(_ request: KeyRequest) -> KeyRequest {
+        guard let salt else { return request }
+        return KeyRequest(databasePath: request.databasePath, salt: salt, format: request.format)
+    }
+
     /// The statements that select `format` on a connection keyed just before (none when nil), then those of
     /// the settings an app chose (`choiceStatements`).
     func formatStatements() throws -> [String] {

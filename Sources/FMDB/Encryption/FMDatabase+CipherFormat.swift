@@ -53,6 +53,7 @@ extension FMDatabase {
                 for: KeyRequest(databasePath: request.databasePath, salt: request.salt, format: format)
             ).validated()
             let keyBytes = key.sqlcipherKeyBytes()
+            try keyBytes.requireEmbeddedSalt(matching: settings.salt)
             // Keying again with the same key is a no-op on a used connection: its settings stay as they are.
             let alreadyKeyed = appliedKey.map { $0.isEqual(to: keyBytes) } ?? false
             try applyKey(keyBytes)

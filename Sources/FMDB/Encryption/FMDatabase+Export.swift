@@ -51,7 +51,9 @@ extension FMDatabase {
             }
             let format = settings.format ?? .linkedDefault
             let key = try keyProvider.map {
-                try $0.key(for: KeyRequest(databasePath: path, salt: request.salt, format: format)).validated()
+                try $0.key(
+                    for: settings.keyRequest(KeyRequest(databasePath: path, salt: request.salt, format: format))
+                ).validated()
             }
             let formatStatements =
                 try keyProvider == nil
@@ -63,6 +65,7 @@ extension FMDatabase {
             }
             if let key {
                 do {
+                    try key.sqlcipherKeyBytes().requireEmbeddedSalt(matching: settings.salt)
                     try connection.key(key.sqlcipherKeyBytes(), schema: name)
                     // Keyed, as SQLCipher says: SQL text on this connection may no longer change keys or cipher
                     // settings (KeyedAuthorizer), and temporary data stays in memory, as on a keyed main database.
@@ -111,7 +114,9 @@ extension FMDatabase {
         let candidates =
             settings.format.map { [$0] } ?? CipherFormat.candidates(hint: CipherFormatHints.format(forSalt: salt))
         for format in candidates where !(inDefaults && format == linked) {
-            let key = try keyProvider.key(for: KeyRequest(databasePath: path, salt: salt, format: format)).validated()
+            let key = try keyProvider.key(
+                for: settings.keyRequest(KeyRequest(databasePath: path, salt: salt, format: format))
+            ).validated()
             let probe = Connection.probeKey(
                 key.sqlcipherKeyBytes(), path: path, flags: SQLITE_OPEN_READONLY, vfs: openVFS,
                 formatStatements: try format.selectionStatements() + settings.choiceStatements(),

@@ -92,7 +92,9 @@ extension FMDatabase {
     public func rekey(using provider: any KeyProvider) throws {
         try recording {
             try refuseRekeyBesideSlotFile()
-            let key = try provider.key(for: keyRequest().request).validated()
+            // Derived over the salt the connection was keyed with when its settings gave one (a file with a
+            // plaintext header does not hold it): a random one would be written and kept nowhere.
+            let key = try provider.key(for: keySettings.keyRequest(keyRequest().request)).validated()
             try rekeyConnection(to: key.sqlcipherKeyBytes())
         }
     }
@@ -134,6 +136,7 @@ extension FMDatabase {
                 message: "Cannot rekey a read-only database (read-only file, filesystem or open flags).")
         }
         try checkKDFFloorForRekey(to: newKey)
+        try newKey.requireEmbeddedSalt(matching: keySettings.salt)
         // A rekey is one transaction: without a rollback journal or a WAL (journal_mode OFF or MEMORY) a
         // failure part way leaves pages under both keys, and page 1 alone could say "done".
         let journalMode = try connection.pragmaText("PRAGMA journal_mode")?.lowercased() ?? ""

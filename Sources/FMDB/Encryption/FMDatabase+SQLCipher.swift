@@ -66,12 +66,11 @@ extension FMDatabase {
             // A closed database fails here, before the provider is asked for a key. (After a failed try on
             // a new file, applyKey keys a fresh connection.)
             _ = try requireConnection()
-            var (request, kind) = keyRequest()
-            // A file with a plaintext header does not hold its salt: the one the app keeps (the settings') is
-            // the salt a provider derives over, as SQLCipher does.
-            if case .encryptedWithPlaintextHeader = kind, let salt = settings.salt {
-                request = KeyRequest(databasePath: request.databasePath, salt: salt)
-            }
+            let (fileRequest, kind) = keyRequest()
+            // The settings' salt, when given, is the one SQLCipher keys the file with (PRAGMA cipher_salt): a
+            // provider derives over it, on a new file as on an existing one (a file with a plaintext header does
+            // not hold its salt).
+            let request = settings.keyRequest(fileRequest)
             do {
                 try settings.validate(creatingFile: kind?.isNew ?? true)
                 // A choice the linked SQLCipher does not have is refused before keying (SQLITE_FORMAT).
