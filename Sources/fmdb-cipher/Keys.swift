@@ -451,7 +451,7 @@ enum DataKeyRotation {
             if let recovery = try? KeySlotSecret.recoveryKey(material: material) { secrets.append(recovery) }
         }
         // A backup this run wrote is removed again if the rotation does not take: the retry is not refused for it.
-        let written = backup.map(RekeyBackup.init)
+        let written = backup.map { RekeyBackup($0, withSlots: true) }
         if let backup, let written {
             // The old database (old data key, old salt) and the old slot file beside it, before anything changes:
             // the old secrets open the backup.

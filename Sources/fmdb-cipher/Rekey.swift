@@ -164,7 +164,7 @@ struct Rekey: ParsableCommand {
             // connection, so a throw always means "not done, the old key still opens it".
             let outcome: FMRekeyOutcome
             // A backup this run wrote is removed again if the rekey does not take: the retry is not refused for it.
-            let madeBackup = backup.map(RekeyBackup.init)
+            let madeBackup = backup.map { RekeyBackup($0) }
             let discardBackup = {
                 madeBackup?.discardAfterFailedRekey(of: database) {
                     Self.opens(database, with: oldProvider, settings: key.settings)

@@ -1,0 +1,31 @@
+import Foundation
+import XCTest
+
+/// The side of a failed rekey that keeps its `--backup`: what this run did not write, or cannot check, stays.
+extension RetryAfterFailureToolTests {
+    var rekeyWithBackup: [String] {
+        [
+            "rekey", path("kept") + "/db", "--kdf", "raw", "--key-env", "OLD", "--new-kdf", "raw", "--new-key-env",
+            "NEW", "--quiet", "--backup", path("kept") + "/db.bak",
+        ]
+    }
+
+    var rawKeys: [String: String] { ["OLD": Self.rawKey, "NEW": Self.otherRawKey] }
+
+    /// A plain rekey never writes PATH-keyslots: a file that appears there while it runs is another's, and stays
+    /// when the rekey fails (the backup it wrote itself is removed).
+    func testFailedRekeyLeavesAKeySlotFileItDidNotWrite() throws {
+        let work = try reset("kept")
+        let foreign = work + "/db.bak-keyslots"
+        let busy = try holding(work + "/db", rawKey: Self.rawKey, slot: nil, mode: "immediate") {
+            DispatchQueue.global().asyncAfter(deadline: .now() + 1) {
+                _ = FileManager.default.createFile(atPath: foreign, contents: Data("another run's".utf8))
+            }
+            return try run(rekeyWithBackup + ["--busy-timeout", "3"], env: rawKeys)
+        }
+        XCTAssertEqual(busy.status, 75, busy.stderr)
+        XCTAssertEqual(FileManager.default.contents(atPath: foreign), Data("another run's".utf8), busy.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/db.bak"), busy.stderr)
+        XCTAssertEqual(leftovers(work, expected: Self.base.union(["db.bak-keyslots"])), [], busy.stderr)
+    }
+}
