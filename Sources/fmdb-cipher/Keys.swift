@@ -488,17 +488,20 @@ enum DataKeyRotation {
                 code: Exit.rekeyUnchecked
             )
         } catch {
-            let neitherKey =
-                FMResultCode.corrupt ~= error
-                && (error as? FMDatabaseError)?.isDamagedKeySlotFile != true
-            progress.finish(
-                neitherKey
-                    ? "rekey --data-key: failed; neither data key opens the database"
-                    : "rekey --data-key: failed; the database and its slots still use the old data key")
-            written?.discardAfterFailedRekey(of: database) {
-                Rekey.opens(
+            // Checked where anything depends on it (a backup to remove or keep; a SQLITE_CORRUPT), never inferred.
+            let oldKey =
+                written?.removable == true || FMResultCode.corrupt ~= error
+                ? Rekey.check(
                     database, with: KeySlotKeyProvider(secret: secrets[0], logsRefusals: false), settings: key.settings)
+                : nil
+            switch oldKey {
+            case .doesNotOpen: progress.finish("rekey --data-key: failed; the old data key does not open the database")
+            case .couldNotCheck:
+                progress.finish("rekey --data-key: failed; which data key opens the database could not be checked")
+            case .opens, nil:
+                progress.finish("rekey --data-key: failed; the database and its slots still use the old data key")
             }
+            if let oldKey { written?.discardAfterFailedRekey(of: database, oldKey: oldKey) }
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }
         progress.finish("rekey --data-key: done", completed: true)

@@ -60,16 +60,27 @@ final class RekeyBackup {
         }
     }
 
+    /// Whether a failed rekey is to check the database for this backup: this run published it, over nothing.
+    var removable: Bool { !published.isEmpty && !existedBefore }
+
     /// The rekey of `database` failed before it changed the key (or could not start): removes the backup when
-    /// `oldKeyOpens` (a check on the database) says the old key still opens every page and the files are still
-    /// the ones this run published, and says so on standard error.
-    func discardAfterFailedRekey(of database: String, oldKeyOpens: () -> Bool) {
-        guard !published.isEmpty, !existedBefore else { return }
-        guard oldKeyOpens() else {
+    /// `oldKey` (a check on the database, made before this call) found that the old key opens every page and the
+    /// files are still the ones this run published, and says on standard error what it did and why.
+    func discardAfterFailedRekey(of database: String, oldKey: KeyCheck) {
+        guard removable else { return }
+        switch oldKey {
+        case .opens: break
+        case .doesNotOpen:
             Output.message(
-                "fmdb-cipher: note: kept the backup \(path): the database could not be checked to open with the old "
-                    + "key; once it does (fmdb-cipher check \(database)), remove the backup before retrying, or "
-                    + "retry with --force")
+                "fmdb-cipher: note: kept the backup \(path): the old key does not open every page of \(database) "
+                    + "(fmdb-cipher check \(database) with each key tells whether either does); this backup may be "
+                    + "your only copy: keep it")
+            return
+        case .couldNotCheck(let reason):
+            Output.message(
+                "fmdb-cipher: note: kept the backup \(path): whether the old key opens \(database) could not be "
+                    + "checked (\(reason)); check it (fmdb-cipher check \(database)): once the old key opens it, "
+                    + "remove the backup before retrying, or retry with --force")
             return
         }
         // Each file away from its name first, under a name no other run knows, and checked there.

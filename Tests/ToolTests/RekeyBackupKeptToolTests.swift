@@ -28,4 +28,24 @@ extension RetryAfterFailureToolTests {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/db.bak"), busy.stderr)
         XCTAssertEqual(leftovers(work, expected: Self.base.union(["db.bak-keyslots"])), [], busy.stderr)
     }
+
+    /// Neither key opens the database after the failed rekey (its pages were overwritten meanwhile): the backup
+    /// stays, and the message says it may be the only copy, not to remove it.
+    func testFailedRekeyKeepsTheBackupWhenNeitherKeyOpensTheDatabase() throws {
+        let work = try reset("kept")
+        let db = work + "/db"
+        let busy = try holding(db, rawKey: Self.rawKey, slot: nil, mode: "immediate") {
+            DispatchQueue.global().asyncAfter(deadline: .now() + 1) {
+                guard let handle = FileHandle(forWritingAtPath: db) else { return }
+                handle.seek(toFileOffset: 4096)
+                handle.write(Data(repeating: 0x5A, count: 8192))
+                handle.closeFile()
+            }
+            return try run(rekeyWithBackup + ["--busy-timeout", "3"], env: rawKeys)
+        }
+        XCTAssertNotEqual(busy.status, 0, busy.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: work + "/db.bak"), busy.stderr)
+        XCTAssertTrue(busy.stderr.contains("may be your only copy: keep it"), busy.stderr)
+        XCTAssertFalse(busy.stderr.contains("remove the backup"), busy.stderr)
+    }
 }
