@@ -434,6 +434,22 @@ struct KeysExportRaw: ParsableCommand {
 
 /// `fmdb-cipher rekey --data-key`: a new random data key, every page re-encrypted, every slot re-wrapped.
 enum DataKeyRotation {
+    /// What was found when the key slot file beside `database` is not byte for byte the one saved beside
+    /// `backup` (PATH-keyslots); nil when it is.
+    static func slotFileChanged(_ database: String, savedIn backup: String) -> String? {
+        let current = KeySlots.slotFilePath(forDatabaseAt: database)
+        let saved = KeySlots.slotFilePath(forDatabaseAt: backup)
+        guard let now = FileManager.default.contents(atPath: current) else {
+            return "the key slot file \(current) could not be read"
+        }
+        guard let then = FileManager.default.contents(atPath: saved) else {
+            return "the saved key slot file \(saved) could not be read"
+        }
+        guard now != then else { return nil }
+        return "the key slot file \(current) is not the one saved in \(saved) (a pending rotation's wraps both data "
+            + "keys, so a secret opening the database says nothing of which data key it is under)"
+    }
+
     static func run(
         database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool,
         quiet: Bool, progressLines: Bool = false
@@ -489,11 +505,17 @@ enum DataKeyRotation {
             )
         } catch {
             // Checked where anything depends on it (a backup to remove or keep; a SQLITE_CORRUPT), never inferred.
+            // The first secret is checked through the slot file beside the database: only while that file is
+            // the one saved in PATH-keyslots (the library restored it) does its opening the database say the
+            // old data key does. A pending rotation's slot file wraps both data keys, and opens it under either.
+            let slotsChanged = written.flatMap { $0.removable ? slotFileChanged(database, savedIn: $0.path) : nil }
             let oldKey =
-                written?.removable == true || FMResultCode.corrupt ~= error
-                ? Rekey.check(
-                    database, with: KeySlotKeyProvider(secret: secrets[0], logsRefusals: false), settings: key.settings)
-                : nil
+                slotsChanged.map { KeyCheck.couldNotCheck($0) }
+                ?? (written?.removable == true || FMResultCode.corrupt ~= error
+                    ? Rekey.check(
+                        database, with: KeySlotKeyProvider(secret: secrets[0], logsRefusals: false),
+                        settings: key.settings)
+                    : nil)
             switch oldKey {
             case .doesNotOpen: progress.finish("rekey --data-key: failed; the old data key does not open the database")
             case .couldNotCheck:
