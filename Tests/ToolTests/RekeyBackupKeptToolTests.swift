@@ -86,4 +86,38 @@ extension RetryAfterFailureToolTests {
         XCTAssertTrue(FileManager.default.fileExists(atPath: work + "/slotted.bak-keyslots"), busy.stderr)
         XCTAssertTrue(busy.stderr.contains("kept the backup"), busy.stderr)
     }
+
+    /// A backup written with --force over an existing file stays when the rekey then fails: the file it
+    /// replaced is gone, so this one is the copy (the retry, with --force, replaces it again).
+    func testFailedRekeyKeepsABackupThatReplacedAFileWithForce() throws {
+        let work = try reset("kept")
+        XCTAssertTrue(FileManager.default.createFile(atPath: work + "/db.bak", contents: Data("earlier".utf8)))
+        let busy = try holding(work + "/db", rawKey: Self.rawKey, slot: nil, mode: "immediate") {
+            try run(rekeyWithBackup + ["--busy-timeout", "0.2", "--force"], env: rawKeys)
+        }
+        XCTAssertEqual(busy.status, 75, busy.stderr)
+        XCTAssertEqual(rowCount(work + "/db.bak", rawKey: Self.rawKey), 20, busy.stderr)
+        let again = try run(rekeyWithBackup + ["--force"], env: rawKeys)
+        XCTAssertEqual(again.status, 0, again.stderr)
+    }
+
+    /// The old-key check itself cannot be made (here a directory took the database's name while the rekey
+    /// waited): "could not check" is not "opens", so the backup stays and the message says the check could not
+    /// be made.
+    func testFailedRekeyKeepsTheBackupWhenTheCheckCannotBeMade() throws {
+        let work = try reset("kept")
+        let db = work + "/db"
+        let backup = work + "/db.bak"
+        let busy = try holding(db, rawKey: Self.rawKey, slot: nil, mode: "immediate") {
+            DispatchQueue.global().async {
+                for _ in 0..<2000 where access(backup, F_OK) != 0 { usleep(1000) }
+                _ = rename(db, db + ".moved")
+                _ = mkdir(db, 0o700)
+            }
+            return try run(rekeyWithBackup + ["--busy-timeout", "2"], env: rawKeys)
+        }
+        XCTAssertNotEqual(busy.status, 0, busy.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: backup), busy.stderr)
+        XCTAssertTrue(busy.stderr.contains("could not be checked"), busy.stderr)
+    }
 }
