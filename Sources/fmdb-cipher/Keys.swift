@@ -523,7 +523,11 @@ enum DataKeyRotation {
             case .opens, nil:
                 progress.finish("rekey --data-key: failed; the database and its slots still use the old data key")
             }
-            if let oldKey { written?.discardAfterFailedRekey(of: database, oldKey: oldKey) }
+            if let slotsChanged {
+                written?.keep(because: slotsChanged)
+            } else if let oldKey {
+                written?.discardAfterFailedRekey(of: database, oldKey: oldKey)
+            }
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }
         progress.finish("rekey --data-key: done", completed: true)

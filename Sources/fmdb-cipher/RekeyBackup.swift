@@ -63,6 +63,14 @@ final class RekeyBackup {
     /// Whether a failed rekey is to check the database for this backup: this run published it, over nothing.
     var removable: Bool { !published.isEmpty && !existedBefore }
 
+    /// The rekey failed and what was found rules the removal out (`reason`): says so, and that it stays.
+    func keep(because reason: String) {
+        guard removable else { return }
+        Output.message(
+            "fmdb-cipher: note: kept the backup \(files.joined(separator: " and ")): \(reason); it may be the only "
+                + "copy some of the old secrets open: keep it")
+    }
+
     /// The rekey of `database` failed before it changed the key (or could not start): removes the backup when
     /// `oldKey` (a check on the database, made before this call) found that the old key opens every page and the
     /// files are still the ones this run published, and says on standard error what it did and why.

@@ -85,6 +85,8 @@ extension RetryAfterFailureToolTests {
         XCTAssertTrue(FileManager.default.fileExists(atPath: work + "/slotted.bak"), busy.stderr)
         XCTAssertTrue(FileManager.default.fileExists(atPath: work + "/slotted.bak-keyslots"), busy.stderr)
         XCTAssertTrue(busy.stderr.contains("kept the backup"), busy.stderr)
+        XCTAssertTrue(busy.stderr.contains("is not the one saved in"), busy.stderr)
+        XCTAssertFalse(busy.stderr.contains("remove the backup"), busy.stderr)
     }
 
     /// A backup written with --force over an existing file stays when the rekey then fails: the file it
