@@ -102,3 +102,11 @@ void fmdb_tool_cleanup_unregister(int slot) {
 int fmdb_tool_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
+
+int fmdb_tool_rename_noreplace(const char *from, const char *to) {
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return -1;
+    if (link(from, to) != 0) return -1;
+    unlink(from);
+    return 0;
+}

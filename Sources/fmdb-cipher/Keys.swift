@@ -434,6 +434,22 @@ struct KeysExportRaw: ParsableCommand {
 
 /// `fmdb-cipher rekey --data-key`: a new random data key, every page re-encrypted, every slot re-wrapped.
 enum DataKeyRotation {
+    /// What was found when the key slot file beside `database` is not byte for byte the one saved beside
+    /// `backup` (PATH-keyslots); nil when it is.
+    static func slotFileChanged(_ database: String, savedIn backup: String) -> String? {
+        let current = KeySlots.slotFilePath(forDatabaseAt: database)
+        let saved = KeySlots.slotFilePath(forDatabaseAt: backup)
+        guard let now = FileManager.default.contents(atPath: current) else {
+            return "the key slot file \(current) could not be read"
+        }
+        guard let then = FileManager.default.contents(atPath: saved) else {
+            return "the saved key slot file \(saved) could not be read"
+        }
+        guard now != then else { return nil }
+        return "the key slot file \(current) is not the one saved in \(saved) (a pending rotation's wraps both data "
+            + "keys, so a secret opening the database says nothing of which data key it is under)"
+    }
+
     static func run(
         database: String, key: KeyOptions, slotKeyFiles: [String], dropOtherSlots: Bool, backup: String?, force: Bool,
         quiet: Bool, progressLines: Bool = false
@@ -451,7 +467,7 @@ enum DataKeyRotation {
             if let recovery = try? KeySlotSecret.recoveryKey(material: material) { secrets.append(recovery) }
         }
         // A backup this run wrote is removed again if the rotation does not take: the retry is not refused for it.
-        let written = backup.map(RekeyBackup.init)
+        let written = backup.map { RekeyBackup($0, withSlots: true) }
         if let backup, let written {
             // The old database (old data key, old salt) and the old slot file beside it, before anything changes:
             // the old secrets open the backup.
@@ -488,16 +504,29 @@ enum DataKeyRotation {
                 code: Exit.rekeyUnchecked
             )
         } catch {
-            let neitherKey =
-                FMResultCode.corrupt ~= error
-                && (error as? FMDatabaseError)?.isDamagedKeySlotFile != true
-            progress.finish(
-                neitherKey
-                    ? "rekey --data-key: failed; neither data key opens the database"
-                    : "rekey --data-key: failed; the database and its slots still use the old data key")
-            written?.discardAfterFailedRekey(of: database) {
-                Rekey.opens(
-                    database, with: KeySlotKeyProvider(secret: secrets[0], logsRefusals: false), settings: key.settings)
+            // Checked where anything depends on it (a backup to remove or keep; a SQLITE_CORRUPT), never inferred.
+            // The first secret is checked through the slot file beside the database: only while that file is
+            // the one saved in PATH-keyslots (the library restored it) does its opening the database say the
+            // old data key does. A pending rotation's slot file wraps both data keys, and opens it under either.
+            let slotsChanged = written.flatMap { $0.removable ? slotFileChanged(database, savedIn: $0.path) : nil }
+            let oldKey =
+                slotsChanged.map { KeyCheck.couldNotCheck($0) }
+                ?? (written?.removable == true || FMResultCode.corrupt ~= error
+                    ? Rekey.check(
+                        database, with: KeySlotKeyProvider(secret: secrets[0], logsRefusals: false),
+                        settings: key.settings)
+                    : nil)
+            switch oldKey {
+            case .doesNotOpen: progress.finish("rekey --data-key: failed; the old data key does not open the database")
+            case .couldNotCheck:
+                progress.finish("rekey --data-key: failed; which data key opens the database could not be checked")
+            case .opens, nil:
+                progress.finish("rekey --data-key: failed; the database and its slots still use the old data key")
+            }
+            if let slotsChanged {
+                written?.keep(because: slotsChanged)
+            } else if let oldKey {
+                written?.discardAfterFailedRekey(of: database, oldKey: oldKey)
             }
             throw CLIError.from(error, context: "rekey --data-key \(database)")
         }

@@ -164,12 +164,7 @@ struct Rekey: ParsableCommand {
             // connection, so a throw always means "not done, the old key still opens it".
             let outcome: FMRekeyOutcome
             // A backup this run wrote is removed again if the rekey does not take: the retry is not refused for it.
-            let madeBackup = backup.map(RekeyBackup.init)
-            let discardBackup = {
-                madeBackup?.discardAfterFailedRekey(of: database) {
-                    Self.opens(database, with: oldProvider, settings: key.settings)
-                }
-            }
+            let madeBackup = backup.map { RekeyBackup($0) }
             do {
                 if let backup, let madeBackup {
                     outcome = try DatabaseCopy(
@@ -187,7 +182,10 @@ struct Rekey: ParsableCommand {
                 }
             } catch let error as CLIError {
                 // Said already: the backup, or opening the database for the rekey.
-                discardBackup()
+                if let madeBackup, madeBackup.removable {
+                    madeBackup.discardAfterFailedRekey(
+                        of: database, oldKey: Self.check(database, with: oldProvider, settings: key.settings))
+                }
                 throw error
             } catch let error as FMDatabaseError where error.rekeyOutcomeUnchecked {
                 // The backup stays: which key opens the database is not known.
@@ -197,14 +195,22 @@ struct Rekey: ParsableCommand {
                     code: Exit.rekeyUnchecked
                 )
             } catch {
-                // SQLITE_CORRUPT is the one throw after which the old key does not open the file either.
+                // Which key opens the database is checked where anything depends on it (a backup to remove or
+                // keep; a SQLITE_CORRUPT, after which the old key may not open it either), never inferred.
+                let oldKey =
+                    madeBackup?.removable == true || FMResultCode.corrupt ~= error
+                    ? Self.check(database, with: oldProvider, settings: key.settings) : nil
                 let neitherKey =
-                    FMResultCode.corrupt ~= error
-                progress.finish(
-                    neitherKey
-                        ? "rekey: failed; neither key opens the database"
-                        : "rekey: failed; the database still uses the old key")
-                discardBackup()
+                    oldKey == .doesNotOpen
+                    && Self.check(database, with: newProvider, settings: key.settings) == .doesNotOpen
+                switch oldKey {
+                case .doesNotOpen where neitherKey: progress.finish("rekey: failed; neither key opens the database")
+                case .doesNotOpen: progress.finish("rekey: failed; the old key does not open the database")
+                case .couldNotCheck:
+                    progress.finish("rekey: failed; which key opens the database could not be checked")
+                case .opens, nil: progress.finish("rekey: failed; the database still uses the old key")
+                }
+                if let oldKey { madeBackup?.discardAfterFailedRekey(of: database, oldKey: oldKey) }
                 throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: done", completed: true)
@@ -226,17 +232,44 @@ struct Rekey: ParsableCommand {
         }
     }
 
-    /// Whether `provider` opens `database` with `settings`, every page of it (any failure counts as no: the
-    /// rekey then reports what stands in its way, a damaged file as damaged). A key that does not open the
-    /// file is refused at its first page; the whole file is read only when the key opens it.
-    static func opens(_ database: String, with provider: any KeyProvider, settings: CipherSettings) -> Bool {
-        guard let db = try? DatabaseFiles.open(database, provider: provider, settings: settings, readOnly: true)
-        else { return false }
+    /// What checking whether `provider` opens every page of `database` with `settings` found: a lock, an I/O
+    /// error or a journal a read-only connection cannot recover is `.couldNotCheck`, never a no. A key that does
+    /// not open the file is refused at its first page; the whole file is read only when the key opens it.
+    static func check(_ database: String, with provider: any KeyProvider, settings: CipherSettings) -> KeyCheck {
+        let db: FMDatabase
+        do {
+            db = try DatabaseFiles.open(database, provider: provider, settings: settings, readOnly: true)
+        } catch {
+            return KeyCheck(error, database)
+        }
         defer { db.close() }
-        return (try? DatabaseFiles.integrityCheck(db, quick: true))?.isEmpty == true
+        do {
+            return try DatabaseFiles.integrityCheck(db, quick: true).isEmpty ? .opens : .doesNotOpen
+        } catch {
+            return KeyCheck(error, database)
+        }
+    }
+
+    /// Whether `provider` opens `database` with `settings`, every page of it (a failure to check counts as no:
+    /// the rekey then reports what stands in its way, a damaged file as damaged).
+    static func opens(_ database: String, with provider: any KeyProvider, settings: CipherSettings) -> Bool {
+        check(database, with: provider, settings: settings) == .opens
     }
 }
 
+/// What checking whether a key opens every page of a database found; "could not check" is its own answer.
+enum KeyCheck: Equatable {
+    case opens
+    /// The key is refused, or pages fail their check (SQLITE_NOTADB, SQLITE_CORRUPT, integrity problems).
+    case doesNotOpen
+    /// A lock, an I/O error, anything else: which key opens the file is not known.
+    case couldNotCheck(String)
+
+    init(_ error: any Error, _ database: String) {
+        let said = error as? CLIError ?? CLIError.fromOpened(error, context: database, keyed: true)
+        self = said.code == Exit.wrongKey ? .doesNotOpen : .couldNotCheck(said.message)
+    }
+}
 /// How far a rekey has got, from outside SQLCipher: it writes every page once, through the rollback journal
 /// (each page's old content, before it changes it) or the WAL (the new pages), so their growth over the
 /// database's size is the fraction done, read from the file sizes without a call into SQLite.

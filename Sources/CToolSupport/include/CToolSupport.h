@@ -26,4 +26,8 @@ void fmdb_tool_cleanup_unregister(int slot);
 /// Removes the entries of `directory` and the directory, as the handler does; 0 when it is gone.
 int fmdb_tool_remove_private_directory(const char *directory);
 
+/// rename(2) that fails with EEXIST instead of replacing `to` (renameat2 with RENAME_NOREPLACE), or, where the
+/// file system or kernel cannot (EINVAL, ENOSYS, EOPNOTSUPP), link(2) + unlink(2), which fail the same way.
+int fmdb_tool_rename_noreplace(const char *from, const char *to);
+
 #endif
