@@ -49,46 +49,6 @@ extension RetryAfterFailureToolTests {
         XCTAssertFalse(busy.stderr.contains("remove the backup"), busy.stderr)
     }
 
-    /// The key slot file beside the database is no longer the one saved in PATH-keyslots when a
-    /// `rekey --data-key --backup PATH` fails (here another valid slot file took its place): that the first
-    /// secret opens the database proves nothing about the secrets only the backup keeps, so the backup stays.
-    func testFailedDataKeyRotationKeepsTheBackupWhenTheSlotFileChanged() throws {
-        let work = try reset("kept")
-        let slotted = work + "/slotted.db"
-        let slots = slotted + "-keyslots"
-        let keys = ["A": Self.first, "C": String(repeating: "c4", count: 32)]
-        try FileManager.default.copyItem(atPath: slots, toPath: work + "/original-keyslots")
-        let added = try run(
-            [
-                "keys", "add", slotted, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "slot-raw",
-                "--new-key-env", "C",
-            ], env: keys)
-        XCTAssertEqual(added.status, 0, added.stderr)
-        try FileManager.default.moveItem(atPath: slots, toPath: work + "/other-keyslots")
-        try FileManager.default.moveItem(atPath: work + "/original-keyslots", toPath: slots)
-        let other = work + "/other-keyslots"
-        let busy = try holding(slotted, rawKey: nil, slot: Self.first, mode: "immediate") {
-            let published = work + "/slotted.bak-keyslots"
-            // Once the backup is published (before the rotation starts), while the rotation waits for the lock.
-            DispatchQueue.global().async {
-                for _ in 0..<2000 where access(published, F_OK) != 0 { usleep(1000) }
-                _ = rename(other, slots)
-            }
-            return try run(
-                [
-                    "rekey", "--data-key", slotted, "--kdf", "slot-raw", "--key-env", "A", "--quiet", "--backup",
-                    work + "/slotted.bak", "--busy-timeout", "3",
-                ], env: keys)
-        }
-        XCTAssertNotEqual(busy.status, 0, busy.stderr)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: other), "not swapped in time")
-        XCTAssertTrue(FileManager.default.fileExists(atPath: work + "/slotted.bak"), busy.stderr)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: work + "/slotted.bak-keyslots"), busy.stderr)
-        XCTAssertTrue(busy.stderr.contains("kept the backup"), busy.stderr)
-        XCTAssertTrue(busy.stderr.contains("is not the one saved in"), busy.stderr)
-        XCTAssertFalse(busy.stderr.contains("remove the backup"), busy.stderr)
-    }
-
     /// A backup written with --force over an existing file stays when the rekey then fails: the file it
     /// replaced is gone, so this one is the copy (the retry, with --force, replaces it again).
     func testFailedRekeyKeepsABackupThatReplacedAFileWithForce() throws {
