@@ -150,7 +150,7 @@ final class TamperTests: FMDBCipherTestCase {
         XCTAssertEqual(tally.failures, [], "\(tally)")
         XCTAssertEqual(tally.cases, 200)
         // SQLite drops a WAL frame whose checksum fails, and every frame after it: a tampered WAL reads as
-        // an earlier committed state, never as altered or uncommitted data (SECURITY.md: a known limit).
+        // an earlier committed state, never as altered or uncommitted data (a known limit: SECURITY.md).
         XCTAssertEqual(tally.original + tally.earlierCommit + tally.refused, 200)
     }
 
