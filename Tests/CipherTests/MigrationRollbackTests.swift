@@ -24,6 +24,8 @@ final class MigrationRollbackTests: FMDBCipherTestCase {
     ) {
         XCTAssertEqual(
             (error as? FMDatabaseError)?.transactionWasRolledBack, true, "\(label): \(String(describing: error))")
+        XCTAssertEqual(
+            (error as? FMDatabaseError)?.resultCode, outcome.triggerCode, "the cause's code: \(label)")
         XCTAssertEqual(outcome.laterCode, 516, "the migration's later statement is refused: \(label)")
         XCTAssertEqual(applied, ["schema"], "the rolled-back migration is not recorded: \(label)")
         XCTAssertEqual(rows, 0, "none of its statements is committed: \(label)")

@@ -168,6 +168,78 @@ final class RolledBackTransactionTests: FMDBTempDBTestCase {
         XCTAssertEqual(committedRows, 2)
     }
 
+    /// A COMMIT of the block's own that gets SQLITE_BUSY (a reader holds the file in rollback journal mode)
+    /// leaves the transaction open and committed nothing (SQLite takes its locks before the commit hook runs):
+    /// a rollback by SQLite after it is still caught, and the block's later statements are refused rather
+    /// than committed one by one.
+    func testABlocksOwnCommitThatIsBusyCommitsNothingAndALaterRollbackIsStillCaught() throws {
+        XCTAssertEqual(db.string(forQuery: "pragma journal_mode")?.lowercased(), "delete")
+        let reader = FMDatabase(path: databasePath)
+        XCTAssertTrue(reader.open())
+        defer { reader.close() }
+        db.maxBusyRetryTimeInterval = 0
+        var commitCode: Int32 = 0
+        var openAfterCommit = false
+        var laterCode: Int32 = 0
+        var thrown: Error?
+        XCTAssertThrowsError(
+            try db.inTransaction(.immediate) { db in
+                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+                let rs = try reader.executeQuery("select count(*) from t", values: nil)
+                XCTAssertTrue(rs.next(), "the reader holds a shared lock while its statement is open")
+                if !db.executeUpdate("commit") { commitCode = db.lastErrorCode() }
+                openAfterCommit = db.isInTransaction
+                rs.close()
+                XCTAssertEqual(TransactionRollbackTrigger.insertOrRollback.run(on: db), SQLITE_CONSTRAINT)
+                if !db.executeUpdate("insert into t values (2)") { laterCode = db.lastExtendedErrorCode() }
+            }
+        ) { thrown = $0 }
+        XCTAssertEqual(commitCode, SQLITE_BUSY)
+        XCTAssertTrue(openAfterCommit, "a busy COMMIT leaves the transaction open")
+        XCTAssertEqual(laterCode, 516, "the statement after SQLite's rollback is refused")
+        XCTAssertEqual((thrown as? FMDatabaseError)?.transactionWasRolledBack, true, "\(String(describing: thrown))")
+        XCTAssertEqual((thrown as? FMDatabaseError)?.resultCode, SQLITE_CONSTRAINT)
+        XCTAssertEqual(committedRows, 0, "nothing of the block is committed")
+    }
+
+    /// A statement that fails after the block's own ROLLBACK ran in autocommit mode, by the block's choice:
+    /// it is not taken for a rollback by SQLite, so nothing after it is refused and the form says the block
+    /// ended its transaction itself.
+    func testAFailureAfterTheBlocksOwnRollbackIsNotTakenForSQLitesRollback() {
+        var laterInserted = false
+        XCTAssertThrowsError(
+            try db.inTransaction(.immediate) { db in
+                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+                XCTAssertTrue(db.executeUpdate("rollback"))
+                XCTAssertEqual(TransactionRollbackTrigger.insertOrRollback.run(on: db), SQLITE_CONSTRAINT)
+                laterInserted = db.executeUpdate("insert into t values (3)")
+            }
+        ) { error in
+            XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, "\(error)")
+            XCTAssertEqual((error as? FMDatabaseError)?.transactionWasRolledBack, false, "\(error)")
+        }
+        XCTAssertTrue(laterInserted, "the block's own choice, not refused")
+        XCTAssertEqual(committedRows, 1)
+    }
+
+    /// A block that passes on the refusal of a statement after SQLite's rollback (a `try` that it did not
+    /// catch) gets the rollback's error, with its cause's code, not the refusal's 516.
+    func testABlockThatPassesOnTheRefusalGetsTheRollbacksCause() {
+        for trigger in TransactionRollbackTrigger.allCases {
+            XCTAssertThrowsError(
+                try db.inTransaction(.immediate) { db in
+                    XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+                    trigger.run(on: db)
+                    try db.executeUpdate("insert into t values (2)", values: nil)
+                }
+            ) { error in
+                XCTAssertEqual((error as? FMDatabaseError)?.transactionWasRolledBack, true, "\(trigger)")
+                XCTAssertEqual((error as? FMDatabaseError)?.resultCode, trigger.code, "\(trigger): \(error)")
+            }
+            XCTAssertEqual(committedRows, 0, "\(trigger)")
+        }
+    }
+
     /// A block that ends the transaction itself is told so; what it committed itself is its choice, and a
     /// statement that fails after that is not taken for a rollback by SQLite (nothing is refused, and the
     /// form never says "nothing committed").

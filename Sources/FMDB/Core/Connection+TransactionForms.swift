@@ -18,23 +18,35 @@ let refusedOnAbortedTransaction: Int32 = SQLITE_ABORT | (2 << 8)
 ///
 /// The library's transaction forms (`FMDatabase.inTransaction`, its FMDB block shape behind the queue's and
 /// pool's transactions, `inSavePoint`) count themselves open here once their BEGIN or SAVEPOINT succeeded.
-/// After a statement fails while one is open, if the connection is now in autocommit mode, the transaction
-/// is marked aborted: from then on every statement on the connection is refused before it reaches SQLite
-/// (`refusedOnAbortedTransaction`) until the outermost form ends, and each form reports the rollback
-/// instead of committing. A successful statement costs one flag check; only a failed one asks SQLite
-/// whether the transaction is still open.
+/// When a statement that started inside the transaction fails and leaves the connection in autocommit mode,
+/// the transaction is marked aborted: from then on every statement on the connection is refused before it
+/// reaches SQLite (`refusedOnAbortedTransaction`) until the outermost form ends, and each form reports the
+/// rollback instead of committing. Outside a form a statement costs one flag check; inside one, one more
+/// call (is a transaction open?) before it steps.
 ///
 /// A block may also end the form's transaction itself (its own COMMIT, ROLLBACK, END or RELEASE): then its
 /// later statements run in autocommit, by its choice, and one of them failing is no rollback by SQLite. The
 /// commit hook tells the two apart: it notes any commit while a form is open, and a transaction in which
 /// something was committed is never reported as "nothing committed" (its form reports SQLITE_MISUSE).
+/// SQLite takes the locks a COMMIT needs before it calls the hook, so a COMMIT that gets SQLITE_BUSY (and
+/// leaves the transaction open) is never noted (tested). A statement that starts with no transaction open
+/// (the block ended it) is never taken for a rollback.
 extension Connection {
     /// One step of `stmt`, a statement of this connection: refused while the transaction is aborted.
     @inline(__always)
     func step(_ stmt: OpaquePointer) -> Int32 {
         if isTransactionAborted { return refusedOnAbortedTransaction }
+        if transactionFormDepth > 0 { return stepInTransactionForm(stmt) }
+        return sqlite3_step(stmt)
+    }
+
+    /// One step of `stmt` while a transaction form is open: marks the transaction aborted when a statement
+    /// that started inside it failed and SQLite ended it.
+    @inline(never)
+    private func stepInTransactionForm(_ stmt: OpaquePointer) -> Int32 {
+        let startedInTransaction = handle.map { sqlite3_get_autocommit($0) == 0 } ?? false
         let rc = sqlite3_step(stmt)
-        if rc != SQLITE_ROW, rc != SQLITE_DONE, transactionFormDepth > 0 {
+        if rc != SQLITE_ROW, rc != SQLITE_DONE, startedInTransaction {
             noteFailedStatement(rc, sql: sqlite3_sql(stmt).map { String(cString: $0) })
         }
         return rc

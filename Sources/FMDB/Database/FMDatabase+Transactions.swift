@@ -108,7 +108,9 @@ extension FMDatabase {
     /// `SQLITE_ABORT_ROLLBACK`: "current transaction is aborted"), until the block ends; then this throws
     /// an error whose ``FMDatabaseError/transactionWasRolledBack`` is true and whose code is the failed
     /// statement's, even when the block caught the failure and returned. A block that throws gets its own
-    /// error rethrown (nothing committed). A block that ends the transaction itself (its own `COMMIT`,
+    /// error rethrown (nothing committed), unless it is the refusal of a statement after SQLite's rollback,
+    /// which the block passed on: then this throws the rollback's error, with its cause's code, as when the
+    /// block returns. A block that ends the transaction itself (its own `COMMIT`,
     /// `ROLLBACK` or `RELEASE`) makes this throw `SQLITE_MISUSE`: what it committed itself stays committed.
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/lang_transaction.html>
@@ -128,7 +130,15 @@ extension FMDatabase {
         do {
             result = try block(self)
         } catch {
+            let cause = formConnection.transactionAbortCause
             abandonTransactionForm(formConnection)
+            // The refusal after SQLite's rollback, passed on by the block: the form reports the rollback and
+            // its cause (`SQLITE_FULL`, `SQLITE_INTERRUPT`, ...), which is what a caller can act on.
+            if let cause, let refusal = error as? FMDatabaseError,
+                refusal.extendedCode == FMDB.refusedOnAbortedTransaction
+            {
+                throw FMDatabaseError.transactionRolledBack(cause: cause)
+            }
             throw error
         }
         try endTransactionForm(formConnection, commit: true)
