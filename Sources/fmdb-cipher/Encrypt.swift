@@ -48,8 +48,6 @@ struct Encrypt: ParsableCommand {
         help: ArgumentHelp(
             "KDF iterations of DEST below the 64000 floor (weak: only for a reader that needs it).", valueName: "N"))
     var unsafeNewKDFIterations: Int?
-    // Its spelling of the last release (deprecated).
-    @Option(name: .customLong("unsafe-kdf-iter"), help: .hidden) var deprecatedUnsafeKDFIterations: Int?
     @Option(
         name: .customLong("slot-kdf"),
         help: "With --kdf slot: the KDF of the passphrase slot, scrypt (N=2^15, default) or pbkdf2 (SHA-512 x 256,000)."
@@ -72,9 +70,6 @@ struct Encrypt: ParsableCommand {
     var json = false
 
     func validate() throws {
-        try Deprecation.check(
-            unsafeNewKDFIterations, "--unsafe-new-kdf-iter", old: deprecatedUnsafeKDFIterations,
-            oldName: "--unsafe-kdf-iter")
         if !key.kdf.opensSlot, recovery || slotKDF != nil {
             throw ValidationError("--recovery and --slot-kdf make a slotted database: add --kdf slot (or slot-raw)")
         }
@@ -85,9 +80,8 @@ struct Encrypt: ParsableCommand {
             let floorSettings = try KDFFloor.newFileSettings(
                 pageSize: key.pageSize.value, pageSizeOption: key.pageSize.option,
                 iterations: key.iterations.value,
-                unsafeIterations: unsafeNewKDFIterations ?? deprecatedUnsafeKDFIterations,
-                option: key.iterations.option,
-                unsafeOption: deprecatedUnsafeKDFIterations == nil ? "--unsafe-new-kdf-iter" : "--unsafe-kdf-iter")
+                unsafeIterations: unsafeNewKDFIterations,
+                option: key.iterations.option, unsafeOption: "--unsafe-new-kdf-iter")
             let settings = try key.choices.settings(floorSettings)
             let kind = try DatabaseFiles.requireInput(source)
             switch kind {

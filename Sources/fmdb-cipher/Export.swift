@@ -63,9 +63,6 @@ struct Export: ParsableCommand {
         help: ArgumentHelp(
             "Cipher page size of DEST (default: the format's, 1024 for 3, 4096 for 4).", valueName: "BYTES"))
     var newPageSize: Int?
-    // The old name of --new-cipher-page-size: the new file's options are the source's with new- in front.
-    @Option(name: .customLong("new-page-size"), help: .hidden)
-    var deprecatedNewPageSize: Int?
     @Option(
         name: .customLong("new-kdf-iter"),
         help: ArgumentHelp(
@@ -82,9 +79,6 @@ struct Export: ParsableCommand {
         help: ArgumentHelp(
             "File format of DEST: 3 or 4 (SQLCipher 3 or 4; default: the linked SQLCipher's).", valueName: "N"))
     var format: Int?
-    // The old spelling of --format 4 (deprecated).
-    @Flag(name: .customLong("sqlcipher4"), help: .hidden)
-    var sqlcipher4 = false
     @Option(
         name: .customLong("slot-kdf"),
         help: ArgumentHelp(
@@ -112,9 +106,6 @@ struct Export: ParsableCommand {
     var json = false
 
     func validate() throws {
-        try Deprecation.check(
-            newPageSize, "--new-cipher-page-size", old: deprecatedNewPageSize, oldName: "--new-page-size")
-        try Deprecation.check(format, "--format 4", old: sqlcipher4 ? true : nil, oldName: "--sqlcipher4")
         let slotted = newKDF?.kdf.opensSlot == true
         if !slotted, recovery || slotKDF != nil || keepOldKey {
             throw ValidationError(
@@ -129,10 +120,9 @@ struct Export: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let destinationFormat = try Self.format(sqlcipher4 ? 4 : format)
+            let destinationFormat = try Self.format(format)
             let floorSettings = try KDFFloor.newFileSettings(
-                pageSize: newPageSize ?? deprecatedNewPageSize,
-                pageSizeOption: deprecatedNewPageSize == nil ? "--new-cipher-page-size" : "--new-page-size",
+                pageSize: newPageSize, pageSizeOption: "--new-cipher-page-size",
                 iterations: newKDFIterations,
                 unsafeIterations: unsafeNewKDFIterations,
                 option: "--new-kdf-iter", unsafeOption: "--unsafe-new-kdf-iter", format: destinationFormat)

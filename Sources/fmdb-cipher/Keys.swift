@@ -14,7 +14,7 @@ struct Keys: ParsableCommand {
             slotted database through its slots without --kdf: the key is tried as a passphrase, a raw key and \
             a recovery key, in that order, against the slot kinds DB-keyslots holds. A slot's key is named \
             --kdf slot (a passphrase), slot-raw or slot-recovery, here and in the other commands; a new slot's \
-            --new-kdf slot or slot-raw (raw and passphrase are the old, deprecated names). \
+            --new-kdf slot or slot-raw. \
             export and migrate (opened through a slot, no --new-key-*) and rekey --data-key --backup carry the \
             slot file to the copy; encrypt --kdf slot [--recovery] makes a slotted database from a plaintext one.
 

@@ -28,8 +28,7 @@ enum NewFileKDF: String, ExpressibleByArgument, CaseIterable {
 /// The key and settings of the one encrypted file `encrypt` makes, in the tool's one flag language: `--kdf`
 /// goes with the key given (`--key-*`), as in every command; the settings of a file a command writes are
 /// `--new-cipher-page-size` and `--new-kdf-iter`, and the same values open it afterwards as
-/// `--cipher-page-size` / `--kdf-iter`. Those two unprefixed names (and `--page-size`), encrypt's spellings of
-/// an earlier release, still set the new file's values for one release, with a deprecation warning.
+/// `--cipher-page-size` / `--kdf-iter`.
 struct NewFileKeyOptions: ParsableArguments {
     @OptionGroup var from: KeySourceOptions
 
@@ -61,38 +60,16 @@ struct NewFileKeyOptions: ParsableArguments {
 
     @OptionGroup var choices: NewCipherChoiceOptions
 
-    // The spellings of an earlier release (deprecated): the new file's values under the names that open it.
-    @Option(name: .customLong("cipher-page-size"), help: .hidden) var deprecatedCipherPageSize: Int?
-    @Option(name: .customLong("page-size"), help: .hidden) var deprecatedPageSize: Int?
-    @Option(name: .customLong("kdf-iter"), help: .hidden) var deprecatedKDFIterations: Int?
-
     var kdf: KDF { kind.kdf }
     var source: KeySource? { from.source }
 
     /// DEST's page size, and the option that gave it (for messages).
-    var pageSize: (value: Int?, option: String) {
-        if let deprecatedCipherPageSize { return (deprecatedCipherPageSize, "--cipher-page-size") }
-        if let deprecatedPageSize { return (deprecatedPageSize, "--page-size") }
-        return (newCipherPageSize, "--new-cipher-page-size")
-    }
+    var pageSize: (value: Int?, option: String) { (newCipherPageSize, "--new-cipher-page-size") }
 
     /// DEST's KDF iterations, and the option that gave them.
-    var iterations: (value: Int?, option: String) {
-        if let deprecatedKDFIterations { return (deprecatedKDFIterations, "--kdf-iter") }
-        return (newKDFIterations, "--new-kdf-iter")
-    }
+    var iterations: (value: Int?, option: String) { (newKDFIterations, "--new-kdf-iter") }
 
     func validate() throws {
-        if [newCipherPageSize, deprecatedCipherPageSize, deprecatedPageSize].compactMap({ $0 }).count > 1 {
-            throw ValidationError(
-                "give --new-cipher-page-size only (--cipher-page-size and --page-size are its old names)")
-        }
-        try Deprecation.check(
-            newCipherPageSize, "--new-cipher-page-size", old: deprecatedCipherPageSize, oldName: "--cipher-page-size")
-        try Deprecation.check(
-            newCipherPageSize, "--new-cipher-page-size", old: deprecatedPageSize, oldName: "--page-size")
-        try Deprecation.check(
-            newKDFIterations, "--new-kdf-iter", old: deprecatedKDFIterations, oldName: "--kdf-iter")
         do {
             try CipherOptionRange.check(pageSize: pageSize.value, option: pageSize.option)
             try CipherOptionRange.check(iterations: iterations.value, option: iterations.option)

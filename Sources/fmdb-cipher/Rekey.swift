@@ -97,10 +97,9 @@ struct Rekey: ParsableCommand {
         }
         // A rekey unlocks the slot file as a whole (every secret given is matched against every slot).
         if key.slotID != nil { throw ValidationError("rekey does not take --slot") }
-        // --data-key unlocks a slot: its raw key is slot-raw, as in every command that opens a slot.
-        if dataKey, key.kdf == .raw { Deprecation.warn("rekey --data-key --kdf raw", use: "--kdf slot-raw") }
-        // --data-key unlocks a slot, whose own KDF derives the key: a single-key KDF names nothing there.
-        if dataKey, [.pbkdf2, .pbkdf2Sqlcipher, .scrypt].contains(key.kdf) {
+        // --data-key unlocks a slot, whose own KDF derives the key: a single-key KDF names nothing there (a
+        // slot's raw key is slot-raw, as in every command that opens a slot).
+        if dataKey, [.raw, .pbkdf2, .pbkdf2Sqlcipher, .scrypt].contains(key.kdf) {
             throw ValidationError(
                 "rekey --data-key unlocks a key slot: give no --kdf (the kind is found from the slot file), or "
                     + "--kdf slot, slot-raw or slot-recovery (--kdf \(key.kdf.rawValue) is a single-key database's)")

@@ -410,7 +410,7 @@ final class ToolFileStateTests: ToolTestCase {
         let work = path("init")
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         let db = work + "/db"
-        let arguments = ["keys", "init", db, "--kdf", "raw", "--key-env", "A", "--recovery"]
+        let arguments = ["keys", "init", db, "--kdf", "slot-raw", "--key-env", "A", "--recovery"]
         var environment = ProcessInfo.processInfo.environment
         environment["A"] = Self.rawKey
         let plan = try shim.plan(tool, arguments, folder: work, environment: environment)

@@ -4,13 +4,9 @@ import XCTest
 
 /// One flag language: `--kdf` goes with the key given (`--key-*`), `--new-kdf` with `--new-key-*`; the file a
 /// command reads is `--cipher-page-size`, `--kdf-iter`, the file it writes the same with `new-` in front (in
-/// `encrypt` too); a slot key is `slot`, `slot-raw` or `slot-recovery` everywhere. Old spellings work, with a
-/// warning, or are refused saying what to use.
+/// `encrypt` too); a slot key is `slot`, `slot-raw` or `slot-recovery` everywhere. No other spelling is
+/// taken: each is a usage error (64) that writes nothing.
 final class ToolFlagLanguageTests: ToolTestCase {
-    private func deprecationWarning(_ old: String, _ new: String) -> String {
-        "fmdb-cipher: warning: \(old) is deprecated and will be removed in the next release; use \(new)"
-    }
-
     func testTheFlagsThatEncryptAFileOpenIt() throws {
         // 8192: the default page size of neither format (1024 for 3, 4096 for 4), so it is said on both lines.
         let plain = try makePlaintext()
@@ -38,53 +34,47 @@ final class ToolFlagLanguageTests: ToolTestCase {
         XCTAssertTrue(iterations.stderr.contains("them): --kdf-iter 70000"), iterations.stderr)
     }
 
-    func testEncryptsOldSettingSpellingsStillWorkWithADeprecationWarning() throws {
+    func testSpellingsThatAreNotTheCurrentOnesAreUsageErrorsThatWriteNothing() throws {
         let plain = try makePlaintext()
-        for (old, new, value) in [
-            ("--page-size", "--new-cipher-page-size", "4096"), ("--cipher-page-size", "--new-cipher-page-size", "4096"),
-            ("--kdf-iter", "--new-kdf-iter", "64000"), ("--unsafe-kdf-iter", "--unsafe-new-kdf-iter", "64000"),
-        ] {
-            let dest = path("old\(old).db")
-            let result = try run(
-                ["encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", old, value, "--quiet"],
-                env: ["K": Self.rawKey])
-            XCTAssertEqual(result.status, 0, "\(old): \(result.stderr)")
-            XCTAssertTrue(result.stderr.contains(deprecationWarning(old, new)), "\(old): \(result.stderr)")
-            // The value reached DEST: the flags said back open it.
-            let reopen = old.hasSuffix("page-size") ? ["--cipher-page-size", value] : []
-            let check = try run(["check", dest, "--kdf", "raw", "--key-env", "K"] + reopen, env: ["K": Self.rawKey])
-            XCTAssertEqual(check.status, 0, "\(old): \(check.stderr)")
-        }
-        for pair in [["--page-size", "--new-cipher-page-size"], ["--cipher-page-size", "--new-cipher-page-size"]] {
-            let both = try run(
-                ["encrypt", plain, path("both.db"), "--kdf", "raw", "--key-env", "K"]
-                    + pair.flatMap { [$0, "4096"] }, env: ["K": Self.rawKey])
-            XCTAssertEqual(both.status, 64, both.stderr)
-            XCTAssertTrue(both.stderr.contains("give --new-cipher-page-size only"), both.stderr)
-        }
-    }
-
-    func testExportSQLCipher4IsADeprecatedSpellingOfFormat4() throws {
-        let help = try run(["export", "--help"]).stdout
-        XCTAssertFalse(help.contains("--sqlcipher4"), help)
         let enc = try makeEncrypted()
-        let env = ["K": Self.rawKey, "N": Self.otherRawKey]
-        let both = try run(
-            [
-                "export", enc, path("both.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N", "--format", "3",
-                "--sqlcipher4",
-            ], env: env)
-        XCTAssertEqual(both.status, 64, both.stderr)
-        XCTAssertTrue(both.stderr.contains("give --format 4 only"), both.stderr)
-        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else { return }
-        let old = try run(
-            [
-                "export", enc, path("v4.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N", "--sqlcipher4",
-                "--quiet",
-            ], env: env)
-        XCTAssertEqual(old.status, 0, old.stderr)
-        XCTAssertTrue(old.stderr.contains(deprecationWarning("--sqlcipher4", "--format 4")), old.stderr)
-        XCTAssertEqual(rowCount(path("v4.db"), rawKey: Self.otherRawKey), 50)
+        let slotted = path("slotted.db")
+        let env = [
+            "K": Self.rawKey, "N": Self.otherRawKey, "A": "an administrator's passphrase", "B": "a second passphrase",
+        ]
+        XCTAssertEqual(try run(["keys", "init", slotted, "--key-env", "A"], env: env).status, 0)
+        let dest = path("dest.db")
+        let raw = ["--kdf", "raw", "--key-env", "K", "--quiet"]
+        let cases: [[String]] = [
+            ["encrypt", plain, dest] + raw + ["--page-size", "4096"],
+            ["encrypt", plain, dest] + raw + ["--cipher-page-size", "4096"],
+            ["encrypt", plain, dest, "--key-env", "A", "--kdf-iter", "64000"],
+            ["encrypt", plain, dest, "--key-env", "A", "--unsafe-kdf-iter", "64000"],
+            ["export", enc, dest] + raw + ["--new-key-env", "N", "--new-page-size", "8192"],
+            ["export", enc, dest] + raw + ["--new-key-env", "N", "--sqlcipher4"],
+            ["keys", "init", dest, "--kdf", "raw", "--key-env", "K"],
+            ["keys", "init", dest, "--kdf", "pbkdf2", "--key-env", "A"],
+        ]
+        for arguments in cases {
+            let result = try run(arguments, env: env)
+            XCTAssertEqual(result.status, 64, "\(arguments): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("deprecated"), "\(arguments): \(result.stderr)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: dest), "\(arguments) wrote DEST")
+        }
+        let slotFile = try Data(contentsOf: URL(fileURLWithPath: slotted + "-keyslots"))
+        let database = try Data(contentsOf: URL(fileURLWithPath: slotted))
+        for arguments in [
+            ["keys", "add", slotted, "--kdf", "pbkdf2", "--key-env", "A", "--new-key-env", "B"],
+            ["keys", "add", slotted, "--kdf", "passphrase", "--key-env", "A", "--new-key-env", "B"],
+            ["keys", "add", slotted, "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "K"],
+            ["keys", "add", slotted, "--key-env", "A", "--new-kdf", "passphrase", "--new-key-env", "B"],
+            ["rekey", "--data-key", slotted, "--kdf", "raw", "--key-env", "K"],
+        ] {
+            let result = try run(arguments, env: env)
+            XCTAssertEqual(result.status, 64, "\(arguments): \(result.stderr)")
+            XCTAssertEqual(
+                try Data(contentsOf: URL(fileURLWithPath: slotted + "-keyslots")), slotFile, "\(arguments)")
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: slotted)), database, "\(arguments)")
+        }
     }
 
     func testRekeyDataKeyRefusesAKDFThatOpensNoSlot() throws {
@@ -94,7 +84,7 @@ final class ToolFlagLanguageTests: ToolTestCase {
         XCTAssertEqual(
             try run(["encrypt", plain, db, "--kdf", "slot", "--key-env", "K", "--quiet"], env: env).status, 0)
         let before = try Data(contentsOf: URL(fileURLWithPath: db))
-        for kdf in ["scrypt", "pbkdf2", "pbkdf2-sqlcipher"] {
+        for kdf in ["raw", "scrypt", "pbkdf2", "pbkdf2-sqlcipher"] {
             let refused = try run(["rekey", "--data-key", db, "--kdf", kdf, "--key-env", "K"], env: env)
             XCTAssertEqual(refused.status, 64, "\(kdf): \(refused.stderr)")
             XCTAssertTrue(refused.stderr.contains("unlocks a key slot"), refused.stderr)
@@ -106,23 +96,10 @@ final class ToolFlagLanguageTests: ToolTestCase {
         XCTAssertEqual(rotated.status, 0, rotated.stderr)
     }
 
-    func testKeysSpellingsOfAnEarlierReleaseAreDeprecatedOrSayWhatToUse() throws {
+    func testKeysSaysWhereTheSettingsOfADatabaseBelong() throws {
         let db = path("slotted.db")
-        let env = ["A": "an administrator's passphrase", "B": "a second long passphrase", "C": "a third long one"]
+        let env = ["A": "an administrator's passphrase", "B": "a second long passphrase"]
         XCTAssertEqual(try run(["keys", "init", db, "--key-env", "A"], env: env).status, 0)
-        // A single-key KDF named the unlocking passphrase (the slot's own KDF derives it): deprecated, works.
-        for (kdf, secret) in [("pbkdf2", "B"), ("scrypt", "C")] {
-            let added = try run(
-                ["keys", "add", db, "--kdf", kdf, "--key-env", "A", "--new-key-env", secret], env: env)
-            XCTAssertEqual(added.status, 0, "\(kdf): \(added.stderr)")
-            XCTAssertTrue(added.stderr.contains(deprecationWarning("--kdf \(kdf)", "--kdf slot")), added.stderr)
-        }
-        // For a new slot it named no slot KDF (--slot-kdf did): refused, saying what to use.
-        let initRefused = try run(["keys", "init", path("x.db"), "--kdf", "pbkdf2", "--key-env", "A"], env: env)
-        XCTAssertEqual(initRefused.status, 64, initRefused.stderr)
-        XCTAssertTrue(initRefused.stderr.contains("--kdf pbkdf2 is not a kind of slot key"), initRefused.stderr)
-        XCTAssertTrue(initRefused.stderr.contains("--slot-kdf scrypt or pbkdf2"), initRefused.stderr)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: path("x.db")))
         // Settings keys never used: what to use instead.
         for option in ["--cipher-page-size", "--kdf-iter"] {
             let refused = try run(
@@ -144,21 +121,12 @@ final class ToolFlagLanguageTests: ToolTestCase {
         XCTAssertEqual(current.status, 0, current.stderr)
         XCTAssertFalse(current.stderr.contains("deprecated"), current.stderr)
         XCTAssertTrue(current.stderr.contains("--kdf raw --cipher-page-size 8192"), current.stderr)
-        let old = try run(
+        let read = try run(
             [
-                "export", enc, path("b.db"), "--kdf", "raw", "--key-env", "K", "--new-key-env", "N",
-                "--new-page-size", "8192", "--quiet",
+                "sql", path("a.db"), "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "N",
+                "--cipher-page-size", "8192",
             ], env: env)
-        XCTAssertEqual(old.status, 0, old.stderr)
-        XCTAssertTrue(old.stderr.contains(deprecationWarning("--new-page-size", "--new-cipher-page-size")), old.stderr)
-        for copy in ["a.db", "b.db"] {
-            let read = try run(
-                [
-                    "sql", path(copy), "select count(*) from t", "--csv", "--kdf", "raw", "--key-env", "N",
-                    "--cipher-page-size", "8192",
-                ], env: env)
-            XCTAssertEqual(read.stdout, "count(*)\n50\n", "\(copy): \(read.stderr)")
-        }
+        XCTAssertEqual(read.stdout, "count(*)\n50\n", read.stderr)
     }
 
     func testARawKeySlotIsSlotRawInEveryCommand() throws {
@@ -177,31 +145,6 @@ final class ToolFlagLanguageTests: ToolTestCase {
             ["sql", db, "select 1", "--csv", "--kdf", "slot-raw", "--key-env", "B"], env: env)
         XCTAssertEqual(opened.status, 0, opened.stderr)
 
-        // The spellings of the last release: keys init --kdf raw, keys add --new-kdf raw (and --kdf raw).
-        let old = path("old.db")
-        let oldInit = try run(["keys", "init", old, "--kdf", "raw", "--key-env", "A"], env: env)
-        XCTAssertEqual(oldInit.status, 0, oldInit.stderr)
-        XCTAssertTrue(oldInit.stderr.contains(deprecationWarning("--kdf raw", "--kdf slot-raw")), oldInit.stderr)
-        let oldAdd = try run(
-            ["keys", "add", old, "--kdf", "raw", "--key-env", "A", "--new-kdf", "raw", "--new-key-env", "B"], env: env)
-        XCTAssertEqual(oldAdd.status, 0, oldAdd.stderr)
-        XCTAssertTrue(oldAdd.stderr.contains(deprecationWarning("--new-kdf raw", "--new-kdf slot-raw")), oldAdd.stderr)
-        XCTAssertEqual(
-            try run(["sql", old, "select 1", "--kdf", "slot-raw", "--key-env", "B"], env: env).status, 0)
-        let rotated = try run(
-            ["rekey", "--data-key", old, "--kdf", "raw", "--key-env", "A", "--drop-other-slots", "--quiet"], env: env)
-        XCTAssertEqual(rotated.status, 0, rotated.stderr)
-        XCTAssertTrue(
-            rotated.stderr.contains(deprecationWarning("rekey --data-key --kdf raw", "--kdf slot-raw")), rotated.stderr)
-        let passphrase = try run(
-            [
-                "keys", "add", old, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "passphrase", "--new-key-env",
-                "P",
-            ],
-            env: env)
-        XCTAssertEqual(passphrase.status, 0, passphrase.stderr)
-        XCTAssertTrue(
-            passphrase.stderr.contains(deprecationWarning("--new-kdf passphrase", "--new-kdf slot")), passphrase.stderr)
     }
 
     func testEachSubcommandListsOnlyTheKDFValuesItAccepts() throws {

@@ -18,10 +18,6 @@ final class ToolNumberRangeTests: ToolTestCase {
         let raw = ["--kdf", "raw", "--key-env", "K", "--quiet"]
         for value in Self.outOfRange {
             let commands: [(String, [String])] = [
-                ("--kdf-iter", ["encrypt", plain, dest] + raw + ["--kdf-iter=\(value)"]),
-                ("--unsafe-kdf-iter", ["encrypt", plain, dest] + raw + ["--unsafe-kdf-iter=\(value)"]),
-                ("--page-size", ["encrypt", plain, dest] + raw + ["--page-size=\(value)"]),
-                ("--cipher-page-size", ["encrypt", plain, dest] + raw + ["--cipher-page-size=\(value)"]),
                 ("--new-kdf-iter", ["encrypt", plain, dest] + raw + ["--new-kdf-iter=\(value)"]),
                 ("--unsafe-new-kdf-iter", ["encrypt", plain, dest] + raw + ["--unsafe-new-kdf-iter=\(value)"]),
                 ("--new-cipher-page-size", ["encrypt", plain, dest] + raw + ["--new-cipher-page-size=\(value)"]),
@@ -33,10 +29,6 @@ final class ToolNumberRangeTests: ToolTestCase {
                 (
                     "--new-cipher-page-size",
                     ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-cipher-page-size=\(value)"]
-                ),
-                (
-                    "--new-page-size",
-                    ["export", enc, dest] + raw + ["--new-key-env", "NK", "--new-page-size=\(value)"]
                 ),
                 ("--kdf-iter", ["info", enc, "--json"] + raw + ["--kdf-iter=\(value)"]),
                 ("--cipher-page-size", ["sql", enc, "SELECT 1"] + raw + ["--cipher-page-size=\(value)"]),
@@ -62,7 +54,7 @@ final class ToolNumberRangeTests: ToolTestCase {
         let written = try run(
             [
                 "encrypt", plain, dest, "--kdf", "raw", "--key-env", "K", "--quiet",
-                "--kdf-iter", "2147483647", "--cipher-page-size", "65536",
+                "--new-kdf-iter", "2147483647", "--new-cipher-page-size", "65536",
             ], env: env)
         XCTAssertEqual(written.status, 0, written.stderr)
         let info = try run(
