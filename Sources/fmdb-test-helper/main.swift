@@ -52,7 +52,8 @@ case "crash-on-errors":
     db.executeUpdate("this is not sql")
     say("not reached")
 case "kdf-costs":
-    // The cost of each key derivation, measured through the library (the DocC article "Security guards, their tests and figures" quotes these).
+    // The cost of each key derivation, measured through the library (the DocC article "Security guards, their
+    // tests and figures" quotes these).
     func median(_ runs: Int, _ body: () throws -> Void) rethrows -> Double {
         var times: [Double] = []
         for _ in 0..<runs {

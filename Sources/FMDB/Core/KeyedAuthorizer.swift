@@ -42,7 +42,8 @@ import Foundation
 ///   holds the connection to the keyed rules with `temp_store = MEMORY`, and a lockout stays. A key PRAGMA
 ///   run through the C API on `sqliteHandle` is checked at the library's next statement in the same way. A
 ///   call of `sqlite3_key`/`sqlite3_key_v2` on `sqliteHandle` is not: no statement passes the authorizer, so
-///   the connection stays under the unkeyed rules (not guarded: the DocC article "Security guards, their tests and figures").
+///   the connection stays under the unkeyed rules (not guarded: the DocC article "Security guards, their tests
+///   and figures").
 /// - an `ATTACH … KEY 'k'` in SQL text on an unkeyed connection keys the attached schema (SQLCipher): after it
 ///   ran, each attached schema is asked the same question, and a keyed one holds the connection to the keyed
 ///   rules with `temp_store = MEMORY`, as `attachDatabase` with a key provider does.
