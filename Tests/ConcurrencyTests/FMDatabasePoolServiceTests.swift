@@ -162,7 +162,7 @@ final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
             try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
         }
         _ = try await blocksWithForeignKeysOff(pool)
-        try pool.rekey(using: PassphraseKeyProvider("new key"))
+        try await pool.rekey(using: PassphraseKeyProvider("new key"))
         let off = try await blocksWithForeignKeysOff(pool)
         XCTAssertEqual(off, 0)
     }

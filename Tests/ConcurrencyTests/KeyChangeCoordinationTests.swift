@@ -459,7 +459,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
                 (error as? FMDatabaseError)?.message.contains("rekeyed while this block ran") ?? false, "\(error)")
         }
         XCTAssertEqual(runs.withLock { $0 }, 1, "not run again")
-        try queue.replaceKeyProvider(Self.provider(2))
+        try await queue.replaceKeyProvider(Self.provider(2))
         XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
     }
 

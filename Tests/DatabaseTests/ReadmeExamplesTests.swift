@@ -148,7 +148,7 @@ final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
             return bodies
         }
         let total = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM notes") }
-        try queue.rekey(using: PBKDF2KeyProvider(passphrase: "a new passphrase"))
+        try await queue.rekey(using: PBKDF2KeyProvider(passphrase: "a new passphrase"))
         queue.close()
 
         // README: a pool whose connections are set up before any block gets them

@@ -96,9 +96,10 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         case damagedKeySlotFile
         case keySlotWorkBudgetExceeded
         case transactionRolledBack
+        case connectionReplaced
     }
 
-    private func marked(_ mark: Mark) -> Bool { userInfo[mark.rawValue] as? Bool ?? false }
+    func marked(_ mark: Mark) -> Bool { userInfo[mark.rawValue] as? Bool ?? false }
 
     /// Creates an error from a (primary or extended) result code and a message.
     public convenience init(code: Int32, message: String? = nil, sql: String? = nil) {

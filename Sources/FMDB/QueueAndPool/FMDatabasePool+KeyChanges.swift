@@ -9,7 +9,7 @@ extension FMDatabasePool: KeyChangeListener {
     /// up with `prepareDatabase`); when it does not, this throws and the pool keeps its provider and
     /// connections. When it does, the pool keys every later connection with it: that connection is
     /// checked in for the next block, idle connections are closed now and checked-out ones when their
-    /// blocks return. Running blocks are not interrupted. A ``rekey(using:)`` of this pool and this call
+    /// blocks return. Running blocks are not interrupted. A ``rekey(using:)-4q591`` of this pool and this call
     /// wait for each other, and a rekey through another queue or pool of the file that lands meanwhile
     /// makes it check the provider again: the provider kept is always one that opens the file as it is.
     ///
@@ -25,7 +25,7 @@ extension FMDatabasePool: KeyChangeListener {
     /// }
     /// ```
     ///
-    /// To change the key of the database itself, use ``rekey(using:)``.
+    /// To change the key of the database itself, use ``rekey(using:)-4q591``.
     ///
     /// - Parameter provider: The provider of the key the database is under now.
     /// - Throws: `FMDatabaseError`: code 26 when its key does not open the database, the open error, or

@@ -738,7 +738,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         try rekey(using: provider, busyTimeout: nil)
     }
 
-    /// ``rekey(using:)`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
+    /// ``rekey(using:)-4q591`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
     /// wait for other connections' locks (other processes', and connections outside this pool). NaN,
     /// zero and negatives do not wait; infinity is SQLite's longest, about 24.8 days, for which the pool's
     /// checkouts wait too. The check of which key opens the file afterwards still waits at least 1 second

@@ -553,7 +553,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         try rekey(using: provider, busyTimeout: nil)
     }
 
-    /// ``rekey(using:)`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
+    /// ``rekey(using:)-4weg9`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
     /// wait for other connections' locks (this process's included). NaN, zero and negatives do not wait;
     /// infinity is SQLite's longest, about 24.8 days. The check of which key opens the file afterwards
     /// still waits at least 1 second per attempt.
@@ -627,7 +627,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// }
     /// ```
     ///
-    /// To change the key of the database itself, use ``rekey(using:)``.
+    /// To change the key of the database itself, use ``rekey(using:)-4weg9``.
     ///
     /// - Parameter provider: The provider of the key the database is under now.
     /// - Throws: `FMDatabaseError`: code 26 when its key does not open the database, the open error, or

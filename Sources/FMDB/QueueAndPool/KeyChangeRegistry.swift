@@ -207,6 +207,7 @@ extension FMDatabase {
             code: (cause as? FMDatabaseError)?.extendedCode ?? SQLITE_NOTADB,
             message:
                 "The database at \(path ?? ":memory:") \(what): the block was stopped and is not run again; its "
-                + "connection was closed, and the next one is opened with the key provider asked again.")
+                + "connection was closed, and the next one is opened with the key provider asked again.",
+            marks: [.connectionReplaced])
     }
 }
