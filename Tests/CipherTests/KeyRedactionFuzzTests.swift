@@ -280,6 +280,31 @@ final class KeyRedactionFuzzTests: FMDBCipherTestCase {
         }
     }
 
+    /// A `file:` URI may carry a key as its `key` parameter (SQLCipher 4 keys the file with it; whether the
+    /// running SQLCipher did is read from the file's first bytes): the log lines that name the database show
+    /// the URI without its query, and an ATTACH of such a URI is hidden.
+    func testAKeyInAURIPathOrAnAttachedURIIsNotLogged() throws {
+        let marker = "UriKeyMarker7"
+        let capture = LogCapture()
+        let db = FMDatabase(path: "file:\(directory.path("u.db"))?key=\(marker)")
+        db.logger = capture.logger()
+        db.traceExecution = true
+        XCTAssertTrue(db.open(withFlags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, vfs: nil))
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"), db.lastErrorMessage())
+        XCTAssertFalse(db.executeUpdate("INSERT INTO missing VALUES (1)"))
+        let attached = directory.path("a.db")
+        XCTAssertTrue(db.executeUpdate("ATTACH 'file:\(attached)?key=\(marker)' AS a"), db.lastErrorMessage())
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE a.t (a)"), db.lastErrorMessage())
+        XCTAssertFalse(db.executeUpdate("ATTACH 'file:\(attached)?key=\(marker)' AS a"), "already attached")
+        db.close()
+        let header = { (path: String) in (try? Data(contentsOf: URL(fileURLWithPath: path)).prefix(15)) ?? Data() }
+        let keyedByURI = header(directory.path("u.db")) != Data("SQLite format 3".utf8)
+        XCTAssertEqual(header(attached) != Data("SQLite format 3".utf8), keyedByURI, "both or neither keyed by URI")
+        XCTAssertTrue(capture.all.contains { $0.contains("u.db?(query not shown) ") }, "\(capture.all)")
+        XCTAssertTrue(capture.all.contains { $0.contains("DB Path: file:\(directory.path("u.db"))?(query not shown)") })
+        for line in capture.all { XCTAssertFalse(line.contains(marker), line) }
+    }
+
     /// The tool's `sql` command prints the library's errors: a key in the SQL it ran is not among them.
     func testTheToolsSQLCommandShowsNoKeyInItsErrors() throws {
         let database = path("tool.db")

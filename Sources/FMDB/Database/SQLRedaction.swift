@@ -8,7 +8,8 @@
 /// - an `ATTACH` other than the plain `ATTACH [DATABASE] file AS schema`, with `file` one literal or name
 ///   that is not a URI with parameters (a `KEY` clause in any form: `KEY hunter2`, `KEY 71331`,
 ///   `KEY (('k'))`, `KEY trim('k')`, ...; or a file given by an expression, or a `file:` URI with a query,
-///   whose `key`, `hexkey` or `textkey` parameter SQLCipher reads when there is no `KEY` clause);
+///   whose `key` or `hexkey` parameter SQLCipher 4 keys the file with when the connection was opened with
+///   `SQLITE_OPEN_URI`; 3.4.1 ignores it);
 /// - text SQLite cannot split into tokens (an unterminated literal or comment, a character it does not
 ///   know) in a statement that spells `key` anywhere, in any case.
 ///
@@ -89,6 +90,15 @@ enum SQLRedaction {
             return true
         }
         return false
+    }
+
+    /// A database path as a log line may show it: a `file:` URI (any case) loses its query, which may hold a
+    /// key (SQLCipher 4 keys the file with a `key` or `hexkey` parameter); other paths are shown as they are.
+    static func loggablePath(_ path: String) -> String {
+        guard lowercasedASCII(String(path.prefix(5))) == "file:", let query = path.firstIndex(of: "?") else {
+            return path
+        }
+        return path[..<query] + "?(query not shown)"
     }
 
     static func lowercasedASCII(_ text: String) -> String {
