@@ -69,12 +69,14 @@ final class KeyRedactionFuzzTests: FMDBCipherTestCase {
     static func attach(_ marker: String, numeric: Bool, directory: String, _ g: inout Generator) -> String {
         let file = g.pick([
             "':memory:'", "''", "\":memory:\"", "'\(directory)/a.db'", "(':memory:')", "':mem' || 'ory:'",
-            "'\(directory)/missing/a.db'", "\"\(directory)/x.db\"",
+            "'\(directory)/missing/a.db'", "\"\(directory)/x.db\"", "bareFileName",
         ])
         let schema = g.pick(["s", "\"my db\"", "[s x]", "`s`", "'s'", "aux1", "key"])
         var tokens = [g.cased("attach")]
         if g.chance(2) { tokens.append(g.cased("database")) }
         tokens += [file, g.cased("as"), schema, g.cased("key"), value(marker, numeric: numeric, inAttach: true, &g)]
+        // A bare name is a file in the working directory: such an ATTACH ends in a word SQLite rejects.
+        if file == "bareFileName" { tokens.append("oops") }
         return tokens.map { $0 + g.gap() }.joined()
     }
 
@@ -251,6 +253,7 @@ final class KeyRedactionFuzzTests: FMDBCipherTestCase {
             "ATTACH 'file:x.db?key=k' AS x", "ATTACH 'FILE:x.db?%6Bey=k' AS x", "ATTACH 'file:x.db?' || 'k' AS x",
             "SELECT 1; ATTACH 'x' AS y /* ; */ KEY k", "SELECT 'a;b'; PRAGMA hexkey = \"x'00'\"",
             "SELECT 'unterminated; PRAGMA key = k", "PRAGMA cipher_license = 'k'",
+            "PRAGMA main.CIPHER_ADD_RANDOM = \"x'0011'\"",
         ] {
             XCTAssertTrue(SQLRedaction.mayHoldKey(sql), sql)
             XCTAssertEqual(FMDatabaseError.loggable(sql), "(SQL that may hold a key, not shown)", sql)

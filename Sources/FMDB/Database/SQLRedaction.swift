@@ -3,8 +3,9 @@
 /// statements at each `;`, and a statement holds a key when, after an optional `EXPLAIN` or `EXPLAIN QUERY
 /// PLAN`, it is
 /// - a `PRAGMA` whose name, after an optional schema (any quoting, comments anywhere), is a key PRAGMA
-///   (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`, in any case and quoting) or
-///   `cipher_license` (a commercial edition's license code), whatever its value and its form (`= v`, `(v)`);
+///   (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`, in any case and quoting),
+///   `cipher_license` (a commercial edition's license code) or `cipher_add_random` (seed material for
+///   SQLCipher's random numbers), whatever its value and its form (`= v`, `(v)`);
 /// - an `ATTACH` other than the plain `ATTACH [DATABASE] file AS schema`, with `file` one literal or name
 ///   that is not a URI with parameters (a `KEY` clause in any form: `KEY hunter2`, `KEY 71331`,
 ///   `KEY (('k'))`, `KEY trim('k')`, ...; or a file given by an expression, or a `file:` URI with a query,
@@ -22,7 +23,7 @@
 enum SQLRedaction {
     /// The PRAGMAs whose value is secret (lower case).
     static let secretPragmas: Set<String> = [
-        "key", "rekey", "hexkey", "hexrekey", "textkey", "textrekey", "cipher_license",
+        "key", "rekey", "hexkey", "hexrekey", "textkey", "textrekey", "cipher_license", "cipher_add_random",
     ]
 
     /// True when some statement of `sql` may hold a key (see the type's rule): then the whole text is hidden.
