@@ -21,7 +21,7 @@ extension FMDatabase {
                 offset += consumed
                 if traceExecution {
                     logger.info(
-                        "\(databasePath ?? ":memory:") executeScript: \(FMDatabaseError.loggable(statement.sql))")
+                        "\(loggablePath) executeScript: \(FMDatabaseError.loggable(statement.sql))")
                 }
                 statement.inUse = true
                 let rs = FMResultSet(statement: statement, parent: self)

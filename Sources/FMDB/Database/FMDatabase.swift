@@ -159,6 +159,11 @@ public final class FMDatabase {
         return databasePath
     }
 
+    /// `databasePath` as a log line shows it: ":memory:" for nil, and a `file:` URI without its query, which
+    /// may hold a key (`file:app.db?key=...`, read by SQLCipher 4 when the URI is opened with
+    /// `SQLITE_OPEN_URI`).
+    var loggablePath: String { SQLRedaction.loggablePath(databasePath ?? ":memory:") }
+
     /// Whether the database lives in a file other connections could open.
     var isFileBacked: Bool {
         guard let databasePath, !databasePath.isEmpty, databasePath != ":memory:" else { return false }
@@ -392,7 +397,7 @@ public final class FMDatabase {
         let error = FMDatabaseError.misuse(Self.usedOutsideItsBlockMessage)
         let line: Logger.Message =
             """
-            FMDatabase \(databasePath ?? ":memory:") used outside the queue/pool block it was lent to (it escaped the \
+            FMDatabase \(loggablePath) used outside the queue/pool block it was lent to (it escaped the \
             block): refused with SQLITE_MISUSE
             """
         if lent == Lending.betweenBlocks {
@@ -433,7 +438,7 @@ public final class FMDatabase {
         if value.message == Self.usedOutsideItsBlockMessage { return }
         logger.error("DB Error: \(value.code) \"\(value.message)\"")
         if let sql = value.sql { logger.error("DB Query: \(sql)") }
-        logger.error("DB Path: \(databasePath ?? ":memory:")")
+        logger.error("DB Path: \(loggablePath)")
     }
 
     /// The message of the last error, or SQLite's current message.
@@ -482,7 +487,7 @@ public final class FMDatabase {
     func acquireStatement(_ sql: String) throws -> Statement {
         guard connection != nil else { throw FMDatabaseError.closed(sql: sql) }
         if traceExecution {
-            logger.info("\(databasePath ?? ":memory:") executeQuery: \(FMDatabaseError.loggable(sql))")
+            logger.info("\(loggablePath) executeQuery: \(FMDatabaseError.loggable(sql))")
         }
         let caching = shouldCacheStatements
         // A cached statement is not prepared again: settle a key PRAGMA or ATTACH here, as prepare does.
@@ -694,7 +699,7 @@ public final class FMDatabase {
         recordingBool {
             let connection = try requireConnection(sql: sql)
             if traceExecution {
-                logger.info("\(databasePath ?? ":memory:") executeStatements: \(FMDatabaseError.loggable(sql))")
+                logger.info("\(loggablePath) executeStatements: \(FMDatabaseError.loggable(sql))")
             }
             try connection.execute(sql, rowHandler: block)
         }

@@ -14,8 +14,10 @@ import Foundation
 /// }
 /// ```
 ///
-/// Descriptions never contain bound values or key bytes; they may contain SQL text, which never
-/// contains a key (keys reach SQLCipher through `sqlite3_key_v2`, not SQL).
+/// Descriptions never contain bound values or key bytes; they may contain SQL text. The library's own SQL
+/// never contains a key (keys reach SQLCipher through `sqlite3_key_v2`); SQL a program wrote with a key
+/// in it (a key PRAGMA, an `ATTACH ... KEY`, in any spelling SQLite accepts) is replaced, with SQLite's
+/// message about it, by "(SQL that may hold a key, not shown)".
 ///
 /// Related SQLite documentation: <https://www.sqlite.org/rescode.html>
 ///
@@ -230,22 +232,12 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
 
 extension FMDatabaseError {
     /// `sql` as it may appear in an error, a log line or a trace: SQL that may hold a key is replaced by a
-    /// placeholder (the library itself never puts a key in SQL; a program porting FMDB code may). That is SQL
-    /// naming a key PRAGMA (`key`, `rekey`, `hexkey`, `hexrekey`, `textkey`, `textrekey`, with or without a
-    /// schema, quotes or comments), and SQL in which any such word is followed by a string or blob literal
-    /// (`ATTACH DATABASE 'x.db' AS x KEY 'secret'`; a column named `key` compared with a literal is hidden
-    /// too: hiding more than needed is the safe side).
+    /// placeholder, whole (the library itself never puts a key in SQL; a program porting FMDB code may).
+    /// Which SQL that is follows SQLite's grammar, not spellings (`SQLRedaction`): text with a statement
+    /// that is a key PRAGMA (any schema, quoting, comments and value form), an `ATTACH` with a `KEY` clause
+    /// (any value form) or a file that is not one plain literal, or a statement SQLite cannot tokenize that
+    /// spells `key`. Other SQL is shown as it is, a column named `key` included.
     static func loggable(_ sql: String) -> String {
-        let gap = #"(?:\s|/\*[\s\S]*?\*/|--[^\n]*(?:\n|$))"#
-        let pragma =
-            #"pragma"# + gap + #"*(?:["'`\[]?[A-Za-z_][A-Za-z0-9_]*["'`\]]?"# + gap + #"*\."# + gap + #"*)?"#
-            + #"["'`\[]?(?:hex|text)?(?:re)?key["'`\]]?(?![A-Za-z0-9_])"#
-        let keyWithLiteral =
-            #"(?<![A-Za-z0-9_])(?:hex|text)?(?:re)?key["'`\]]?"# + gap + #"*(?:=|\()?"# + gap + #"*[xX]?['"]"#
-        for pattern in [pragma, keyWithLiteral]
-        where sql.range(of: pattern, options: [.regularExpression, .caseInsensitive]) != nil {
-            return "(SQL that may hold a key, not shown)"
-        }
-        return sql
+        SQLRedaction.mayHoldKey(sql) ? "(SQL that may hold a key, not shown)" : sql
     }
 }

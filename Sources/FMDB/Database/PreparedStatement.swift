@@ -250,7 +250,7 @@ extension FMDatabase {
     public func prepareStatement(_ sql: String) throws -> PreparedStatement {
         try recording {
             if traceExecution {
-                logger.info("\(databasePath ?? ":memory:") prepareStatement: \(FMDatabaseError.loggable(sql))")
+                logger.info("\(loggablePath) prepareStatement: \(FMDatabaseError.loggable(sql))")
             }
             return PreparedStatement(statement: try requireConnection(sql: sql).prepare(sql), database: self)
         }

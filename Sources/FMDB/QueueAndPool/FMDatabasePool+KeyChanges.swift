@@ -90,7 +90,7 @@ extension FMDatabasePool: KeyChangeListener {
             condition.broadcast()
             logger.warning(
                 """
-                FMDatabasePool: \(path ?? ":memory:") is under a key its connections do not hold (rekeyed \
+                FMDatabasePool: \(shownPath) is under a key its connections do not hold (rekeyed \
                 elsewhere); they are reopened with the key provider asked again.
                 """
             )
@@ -98,7 +98,7 @@ extension FMDatabasePool: KeyChangeListener {
             provider = locked { state.keyProvider }
             logger.warning(
                 """
-                FMDatabasePool: a connection could no longer read \(path ?? ":memory:") (code \(code)); it is \
+                FMDatabasePool: a connection could no longer read \(shownPath) (code \(code)); it is \
                 replaced by one opened with the key provider asked again.
                 """
             )

@@ -71,6 +71,8 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     /// The path given at init (nil: in-memory).
     public let path: String?
+    /// `path` as a log line or an error shows it (a `file:` URI without its query, which may hold a key).
+    var shownPath: String { SQLRedaction.loggablePath(path ?? ":memory:") }
     /// The `sqlite3_open_v2` flags given at init.
     public let openFlags: Int32
     /// The VFS name given at init.
@@ -381,7 +383,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     private func logUnthrown(_ error: Error, _ what: String = "could not supply a database") {
         guard logsErrors else { return }
         let message = (error as? FMDatabaseError)?.message ?? "\(error)"
-        logger.error("FMDatabasePool \(what) for \(path ?? ":memory:"): \(message)")
+        logger.error("FMDatabasePool \(what) for \(shownPath): \(message)")
     }
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:

@@ -36,6 +36,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// The path given at init (nil: in-memory).
     public let path: String?
+    /// `path` as a log line or an error shows it (a `file:` URI without its query, which may hold a key).
+    var shownPath: String { SQLRedaction.loggablePath(path ?? ":memory:") }
     /// The flags given at init.
     public let openFlags: Int32
     /// The VFS name given at init.
@@ -349,7 +351,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
         lastErrorBox.withLock { $0 = value }
         guard logs, logsErrors else { return }
-        logger.error("FMDatabaseQueue \(what) for \(path ?? ":memory:"): \(value.message)")
+        logger.error("FMDatabaseQueue \(what) for \(shownPath): \(value.message)")
     }
 
     /// After a block: close result sets it left open, roll back a transaction it left open (as the pool
@@ -370,14 +372,14 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         case .anotherKey:
             logger.warning(
                 """
-                FMDatabaseQueue: \(path ?? ":memory:") is under a key its connection does not hold (rekeyed \
+                FMDatabaseQueue: \(shownPath) is under a key its connection does not hold (rekeyed \
                 elsewhere); it is reopened with the key provider asked again.
                 """
             )
         case .unreadable(let code):
             logger.warning(
                 """
-                FMDatabaseQueue: its connection could no longer read \(path ?? ":memory:") (code \(code)); it is \
+                FMDatabaseQueue: its connection could no longer read \(shownPath) (code \(code)); it is \
                 reopened with the key provider asked again.
                 """
             )

@@ -203,10 +203,11 @@ extension FMDatabase {
                 "could no longer be read by this block's connection (code \(code) on its own read; its key was not "
                 + "shown to be wrong)"
         }
+        let shownPath = SQLRedaction.loggablePath(path ?? ":memory:")
         return FMDatabaseError(
             code: (cause as? FMDatabaseError)?.extendedCode ?? SQLITE_NOTADB,
             message:
-                "The database at \(path ?? ":memory:") \(what): the block was stopped and is not run again; its "
+                "The database at \(shownPath) \(what): the block was stopped and is not run again; its "
                 + "connection was closed, and the next one is opened with the key provider asked again.",
             marks: [.connectionReplaced])
     }
