@@ -12,7 +12,7 @@ final class CodableRowPlanTests: FMDBTempDBTestCase {
         var b: String
     }
 
-    /// The same columns, its keys declared the other way round (tag 0 is `b` here, `a` in `AB`).
+    /// The same columns, its keys declared and asked for the other way round.
     struct BA: Decodable, Equatable {
         var b: String
         var a: Int64
@@ -110,8 +110,7 @@ final class CodableRowPlanTests: FMDBTempDBTestCase {
         }
     }
 
-    /// The same, with keys that are structs holding a string (no tag table: a plan by request position,
-    /// checked by name).
+    /// The same, with keys that are structs holding a string (not a synthesized enum).
     struct NamedKey: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }
@@ -184,9 +183,9 @@ final class CodableRowPlanTests: FMDBTempDBTestCase {
         XCTAssertFalse(container.contains(.a))
     }
 
-    /// The decoder finds a row's values from column 0's. The rows of one statement can come from other
-    /// registers: here the two arms of a compound SELECT with ORDER BY take turns (EXPLAIN shows a
-    /// ResultRow for each), and each row must be read from its own.
+    /// The rows of one statement can come from other places in SQLite's program: here the two arms of a
+    /// compound SELECT with ORDER BY take turns (EXPLAIN shows a ResultRow for each), and each row must
+    /// be read from its own.
     func testRowsFromAlternatingArmsOfACompoundSelectReadTheirOwnValues() throws {
         let sql = "SELECT a * 2 - 1 AS a, b FROM t UNION ALL SELECT a * 2, b || 'z' FROM t ORDER BY 1"
         XCTAssertEqual(

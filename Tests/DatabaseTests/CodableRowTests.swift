@@ -135,6 +135,27 @@ final class CodableRowTests: FMDBTempDBTestCase {
         XCTAssertEqual(try db.fetchOne(Small.self, "SELECT 3.0 AS v")?.v, 3)
     }
 
+    /// `Int` and `Int64`, plain and optional, convert as every other width: an integral REAL is read, a
+    /// fractional REAL, TEXT or (for a plain property) NULL is an error naming the column and the type.
+    func testCodableIntAndInt64ConvertAsTheOtherWidths() throws {
+        struct Plain: Decodable, Equatable { var i: Int; var i64: Int64 }
+        struct Maybe: Decodable, Equatable { var i: Int?; var i64: Int64? }
+        XCTAssertEqual(try db.fetchOne(Plain.self, "SELECT 3.0 AS i, -4.0 AS i64"), Plain(i: 3, i64: -4))
+        XCTAssertEqual(try db.fetchOne(Maybe.self, "SELECT 3.0 AS i, -4.0 AS i64"), Maybe(i: 3, i64: -4))
+        XCTAssertEqual(try db.fetchOne(Maybe.self, "SELECT NULL AS i"), Maybe(i: nil, i64: nil))
+        for (sql, found) in [("1.5", "REAL"), ("'7'", "TEXT"), ("NULL", "NULL")] {
+            assertMismatch(
+                { _ = try db.fetchOne(Plain.self, "SELECT \(sql) AS i, 1 AS i64") }, mentions: ["'i'", "Int", found])
+            assertMismatch(
+                { _ = try db.fetchOne(Plain.self, "SELECT 1 AS i, \(sql) AS i64") },
+                mentions: ["'i64'", "Int64", found])
+            if found != "NULL" {
+                assertMismatch(
+                    { _ = try db.fetchOne(Maybe.self, "SELECT \(sql) AS i64") }, mentions: ["'i64'", "Int64", found])
+            }
+        }
+    }
+
     func testCodableNullIntoNonOptionalNamesTheColumn() throws {
         struct Named: Decodable { var name: String }
         assertMismatch(

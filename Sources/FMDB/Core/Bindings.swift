@@ -106,6 +106,8 @@ extension Statement {
 
     private func bind<Value>(opened value: Value, at index: Int32, dateFormatter: DateFormatter?) -> Int32 {
         // Each `unsafeBitCast` below is between `Value` and the very type it was just compared equal to.
+        // Kept, measured: `value as! T` instead (a runtime cast each) costs ~130 instructions a bound value
+        // (W1 `compat`, callgrind on SQLCipher 3.4.1: 220.0 M -> 233.5 M, +7% over start-up).
         if Value.self == Int.self { return bind(Int64(unsafeBitCast(value, to: Int.self)), at: index) }
         if Value.self == String.self { return bind(unsafeBitCast(value, to: String.self), at: index) }
         if Value.self == Double.self { return bind(unsafeBitCast(value, to: Double.self), at: index) }

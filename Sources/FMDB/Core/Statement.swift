@@ -336,6 +336,8 @@ final class Statement {
 /// string's words are its bytes, a large one's point to the same immutable storage. Compared only with
 /// representations of strings that are still alive (the statement holds its column names), so a
 /// storage address can never have been reused for other text.
+/// Kept, measured: comparing the names as `[String]` with `==` instead costs ~390 instructions a row of
+/// five lookups by name (W2 `compat`, callgrind on SQLCipher 3.4.1: 97.0 M -> 104.9 M, +11% over start-up).
 struct StringRepresentation: Equatable {
     let countAndFlags: UInt64
     let object: UInt64

@@ -132,8 +132,6 @@ public final class FMResultSet {
     private func internalStep() throws -> Int32 {
         if let handle {
             parent?.clearLastError()
-            // A row decoder finds the row's values from column 0's (`RowValues`): not across a step.
-            rowDecoder?.leaveRow()
             let rc = ColumnAccess.step(handle, on: connection)
             lastStepCode = rc
             if rc == SQLITE_ROW {
@@ -491,12 +489,11 @@ public final class FMResultSet {
     var currentStatement: Statement? { statement }
 
     /// The statement handle while a row is current (after a `next()` that returned true); nil before the
-    /// first row, at the end, and once closed. The row decoder (`FMResultSet+Decoding.swift`) reads
-    /// columns through it.
+    /// first row, at the end, and once closed. The row decoder (`RowDecoder`) reads columns through it.
     var currentRowHandle: OpaquePointer? { rowColumnCount > 0 ? handle : nil }
 
     /// The row decoder, kept across rows so column names are resolved once per run of the statement
-    /// (`FMResultSet+Decoding.swift`); dropped on close and on a new bind.
+    /// (`RowDecoder`); dropped on close and on a new bind.
     var rowDecoder: RowDecoder?
 }
 
