@@ -15,9 +15,7 @@ struct Encrypt: ParsableCommand {
             One flag language: --kdf says how the key given (--key-*) is used, here as in every command, and the \
             same --kdf opens DEST. The settings of the file a command writes are --new-…: --new-cipher-page-size \
             and --new-kdf-iter here, as in export; DEST opens afterwards with the same values as --cipher-page-size \
-            and --kdf-iter (sql, info, export ...). --cipher-page-size, --kdf-iter, --unsafe-kdf-iter and \
-            --page-size, encrypt's spellings of the last release for DEST's settings, still work with a \
-            deprecation warning.
+            and --kdf-iter (sql, info, export ...).
 
             --kdf slot (or slot-raw) makes DEST a slotted database (see `fmdb-cipher keys`): a random data key, \
             slot 1 for the key given (a passphrase slot, KDF from --slot-kdf; or a raw-key slot), and with \

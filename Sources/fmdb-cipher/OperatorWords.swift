@@ -18,7 +18,7 @@ enum OperatorWords {
             "Give one database's settings with --cipher-page-size and --kdf-iter."
         ),
         (
-            "Use CipherSettings(pageSize:) when keying a new database, or fmdb-cipher export --new-page-size.",
+            "Use CipherSettings(pageSize:) when keying a new database, or fmdb-cipher export --new-cipher-page-size.",
             "Convert the database with fmdb-cipher export --new-cipher-page-size."
         ),
         (

@@ -36,7 +36,7 @@ final class KeyRedactionFuzzTests: FMDBCipherTestCase {
         mutating func gap(required: Bool = true) -> String {
             let gaps = [
                 " ", "  ", "\t", "\n", "\r\n", "\u{0C}", "/**/", "/* c */", " /* ; ' \" */ ", "-- c\n", "--;'\n",
-                " \t/*\n*/ ",
+                " \t/*\n*/ ", " \u{FEFF}",
             ]
             return !required && chance(2) ? "" : pick(gaps)
         }
@@ -254,6 +254,15 @@ final class KeyRedactionFuzzTests: FMDBCipherTestCase {
             "SELECT 1; ATTACH 'x' AS y /* ; */ KEY k", "SELECT 'a;b'; PRAGMA hexkey = \"x'00'\"",
             "SELECT 'unterminated; PRAGMA key = k", "PRAGMA cipher_license = 'k'",
             "PRAGMA main.CIPHER_ADD_RANDOM = \"x'0011'\"",
+            // A byte-order mark before a token is white space to newer SQLite (and part of a word to older).
+            "\u{FEFF}PRAGMA key='k'", "PRAGMA \u{FEFF}key='k'", "PRAGMA main.\u{FEFF}key='k'",
+            "SELECT 1;\u{FEFF}PRAGMA rekey='k'", "EXPLAIN \u{FEFF}PRAGMA key='k'", "\u{FEFF}ATTACH 'a.db' AS y KEY 'k'",
+            // VACUUM INTO a URI whose key parameter SQLCipher 4 keys the copy with.
+            "VACUUM INTO 'file:out.db?key=k'", "VACUUM main INTO 'FILE:out.db?hexkey=00'", "VACUUM INTO 'f' || 'k'",
+            // Statements SQLite refuses, and quotes, with a key PRAGMA or ATTACH inside.
+            "CREATE TRIGGER tr AFTER INSERT ON t BEGIN ATTACH 'x' AS y KEY 'k'; END",
+            "CREATE TRIGGER tr AFTER INSERT ON t BEGIN PRAGMA key='k'; END", "EXPLAIN EXPLAIN PRAGMA key='k'",
+            "SELECT 1 PRAGMA key='k'",
         ] {
             XCTAssertTrue(SQLRedaction.mayHoldKey(sql), sql)
             XCTAssertEqual(FMDatabaseError.loggable(sql), "(SQL that may hold a key, not shown)", sql)
@@ -267,7 +276,8 @@ final class KeyRedactionFuzzTests: FMDBCipherTestCase {
             "SELECT * FROM missing WHERE key = 'x'", "INSERT INTO missing (key) VALUES ('k')",
             "ATTACH DATABASE '\(directory.path("missing"))/a.db' AS other", "PRAGMA cipher_salt = \"x'00'\" oops",
             "PRAGMA main.keys = 1 oops", "SELECT 'key' FROM missing", "UPDATE missing SET keyed = 1",
-            "SELECT \"unterminated FROM missing",
+            "SELECT \"unterminated FROM missing", "VACUUM INTO '\(directory.path("missing"))/copy.db'",
+            "PRAGMA foreign_keys = ON oops",
         ] {
             let capture = LogCapture()
             let db = FMDatabase(path: directory.path("plain.db"))

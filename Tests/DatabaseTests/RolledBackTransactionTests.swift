@@ -222,6 +222,25 @@ final class RolledBackTransactionTests: FMDBTempDBTestCase {
         XCTAssertEqual(committedRows, 1)
     }
 
+    /// The same through a script (`sqlite3_exec`): a script that starts after the block's own ROLLBACK and
+    /// fails is not taken for SQLite's rollback either.
+    func testAScriptFailingAfterTheBlocksOwnRollbackIsNotTakenForSQLitesRollback() {
+        var laterInserted = false
+        XCTAssertThrowsError(
+            try db.inTransaction(.immediate) { db in
+                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+                XCTAssertTrue(db.executeUpdate("rollback"))
+                XCTAssertFalse(db.executeStatements("select 1; select * from nosuch"))
+                laterInserted = db.executeUpdate("insert into t values (3)")
+            }
+        ) { error in
+            XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, "\(error)")
+            XCTAssertEqual((error as? FMDatabaseError)?.transactionWasRolledBack, false, "\(error)")
+        }
+        XCTAssertTrue(laterInserted, "the block's own choice, not refused")
+        XCTAssertEqual(committedRows, 1)
+    }
+
     /// A block that passes on the refusal of a statement after SQLite's rollback (a `try` that it did not
     /// catch) gets the rollback's error, with its cause's code, not the refusal's 516.
     func testABlockThatPassesOnTheRefusalGetsTheRollbacksCause() {

@@ -239,5 +239,12 @@ final class ToolFlagLanguageTests: ToolTestCase {
         let export = try run(["export", "--help"]).stdout
         XCTAssertTrue(export.contains("--new-cipher-page-size"), export)
         XCTAssertFalse(export.contains("  --new-page-size"), export)
+        // No help names a spelling the tool no longer takes.
+        for command in [["encrypt"], ["export"], ["rekey"], ["keys"], ["keys", "init"], ["keys", "add"], []] {
+            let help = try run(command + ["--help"]).stdout
+            for removed in ["deprecat", "--page-size", "--new-page-size", "--unsafe-kdf-iter", "--sqlcipher4"] {
+                XCTAssertFalse(help.contains(removed), "\(command) --help names \(removed): \(help)")
+            }
+        }
     }
 }

@@ -45,9 +45,13 @@ extension Connection {
     @inline(never)
     private func stepInTransactionForm(_ stmt: OpaquePointer) -> Int32 {
         let startedInTransaction = handle.map { sqlite3_get_autocommit($0) == 0 } ?? false
+        let committedBefore = committedDuringForm
         let rc = sqlite3_step(stmt)
-        if rc != SQLITE_ROW, rc != SQLITE_DONE, startedInTransaction {
-            noteFailedStatement(rc, sql: sqlite3_sql(stmt).map { String(cString: $0) })
+        if rc != SQLITE_ROW, rc != SQLITE_DONE {
+            // The commit hook runs before SQLite writes the commit: a statement that failed after it (the
+            // block's own COMMIT meeting an I/O error or a full disk) committed nothing.
+            if !committedBefore { committedDuringForm = false }
+            if startedInTransaction { noteFailedStatement(rc, sql: sqlite3_sql(stmt).map { String(cString: $0) }) }
         }
         return rc
     }

@@ -149,11 +149,12 @@ final class Connection {
         try refuseIfTransactionAborted(sql: sql)
         try settlePendingSQLKey()
         var errmsg: UnsafeMutablePointer<CChar>?
+        let startedInTransaction = sqlite3_get_autocommit(db) == 0
         let rc = try withSQLText(sql) { sqlite3_exec(db, $0, nil, nil, &errmsg) }
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) }
             sqlite3_free(errmsg)
-            let error = scriptError(rc, message: message, sql: sql)
+            let error = scriptError(rc, message: message, sql: sql, startedInTransaction: startedInTransaction)
             try settlePendingSQLKey()
             throw error
         }
@@ -194,13 +195,17 @@ final class Connection {
     /// The error of an `sqlite3_exec` script that failed with `rc`. A script stopped because SQLite rolled
     /// back a form's transaction while it ran (a statement its row handler or a function ran failed; the
     /// authorizer then refused the script's next statement) is the refusal; otherwise the failed statement
-    /// may itself have ended the form's transaction (`noteFailedStatement`), and its error is SQLite's.
-    private func scriptError(_ rc: Int32, message: String?, sql: String) -> FMDatabaseError {
+    /// may itself have ended the form's transaction (`noteFailedStatement`: only when the script started
+    /// inside it, so that a failure after the block's own ROLLBACK is not taken for SQLite's; a script that
+    /// ends the transaction itself and then fails is), and its error is SQLite's.
+    private func scriptError(_ rc: Int32, message: String?, sql: String, startedInTransaction: Bool)
+        -> FMDatabaseError
+    {
         if isTransactionAborted, let cause = transactionAbortCause {
             _ = authorizerState.takeRefusal()
             return .refusedOnAbortedTransaction(cause: cause, sql: sql)
         }
-        if transactionFormDepth > 0 { noteFailedStatement(rc, sql: sql) }
+        if transactionFormDepth > 0, startedInTransaction { noteFailedStatement(rc, sql: sql) }
         return execError(message: message, sql: sql)
     }
 
@@ -253,6 +258,7 @@ extension Connection {
         try withoutActuallyEscaping(rowHandler) { handler in
             let box = RowHandlerBox(handler)
             var errmsg: UnsafeMutablePointer<CChar>?
+            let startedInTransaction = sqlite3_get_autocommit(db) == 0
             let rc = try withSQLText(sql) { cSQL in
                 withExtendedLifetime(box) {
                     sqlite3_exec(
@@ -276,7 +282,7 @@ extension Connection {
             if rc != SQLITE_OK {
                 let message = errmsg.map { String(cString: $0) }
                 sqlite3_free(errmsg)
-                throw scriptError(rc, message: message, sql: sql)
+                throw scriptError(rc, message: message, sql: sql, startedInTransaction: startedInTransaction)
             }
         }
     }

@@ -118,7 +118,7 @@ enum KeyedAuthorizerPolicy {
             return
                 "PRAGMA page_size is refused on an encrypted database: SQLCipher 3.4.1 would write pages it cannot "
                 + "read back. Use CipherSettings(pageSize:) when keying a new database, or fmdb-cipher export "
-                + "--new-page-size."
+                + "--new-cipher-page-size."
         }
         if settingPragmas.contains(name) || name.hasPrefix("cipher_") {
             return

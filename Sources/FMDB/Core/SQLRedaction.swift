@@ -57,7 +57,17 @@ enum SQLRedaction {
         let rest = tokens[(index + 1)...]
         if tokens[index].isWord("pragma", in: text) { return namesSecretPragma(rest, text: text) }
         if tokens[index].isWord("attach", in: text) { return !isPlainAttach(rest, text: text) }
-        return false
+        if tokens[index].isWord("vacuum", in: text), let into = rest.firstIndex(where: { $0.isWord("into", in: text) })
+        {
+            // `VACUUM [schema] INTO file`: SQLCipher 4 keys a `file:` URI's target with its `key` parameter.
+            let target = rest[(into + 1)...]
+            guard target.count == 1, let file = target.first?.name(in: text) else { return true }
+            return lowercasedASCII(file).hasPrefix("file:") && file.contains("?")
+        }
+        // A PRAGMA or an ATTACH that is not the statement's first word (a trigger's body, a doubled EXPLAIN,
+        // a typo): SQLite refuses the statement and quotes it, key and all.
+        let nested = rest.contains { $0.isWord("pragma", in: text) || $0.isWord("attach", in: text) }
+        return nested && spellsKey(text[bytes])
     }
 
     /// `PRAGMA name ...` or `PRAGMA schema.name ...` (SQLite's `PRAGMA nm dbnm`): whether the name is a secret
@@ -192,6 +202,10 @@ struct SQLTokenizer: Sequence, IteratorProtocol {
         let c = text[start]
         let next = byte(start + 1)
         switch c {
+        case 0xEF where next == 0xBB && byte(start + 2) == 0xBF:
+            // A UTF-8 byte-order mark starting a token is white space to newer SQLite (CC_BOM), and part of
+            // a word to older ones: read as white space, so that a key statement behind one is still seen.
+            return (.space, 3)
         case 0x09, 0x0A, 0x0C, 0x0D, 0x20:
             var index = start + 1
             while index < text.count, Self.isSpace(text[index]) { index += 1 }

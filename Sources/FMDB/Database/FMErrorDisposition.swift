@@ -10,7 +10,7 @@ import Foundation
 ///     var attempt = 0
 ///     while true {
 ///         do {
-///             return try await pool.perform(block)
+///             return try await pool.performTransaction(.immediate, block)
 ///         } catch {
 ///             attempt += 1
 ///             switch FMErrorDisposition(error) {
@@ -27,15 +27,17 @@ import Foundation
 /// ```
 ///
 /// A block the library stopped is never run again by the library: whether to run it again is the caller's
-/// decision, which this answers for the errors the library knows. A block whose writes are not idempotent
-/// is safe to run again after any of these errors: none of its transaction was committed (a block outside a
-/// transaction committed each statement that succeeded before the error, as SQLite does).
+/// decision, which this answers for the errors the library knows. A transaction's block is safe to run again
+/// after any of these errors, whatever it writes: none of its transaction was committed. A block outside a
+/// transaction (`perform`, `inDatabase`) committed each statement that succeeded before the error, as SQLite
+/// does: run it again only if running it twice does no harm.
 ///
 /// - Note: FMDB compatibility: an addition.
 public enum FMErrorDisposition: Sendable, Hashable, CustomStringConvertible {
-    /// Another connection or process held a lock (`SQLITE_BUSY`, `SQLITE_LOCKED`, `SQLITE_PROTOCOL`), or a
-    /// pool transaction waited longer than its `transactionQueueTimeout` (`SQLITE_BUSY`): run the block
-    /// again after a short wait, a bounded number of times.
+    /// Another connection or process held a lock (`SQLITE_BUSY`, `SQLITE_PROTOCOL`), or a pool transaction
+    /// waited longer than its `transactionQueueTimeout` (`SQLITE_BUSY`): run the block again after a short
+    /// wait, a bounded number of times. (`SQLITE_LOCKED` is a conflict inside the connection itself, such as
+    /// dropping a table a pending statement reads, without a shared cache: permanent.)
     case transient
     /// The block's connection met the file under a key changed elsewhere (another process's rekey), or could
     /// no longer read it: the block was stopped and its connection replaced. Run it again once; a second
@@ -66,7 +68,7 @@ public enum FMErrorDisposition: Sendable, Hashable, CustomStringConvertible {
             return
         }
         switch Int32(truncatingIfNeeded: error.code) & 0xFF {
-        case SQLITE_BUSY, SQLITE_LOCKED, SQLITE_PROTOCOL: self = .transient
+        case SQLITE_BUSY, SQLITE_PROTOCOL: self = .transient
         case SQLITE_INTERRUPT: self = .cancelled
         default: self = .permanent
         }

@@ -157,7 +157,7 @@ extension FMDatabase {
             + "can apply; changing SQLCipher's process-wide defaults for the moment would also change every other "
             + "database keyed in the process at that moment, so this library does not. Open the file with its own "
             + "FMDatabase and setKey(using:settings:), or convert it to the linked default format first (fmdb-cipher "
-            + "migrate, or export without --new-page-size/--new-kdf-iter)."
+            + "migrate, or export without --new-cipher-page-size/--new-kdf-iter)."
     }
 
     /// Detaches a database attached with `attachDatabase(atPath:schema:keyProvider:settings:)`.

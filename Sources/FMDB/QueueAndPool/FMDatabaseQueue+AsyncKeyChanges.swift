@@ -35,4 +35,19 @@ extension FMDatabaseQueue {
     public func rekey(using provider: any KeyProvider) async throws -> FMRekeyOutcome {
         try await BlockingCall.run { try self.rekey(using: provider) }
     }
+
+    /// The synchronous `rekey(using:busyTimeout:)` for async code: the async `rekey(using:)` with the busy
+    /// timeout given.
+    ///
+    /// ```swift
+    /// let outcome = try await queue.rekey(using: newProvider, busyTimeout: 30)
+    /// ```
+    ///
+    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
+    /// - Throws: when the rekey did not take; the database then still opens with the old key.
+    /// - Note: FMDB compatibility: an addition.
+    @discardableResult
+    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval) async throws -> FMRekeyOutcome {
+        try await BlockingCall.run { try self.rekey(using: provider, busyTimeout: busyTimeout) }
+    }
 }
