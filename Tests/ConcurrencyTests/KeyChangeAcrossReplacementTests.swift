@@ -111,6 +111,33 @@ final class KeyChangeAcrossReplacementTests: FMDBCipherTestCase {
         try replaceAndRekey(journalMode: "wal")
     }
 
+    /// A pool that runs only immediate transactions (not key-checked before their block; their BEGIN reads the
+    /// old file fine) after the file at its path is replaced: a block whose write meets the old file fails
+    /// (SQLite refuses it: code 8, `SQLITE_READONLY_DBMOVED`), its connection is replaced, and every later one
+    /// writes the file at the path.
+    func testImmediateTransactionsAfterAReplacementMoveToTheFileAtThePath() throws {
+        let path = directory.path("immediate.db")
+        try make(path, old, journalMode: "delete", rows: 0)
+        let pool = try FMDatabasePool(path: path, keyProvider: old)
+        try pool.inTransaction(.immediate) { db in try db.executeUpdate("insert into t values (1)", values: nil) }
+        let backup = directory.path("immediate-backup.db")
+        try make(backup, old, journalMode: "delete", rows: 5)
+        XCTAssertEqual(rename(backup, path), 0)
+
+        var failed = 0
+        for _ in 0..<4 {
+            do {
+                try pool.inTransaction(.immediate) { db in try db.executeUpdate("insert into t values (1)", values: nil)
+                }
+            } catch {
+                failed += 1
+                XCTAssertEqual(nsError(error).code & 0xFF, Int(SQLITE_READONLY), "\(error)")
+            }
+        }
+        XCTAssertLessThanOrEqual(failed, 1, "at most the block that met the old file fails")
+        XCTAssertEqual(rows(path, old), 5 + Int32(4 - failed), "every acknowledged write is in the file at the path")
+    }
+
     /// The file a pool opened is renamed away (kept as `.old`) and a restored backup takes its path; a pool
     /// on the renamed file rekeys it. The pool on the path is not told (its path leads to the backup, still
     /// under the old key) and keeps serving it; the rekeyed file opens with the new key.

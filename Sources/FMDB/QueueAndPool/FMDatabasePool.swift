@@ -583,7 +583,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         defer { checkIn(db) }
         do {
             return try body(db)
-        } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+        } catch let error as FMDatabaseError where FMDatabase.mayMeanKeyOrFileChanged(error.resultCode) {
             guard let failure = db.keyCheckFailure() else { throw error }
             // Checked in after this: `checkIn` finds the same, closes it and re-asks the provider.
             if let blockStarted, !blockStarted() { throw KeyChangedBeforeBlock(cause: error, failure: failure) }

@@ -408,7 +408,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func run<T>(_ db: FMDatabase, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+        } catch let error as FMDatabaseError where FMDatabase.mayMeanKeyOrFileChanged(error.resultCode) {
             guard let failure = db.keyCheckFailure() else { throw error }
             throw FMDatabase.keyChangedError(path: path, cause: error, failure: failure)
         }
@@ -435,7 +435,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             defer { tidy(db) }
             do {
                 return try db.withBeginAsKeyCheck(kind != .deferred) { try body(db) { started = true } }
-            } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+            } catch let error as FMDatabaseError where FMDatabase.mayMeanKeyOrFileChanged(error.resultCode) {
                 guard let failure = db.keyCheckFailure() else { throw error }
                 // `tidy` closes the connection and asks the provider again.
                 if started || attempt == attempts {

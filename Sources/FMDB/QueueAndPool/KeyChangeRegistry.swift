@@ -219,11 +219,21 @@ extension FMDatabase {
     }
 
     /// After a block of a keyed queue or pool: why its connection must be replaced, when the block met an
-    /// error a failed page read gives (`mayMeanAnotherKey`) and the connection then fails the check (so an
-    /// attached file's own error does not count).
+    /// error a failed page read gives (`mayMeanAnotherKey`), or `SQLITE_READONLY` (what a write meets in a file
+    /// replaced at its path: `SQLITE_READONLY_DBMOVED`), and the connection then fails the check (so an
+    /// attached file's own error does not count). An immediate or exclusive transaction is not checked before
+    /// its block, and its BEGIN reads the old file fine: without this its connection would stay on it.
     func keyCheckFailureAfterBlock() -> KeyCheckFailure? {
-        guard asOwner({ Self.mayMeanAnotherKey(lastErrorCode()) }) else { return nil }
+        // A failure a check found during the block (the block's own error handling) stands, whatever ran since.
+        if let failed = asOwner({ keyCheckFailed }) { return failed }
+        guard asOwner({ Self.mayMeanKeyOrFileChanged(lastErrorCode()) }) else { return nil }
         return keyCheckFailure()
+    }
+
+    /// ``mayMeanAnotherKey(_:)``, or `SQLITE_READONLY`: what a write meets in a file that was replaced at its path
+    /// after the connection opened it (`SQLITE_READONLY_DBMOVED`). Only the cue to check, as there.
+    static func mayMeanKeyOrFileChanged(_ code: Int32) -> Bool {
+        mayMeanAnotherKey(code) || code & 0xFF == SQLITE_READONLY
     }
 
     /// The error a block gets when its connection was found unable to read the file under its key: the
