@@ -31,6 +31,22 @@ extension FMDatabaseFileKind {
 }
 
 enum DatabaseFiles {
+    /// fsync(2) of the directory holding `database`, once a change to it is done: SQLite's commit removes the
+    /// rollback journal (or, at the last close, the WAL) without syncing the directory, and ignores a failed
+    /// sync of the directory when it creates the journal, so without this a power loss soon after could bring
+    /// the journal back and roll the change back. nil when it synced, else why not (a warning says so: the
+    /// change is done, its exit code stands, but it may not survive a power loss yet).
+    static func syncDirectory(of database: String) -> String? {
+        let directory = URL(fileURLWithPath: database).deletingLastPathComponent().path
+        let fd = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(fd) }
+        while fsync(fd) != 0 {
+            guard errno == EINTR else { return String(cString: strerror(errno)) }
+        }
+        return nil
+    }
+
     /// Checks that `path` is a readable file; exit 66 otherwise.
     static func requireInput(_ path: String) throws -> FileKind {
         try InputFiles.requireRegularFile(path)
@@ -264,6 +280,9 @@ struct DatabaseCopy {
     /// The copy is verified and in place: its last progress line, and what it did, on standard error.
     private func finished(_ report: FMDatabaseCopy.Report, _ stages: CopyStages) {
         stages.completed()
+        if let left = report.stagingDirectoryNotRemoved {
+            Output.message("fmdb-cipher: warning: \(left.message)")
+        }
         if report.removedDestinationSlotFile {
             Output.message(
                 "fmdb-cipher: note: removed \(KeySlots.slotFilePath(forDatabaseAt: destination)), the key slot file of "

@@ -25,7 +25,11 @@ enum Exit {
     /// page's EXIT STATUS is made from it (Scripts/install, from the help), and each row of the DocC article's
     /// table starts with these words (ExitStatusTableToolTests compares the three).
     static let table: [(code: Int32, meaning: String)] = [
-        (success, "success"),
+        (
+            success,
+            "success (a warning on standard error says when a change may not survive a power loss yet, or names a "
+                + "private directory a copy could not remove)"
+        ),
         (failure, "other error, including an SQL error in sql"),
         (
             integrity,

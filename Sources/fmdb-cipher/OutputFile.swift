@@ -48,5 +48,7 @@ final class OutputFile {
             throw CLIError("cannot write \(destination): \(String(cString: strerror(errno)))", code: Exit.ioError)
         }
         try file.commit()
+        // FILE is written and in place: exit 0 stands; what could not be tidied is said.
+        if let left = file.stagingDirectoryNotRemoved { Output.message("fmdb-cipher: warning: \(left.message)") }
     }
 }

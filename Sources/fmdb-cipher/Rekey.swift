@@ -213,6 +213,13 @@ struct Rekey: ParsableCommand {
                 throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: done", completed: true)
+            // The connection is closed: its journal (or WAL) is gone; that removal reaches the disk now.
+            if let reason = DatabaseFiles.syncDirectory(of: database) {
+                Output.message(
+                    "fmdb-cipher: warning: rekeyed \(database) (only the new key opens it now), but its directory "
+                        + "could not be synced (\(reason)): a power loss before the file system is synced may roll "
+                        + "the rekey back, and the old key open it again")
+            }
             if case .checkpointPending(let error) = outcome {
                 throw CLIError(
                     "rekeyed \(database): only the new key opens it now, but the WAL checkpoint is pending "

@@ -74,6 +74,28 @@ final class PrivateFileTests: FMDBCipherTestCase {
         XCTAssertEqual(try String(contentsOfFile: slots, encoding: .utf8), "slots")
     }
 
+    /// A private directory the clean-up cannot remove after the commit (here it holds a file the clean-up does
+    /// not know, as one it failed to remove would stay) does not undo the commit: the file is in place, and the
+    /// error that says the directory is left names it; a clean commit says nothing.
+    func testAPrivateDirectoryLeftAfterTheCommitIsNamedAndTheFileStaysInPlace() throws {
+        let clean = try FMPrivateFile(destination: path("clean.csv"))
+        try write("clean", to: clean)
+        try clean.commit()
+        XCTAssertNil(clean.stagingDirectoryNotRemoved)
+
+        let dest = path("rows.csv")
+        let output = try FMPrivateFile(destination: dest)
+        let privateDirectory = URL(fileURLWithPath: output.path).deletingLastPathComponent().path
+        try write("rows", to: output)
+        try Data("stray".utf8).write(to: URL(fileURLWithPath: privateDirectory + "/stray"))
+        try output.commit()
+        XCTAssertEqual(try String(contentsOfFile: dest, encoding: .utf8), "rows", "the commit stands")
+        let left = try XCTUnwrap(output.stagingDirectoryNotRemoved, "the directory left is said")
+        XCTAssertTrue(left.message.contains(privateDirectory), left.message)
+        XCTAssertEqual(left.extendedCode, SQLITE_IOERR | (10 << 8), "SQLITE_IOERR_DELETE")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: privateDirectory))
+    }
+
     func testDiscardAndReleaseLeaveNothing() throws {
         let output = try FMPrivateFile(destination: path("a.csv"))
         try write("partial", to: output)

@@ -153,6 +153,11 @@ final class FaultSweepKeysToolTests: ToolTestCase {
                     continue
                 }
                 if let failure = try state(run, claim) { failures.append("\(run.place): \(failure)") }
+                // No temporary slot file stays after a run that exited (a kill's is the next slot command's).
+                let temporaries = ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter {
+                    $0.contains("-keyslots" + ".tmp-")
+                }
+                if !killed, !temporaries.isEmpty { failures.append("\(run.place): left \(temporaries)") }
                 if !killed, result.status != 0 {
                     // The message names the cause: a one-off I/O error or a full disk, never a lock or a wrong key.
                     let text = result.stderr.lowercased()
@@ -219,7 +224,14 @@ final class FaultSweepKeysToolTests: ToolTestCase {
         let (work, file, reset) = workFolder("init", base: nil)
         let environment = ["A": Self.first]
         let arguments = ["keys", "init", file, "--kdf", "slot-raw", "--key-env", "A"]
-        let outcome = try sweep(arguments, environment: environment, folder: work, reset: reset) { run, claim in
+        // A temporary slot file (`.db-keyslots.tmp-*`) left after the run: never after a run that exited, and
+        // after a kill, gone once the next slot command on the path has run.
+        func temporaries() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter {
+                $0.contains("-keyslots" + ".tmp-")
+            }
+        }
+        func initState(_ claim: Claim) throws -> String? {
             let opens = count(file, slot: Self.first, query: "select count(*) from sqlite_master") != nil
             switch claim {
             case .new:
@@ -232,14 +244,31 @@ final class FaultSweepKeysToolTests: ToolTestCase {
                 if exists(KeySlots.slotFilePath(forDatabaseAt: file)), claim == .old {
                     return "a failure left a slot file without its database"
                 }
-                // Nothing was made: keys init must work now (it cleans its own leftovers).
+                // Nothing was made: keys init must work now (it cleans its own leftovers, temporary files too).
                 let again = try self.run(arguments, env: environment)
                 guard again.status == 0 else {
                     return "nothing at the path, but keys init again: exit \(again.status) \(again.stderr)"
                 }
+                if !temporaries().isEmpty { return "keys init again left \(temporaries())" }
                 return count(file, slot: Self.first, query: "select count(*) from sqlite_master") != nil
                     ? nil : "keys init again: the slot does not open the database"
             }
+        }
+        let outcome = try sweep(arguments, environment: environment, folder: work, reset: reset) { run, claim in
+            if let failure = try initState(claim) { return failure }
+            guard run.killed, !temporaries().isEmpty else { return nil }
+            // The killed run left a database and a temporary slot file: the next slot change removes it.
+            let added = try self.run(
+                [
+                    "keys", "add", file, "--kdf", "slot-raw", "--key-env", "A", "--new-kdf", "slot-raw",
+                    "--new-key-env", "B",
+                ],
+                env: ["A": Self.first, "B": Self.second])
+            guard added.status == 0, temporaries().isEmpty else {
+                return "a temporary slot file stays after the next slot change: exit \(added.status), "
+                    + "left \(temporaries()) \(added.stderr)"
+            }
+            return nil
         }
         report(outcome)
     }
@@ -284,6 +313,23 @@ final class FaultSweepKeysToolTests: ToolTestCase {
             switch claim {
             case .new where new != Self.rows, .old where new != nil, .either where new != nil && new != Self.rows:
                 return "claims \(claim); the added secret opens \(String(describing: new)) rows"
+            default: return nil
+            }
+        }
+        report(outcome)
+    }
+
+    func testKeysRecoveryUnderEveryFaultAddsTheRecoverySlotOrNothing() throws {
+        let base = try makeSlotted("recovery-base.db", twoSlots: false)
+        let (work, file, reset) = workFolder("recovery", base: base)
+        let arguments = ["keys", "recovery", file, "--kdf", "slot-raw", "--key-env", "A"]
+        let outcome = try sweep(arguments, environment: ["A": Self.first], folder: work, reset: reset) { _, claim in
+            let kept = count(file, slot: Self.first)
+            guard kept == Self.rows else { return "the existing slot opens \(String(describing: kept)) rows" }
+            let slots = (try? KeySlots.list(forDatabaseAt: file))?.count
+            switch claim {
+            case .new where slots != 2, .old where slots != 1, .either where slots != 1 && slots != 2:
+                return "claims \(claim); the slot file has \(String(describing: slots)) slots"
             default: return nil
             }
         }

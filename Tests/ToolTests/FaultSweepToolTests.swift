@@ -59,6 +59,10 @@ final class FaultSweepToolTests: ToolTestCase {
         let plan = try shim.plan(tool, arguments, folder: work, environment: environment)
         XCTAssertEqual(plan.status, 0, plan.stderr)
         XCTAssertGreaterThan(plan.calls.count, 5, "the rekey writes the journal, the file and syncs: \(plan.calls)")
+        let folder = URL(fileURLWithPath: work).resolvingSymlinksInPath().path
+        XCTAssertTrue(
+            plan.calls.last.map { $0.operation.hasSuffix("sync") && $0.path == folder } ?? false,
+            "the rekey's last step syncs the directory (the journal's removal): \(plan.calls.suffix(3))")
         if backup { XCTAssertEqual(rowCount(backupFile, rawKey: Self.rawKey), rows, "the backup, without faults") }
 
         var failures: [String] = []
@@ -103,6 +107,32 @@ final class FaultSweepToolTests: ToolTestCase {
                         failures.append("\(place): the new key opens the database, and its backup is gone")
                     }
                 }
+                // Nothing of this run stays where the next one trips on it: besides the database (and the backup),
+                // only SQLite's own side files it could not remove, with nothing SQLite would replay (an empty
+                // WAL, a journal that is not hot) and a -shm SQLite rebuilds.
+                if !killed {
+                    let left = ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter { name in
+                        let head = FileManager.default.contents(atPath: work + "/" + name)?.prefix(4) ?? Data()
+                        switch name {
+                        case "db", "db.bak", "db-shm": return false
+                        case "db-wal": return !head.isEmpty
+                        case "db-journal": return head == Data([0xD9, 0xD5, 0x05, 0xF9])
+                        default: return true
+                        }
+                    }
+                    if !left.isEmpty { failures.append("\(place): left \(left)") }
+                }
+                // Done, but its last step, the tool's sync of the directory (which makes the removal of the journal
+                // or WAL durable), failed: said, as a change that may not survive a power loss. In a disk that stays
+                // full that sync always fails after the fault.
+                let lastSync =
+                    point == plan.calls.count && plan.calls[point - 1].operation.hasSuffix("sync")
+                    && plan.calls[point - 1].path == folder
+                if !killed, result.status == 0 || result.status == 3, mode == .full || lastSync,
+                    !result.stderr.lowercased().contains("power loss")
+                {
+                    failures.append("\(place): the directory was not synced, and nothing says a power loss may undo it")
+                }
                 // The message names the cause: a one-off I/O error or a full disk, never another process's lock.
                 if !killed, result.status != 0, result.status != 3 {
                     let text = result.stderr.lowercased()
@@ -127,7 +157,13 @@ final class FaultSweepToolTests: ToolTestCase {
     /// DEST is absent or complete, never partial; exit 0 only when it is complete and durable (its
     /// directory synced), 74 for every injected I/O error or full disk; after a kill, the next run (no fault)
     /// succeeds and leaves nothing of the killed run behind (a decrypt's partial copy is plaintext).
-    func sweepCopy(_ name: String, arguments: (String) -> [String], opens: (String) -> Int32?, rows: Int32) throws {
+    /// `outputs`: the files the command makes in `work` (DEST and, for a slotted copy, DEST-keyslots): all or
+    /// none of them after a run that exited. `kept`: files the command keeps there on purpose, whatever happens
+    /// (the slot file's lock, `DEST-keyslots.lock`, which the next run takes as it is).
+    func sweepCopy(
+        _ name: String, arguments: (String) -> [String], opens: (String) -> Int32?, rows: Int32,
+        outputs: [String] = ["dest.db"], kept: [String] = [], environment extra: [String: String] = [:]
+    ) throws {
         let shim = try FaultShim.shared()
         let work = path("copy-\(name)")
         let dest = work + "/dest.db"
@@ -138,6 +174,7 @@ final class FaultSweepToolTests: ToolTestCase {
         var environment = ProcessInfo.processInfo.environment
         environment["OLD"] = Self.rawKey
         environment["NEW"] = Self.otherRawKey
+        environment.merge(extra) { _, new in new }
         try reset()
         let plan = try shim.plan(tool, arguments(dest), folder: work, environment: environment)
         XCTAssertEqual(plan.status, 0, plan.stderr)
@@ -174,24 +211,27 @@ final class FaultSweepToolTests: ToolTestCase {
                 if exists, copied != rows {
                     failures.append("\(place): a partial DEST (\(String(describing: copied)) rows)")
                 }
+                let present = outputs.filter { FileManager.default.fileExists(atPath: work + "/" + $0) }
                 if !killed {
                     if result.status == 0, copied != rows {
                         failures.append("\(place): exit 0 without a complete DEST")
                     }
-                    if result.status != 0, exists { failures.append("\(place): failed, but DEST is there") }
+                    if result.status != 0, !present.isEmpty {
+                        failures.append("\(place): failed, but \(present) there")
+                    }
                     if result.status != 0, result.status != 74 {
                         failures.append("\(place): an injected I/O fault is not exit 74")
                     }
                     let left = ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter {
-                        $0 != "dest.db"
+                        !outputs.contains($0) && !kept.contains($0)
                     }
                     if !left.isEmpty { failures.append("\(place): left \(left)") }
                 } else {
                     // The next run cleans up what the killed one left, and makes the copy.
-                    try? FileManager.default.removeItem(atPath: dest)
+                    for output in outputs { try? FileManager.default.removeItem(atPath: work + "/" + output) }
                     let again = try runProcess(tool, arguments(dest), input: "", environment: environment)
                     let left = ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter {
-                        $0 != "dest.db"
+                        !outputs.contains($0) && !kept.contains($0)
                     }
                     if again.status != 0 || opens(dest) != rows || !left.isEmpty {
                         failures.append(
@@ -224,6 +264,64 @@ final class FaultSweepToolTests: ToolTestCase {
         try sweepCopy(
             "encrypt", arguments: { ["encrypt", plain, $0, "--kdf", "raw", "--key-env", "NEW", "--quiet"] },
             opens: { rowCount($0, rawKey: Self.otherRawKey) }, rows: rows)
+    }
+
+    /// The copies added since the first sweep: `export --new-kdf slot-raw` (DEST and DEST-keyslots, a pair: both
+    /// or neither) and `keys export-raw --output FILE` (the data key in a private file, published whole or not
+    /// at all).
+    func testSlottedExportAndTheDataKeyFileUnderEveryFaultAreAbsentOrCompleteAndSaySo() throws {
+        let rows: Int32 = 3
+        let encrypted = try makeEncrypted("copy-src-slots.db", rows: Int(rows), payload: 200)
+        var bytes = Data()
+        var index = Self.otherRawKey.startIndex
+        while index < Self.otherRawKey.endIndex {
+            let next = Self.otherRawKey.index(index, offsetBy: 2)
+            bytes.append(UInt8(Self.otherRawKey[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        let secret = try KeySlotSecret.rawKey(bytes)
+        try sweepCopy(
+            "export-slots",
+            arguments: {
+                [
+                    "export", encrypted, $0, "--kdf", "raw", "--key-env", "OLD", "--new-kdf", "slot-raw",
+                    "--new-key-env", "NEW", "--quiet",
+                ]
+            },
+            opens: { file in
+                let db = FMDatabase(path: file)
+                db.logsErrors = false
+                guard db.open(withFlags: SQLITE_OPEN_READONLY) else { return nil }
+                defer { db.close() }
+                guard (try? db.setKey(using: KeySlotKeyProvider(secret: secret))) != nil else { return nil }
+                return db.int(forQuery: "select count(*) from t")
+            }, rows: rows, outputs: ["dest.db", "dest.db-keyslots"], kept: ["dest.db-keyslots.lock"])
+
+        // A slotted database outside the swept folder, and the data key its slot unlocks.
+        let slotted = path("export-raw-src.db")
+        let created = try run(
+            ["keys", "init", slotted, "--kdf", "slot-raw", "--key-env", "A"], env: ["A": Self.rawKey])
+        XCTAssertEqual(created.status, 0, created.stderr)
+        let printed = try run(
+            [
+                "keys", "export-raw", slotted, "--kdf", "slot-raw", "--key-env", "A",
+                "--i-understand-this-reveals-the-data-key",
+            ],
+            env: ["A": Self.rawKey])
+        XCTAssertEqual(printed.status, 0, printed.stderr)
+        let expected = printed.stdout
+        XCTAssertEqual(expected.count, 65, "64 hexadecimal digits and a newline")
+        try sweepCopy(
+            "export-raw",
+            arguments: {
+                [
+                    "keys", "export-raw", slotted, "--kdf", "slot-raw", "--key-env", "A",
+                    "--i-understand-this-reveals-the-data-key", "--output", $0,
+                ]
+            },
+            opens: { file in
+                (try? String(contentsOfFile: file, encoding: .utf8)) == expected ? 1 : 0
+            }, rows: 1, environment: ["A": Self.rawKey])
     }
 
     /// `migrate` in place of a SQLCipher 3 file in WAL mode, under every fault: SRC keeps opening with its key

@@ -237,6 +237,19 @@ extension Connection {
         return FileSystem.resultCode(forSystemError: lastErrno)
     }
 
+    /// Whether the main database file this connection opened is no longer the file at its path (renamed
+    /// over, renamed away or unlinked since it was opened): SQLite's `SQLITE_FCNTL_HAS_MOVED`, which the unix
+    /// VFS answers by comparing the inode it opened with the one at the path now. False when it cannot tell
+    /// (an in-memory database, a VFS that does not answer).
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/c_fcntl_begin_atomic_write.html>
+    func mainFileHasMoved() -> Bool {
+        guard let db = handle else { return false }
+        var moved: Int32 = 0
+        guard sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK else { return false }
+        return moved != 0
+    }
+
     /// The file behind `schema` (`sqlite3_db_filename`); nil for an in-memory or temporary database.
     func fileName(schema: String) -> String? {
         guard let db = handle, let name = sqlite3_db_filename(db, schema) else { return nil }

@@ -144,6 +144,11 @@ public struct FMDatabaseCopy {
         /// A migration in place replaced SRC, but SRC's directory could not be synced: a power loss now may bring
         /// the old file back. The error says why.
         public var replacementNotSynced: FMDatabaseError?
+        /// The copy is complete, verified and in place, but its private directory (`.DEST.fmdb-cipher-PID-X`)
+        /// could not be removed after it, tried twice (an I/O error): the error names the directory and why. It
+        /// holds nothing the copy needs; the next copy to DEST removes it once this process is gone (unless it
+        /// holds the replaced DEST as `old.db`, which is left for you to remove).
+        public var stagingDirectoryNotRemoved: FMDatabaseError?
     }
 
     /// The database to copy.
@@ -423,6 +428,7 @@ public struct FMDatabaseCopy {
         let verified = clock.now
         report(.publishing)
         result.removedDestinationSlotFile = try output.commit()
+        result.stagingDirectoryNotRemoved = output.leftDirectoryError
         result.sourceCheckDuration = sourceCheckStarted.duration(to: copyStarted)
         result.copyDuration = copyStarted.duration(to: verifyStarted)
         result.verificationDuration = verifyStarted.duration(to: verified)

@@ -68,6 +68,12 @@ public final class FMPrivateFile {
         try output.commit()
     }
 
+    /// After a ``commit()`` that succeeded: nil, or the error saying that the private directory could not be
+    /// removed after the file was put in place (an I/O error, tried twice). The file is in place all the same;
+    /// the directory holds nothing it needs, and the next private file or copy to the same destination removes
+    /// it once this process is gone.
+    public var stagingDirectoryNotRemoved: FMDatabaseError? { output.leftDirectoryError }
+
     /// Removes the file and the private directory (also done when an uncommitted value is released).
     public func discard() {
         guard !finished else { return }

@@ -474,7 +474,8 @@ final class PrivateOutput {
     }
 
     /// Removes what a killed run (SIGKILL, a crash, a power loss) left in its private directory beside DEST:
-    /// a partial or unpublished copy (`new.db` and its side files: a decrypt's is plaintext). Only directories
+    /// a partial or unpublished copy (`new.db` and its side files: a decrypt's is plaintext; its slot file and
+    /// that file's temporary, `.new.db-keyslots.tmp-PID-X`). Only directories
     /// of this user whose run's process is gone, and never one that holds an old pair (`old.db`, which a
     /// crash during a replacing commit leaves for the user to move back, see the type's comment).
     static func removeInterruptedCopies(
@@ -504,7 +505,12 @@ final class PrivateOutput {
                 flock(directoryFD, LOCK_EX | LOCK_NB) == 0,
                 fstatat(directoryFD, "old.db", &oldPair, AT_SYMLINK_NOFOLLOW) != 0
             else { continue }
-            for file in ["new.db", "new.db-journal", "new.db-wal", "new.db-shm", "new.db-keyslots"] {
+            // And the temporary file of a slot file write the kill interrupted (`.new.db-keyslots.tmp-PID-X`):
+            // listed by path, removed through the checked descriptor, so only names inside that directory go.
+            let temporaryPrefix = "." + KeySlots.slotFilePath(forDatabaseAt: "new.db") + KeySlotStorage.temporaryMarker
+            let temporaries = ((try? FileManager.default.contentsOfDirectory(atPath: "\(folder)/\(entry)")) ?? [])
+                .filter { $0.hasPrefix(temporaryPrefix) }
+            for file in ["new.db", "new.db-journal", "new.db-wal", "new.db-shm", "new.db-keyslots"] + temporaries {
                 unlinkat(directoryFD, file, 0)
             }
             if unlinkat(folderFD, entry, AT_REMOVEDIR) == 0 {
@@ -521,15 +527,39 @@ final class PrivateOutput {
     }
 
     /// Removes the new file (if still there), SQLite's side files, the slot file, the old pair a replacing commit
-    /// moved aside (unless it could not be put back) and the private directory.
+    /// moved aside (unless it could not be put back) and the private directory. A removal that fails (an I/O
+    /// error) is tried once more; a directory still there then is ``leftDirectory``.
     func discard() {
         // After the removal: a signal meanwhile removes what is left.
         defer { releaseFromSignalHandler() }
-        for suffix in ["", "-journal", "-wal", "-shm"] { unlink(file + suffix) }
-        unlink(slotFile)
-        guard !keepsDirectory else { return }
-        unlink(oldFile)
-        unlink(KeySlots.slotFilePath(forDatabaseAt: oldFile))
-        rmdir(directory)
+        for attempt in 1...2 {
+            for suffix in ["", "-journal", "-wal", "-shm"] { unlink(file + suffix) }
+            unlink(slotFile)
+            guard !keepsDirectory else { return }
+            unlink(oldFile)
+            unlink(KeySlots.slotFilePath(forDatabaseAt: oldFile))
+            if rmdir(directory) == 0 || errno == ENOENT {
+                leftDirectory = nil
+                return
+            }
+            if attempt == 2 { leftDirectory = (directory, FileSystem.describe(errno)) }
+        }
+    }
+
+    /// The private directory and why it could not be removed, when ``discard()`` failed to remove it twice: it
+    /// holds nothing of a published copy, and is removed by the next copy to DEST once this process is gone
+    /// (``removeInterruptedCopies(of:in:report:)``).
+    private(set) var leftDirectory: (path: String, reason: String)?
+
+    /// ``leftDirectory`` as an error that says it, for a caller to report (nil: nothing left).
+    var leftDirectoryError: FMDatabaseError? {
+        leftDirectory.map { left in
+            FMDatabaseError(
+                code: SQLITE_IOERR | (10 << 8),  // SQLITE_IOERR_DELETE (a macro Swift does not import)
+                message:
+                    "the private directory \(left.path) could not be removed after \(destination) was put in place "
+                    + "(\(left.reason)); it holds nothing \(destination) needs: the next copy to \(destination) "
+                    + "removes it, or remove it yourself")
+        }
     }
 }

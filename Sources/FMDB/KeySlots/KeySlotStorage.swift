@@ -74,8 +74,9 @@ enum KeySlotStorage {
     static func writeAtomically(_ data: Data, to path: String, replacing: Bool = true) throws -> Durability {
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
+        // The writer's process id is in the name: `removeStaleTemporaries` leaves a live writer's file alone.
         let temporary =
-            directory + "/." + url.lastPathComponent + temporaryMarker
+            directory + "/." + url.lastPathComponent + temporaryMarker + "\(getpid())-"
             + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ioError("create a temporary file in \(directory)", code: SQLITE_CANTOPEN) }
@@ -106,7 +107,7 @@ enum KeySlotStorage {
                     let error = ioError("replace \(path)")
                     guard holds(path, data) else { throw error }
                     // The path holds the new bytes, but the temporary name may still be there too.
-                    unlink(temporary)
+                    removeTemporary(temporary)
                 }
             } else {
                 if link(temporary, path) != 0 {
@@ -116,15 +117,21 @@ enum KeySlotStorage {
                     let error = ioError("create \(path)")
                     guard holds(path, data) else { throw error }
                 }
-                unlink(temporary)
+                removeTemporary(temporary)
             }
         } catch {
-            unlink(temporary)
+            removeTemporary(temporary)
             throw error
         }
         // The new file is at the path: the write took, whatever the directory sync says.
         if let failure = syncDirectory(directory) { return .notSynced(failure) }
         return .synced
+    }
+
+    /// Removes a temporary file this write made, trying once more after a failure (an I/O error): one left
+    /// behind is removed by the next slot change (`removeStaleTemporaries`), but none should be.
+    private static func removeTemporary(_ temporary: String) {
+        if unlink(temporary) != 0, errno != ENOENT { unlink(temporary) }
     }
 
     /// Whether the file at `path` (not followed if a link) holds exactly `data`.
@@ -140,13 +147,23 @@ enum KeySlotStorage {
         return ioError("sync the directory \(directory)")
     }
 
-    /// Removes temporary files a killed writer left beside `path` (they hold only wrapped keys).
+    /// Removes temporary files a killed writer left beside `path` (they hold only wrapped keys):
+    /// `.NAME.tmp-PID-X` whose process is gone, and the names without a process id that earlier versions made.
+    /// Called with the slot file's lock held (every write of the slot file takes it; a copy's `copySlotFile`,
+    /// which does not, is a live process and is left alone). unlink(2) removes the name, never what a link there
+    /// points to.
     static func removeStaleTemporaries(of path: String) {
         let url = URL(fileURLWithPath: path)
         let prefix = "." + url.lastPathComponent + temporaryMarker
         let directory = url.deletingLastPathComponent().path
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(prefix) {
+            let rest = name.dropFirst(prefix.count)
+            if let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0, pid != getpid(),
+                kill(pid, 0) == 0 || errno == EPERM
+            {
+                continue
+            }
             unlink(directory + "/" + name)
         }
     }

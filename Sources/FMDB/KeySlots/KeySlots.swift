@@ -101,6 +101,8 @@ public enum KeySlots {
         if secret.kind == .passphrase { try kdf.validate() }
         let slotPath = slotFilePath(forDatabaseAt: path)
         return try KeySlotStorage.withExclusiveLock(forSlotFile: slotPath) {
+            // A killed creation (or slot change) may have left its temporary slot file: it goes first.
+            KeySlotStorage.removeStaleTemporaries(of: slotPath)
             var existing = stat()
             // lstat: nothing at all may be there, not even a dangling symbolic link (SQLite would follow it).
             guard lstat(path, &existing) != 0, errno == ENOENT else {

@@ -77,7 +77,8 @@ extension FMDatabasePool: KeyChangeListener {
     }
 
     /// A connection failed its key check (the caller closed it). Under another key (rekeyed, or its data
-    /// key rotated, elsewhere) every connection keyed before is dropped; a connection that could only no
+    /// key rotated, elsewhere), or when the file at the path was replaced, every connection opened before is
+    /// dropped; a connection that could only no
     /// longer read the file is dropped alone. Either way the provider is asked to read its source again
     /// (``KeyProvider/reloadKey()``) before the next connection opens.
     func keyChanged(_ failure: KeyCheckFailure) {
@@ -92,6 +93,18 @@ extension FMDatabasePool: KeyChangeListener {
                 """
                 FMDatabasePool: \(shownPath) is under a key its connections do not hold (rekeyed \
                 elsewhere); they are reopened with the key provider asked again.
+                """
+            )
+        case .replaced:
+            // Every connection opened before the replacement reads the old file: all are dropped.
+            let idle: [FMDatabase]
+            (idle, provider) = locked { (invalidateConnections(), state.keyProvider) }
+            for connection in idle { connection.closeAsOwner() }
+            condition.broadcast()
+            logger.warning(
+                """
+                FMDatabasePool: the file its connections opened is no longer the one at \(path ?? ":memory:") \
+                (replaced or removed); they are reopened at the path with the key provider asked again.
                 """
             )
         case .unreadable(let code):

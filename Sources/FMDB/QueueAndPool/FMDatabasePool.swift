@@ -90,9 +90,9 @@ public final class FMDatabasePool: @unchecked Sendable {
 
     let condition = NSCondition()
     var state = State()
-    /// The database file's identity in the process-wide ``KeyChangeRegistry`` (nil: not keyed, or in
+    /// The path under which the pool is in the process-wide ``KeyChangeRegistry`` (nil: not keyed, or in
     /// memory); written only by the keyed initializer.
-    var keyIdentity: KeyChangeRegistry.FileIdentity?
+    var keyPath: String?
     /// The file's first-come, first-served queue for transactions, shared by every pool on the file in
     /// this process (Core/WriteGate.swift); immutable, Sendable.
     private let writeGate: WriteGate
@@ -262,8 +262,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         let first = try openConnection(keyProvider: keyProvider)
         state.checkedIn.append((first, 0))
         state.unannounced.insert(ObjectIdentifier(first))
-        keyIdentity = KeyChangeRegistry.FileIdentity(path: path)
-        KeyChangeRegistry.shared.register(self, identity: keyIdentity)
+        keyPath = KeyChangeRegistry.registeredPath(path)
+        KeyChangeRegistry.shared.register(self, path: keyPath)
     }
 
     /// The keyed initializer, for a file URL (see
@@ -585,7 +585,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         defer { checkIn(db) }
         do {
             return try body(db)
-        } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+        } catch let error as FMDatabaseError where FMDatabase.mayMeanKeyOrFileChanged(error.resultCode) {
             guard let failure = db.keyCheckFailure() else { throw error }
             // Checked in after this: `checkIn` finds the same, closes it and re-asks the provider.
             if let blockStarted, !blockStarted() { throw KeyChangedBeforeBlock(cause: error, failure: failure) }
@@ -784,10 +784,13 @@ public final class FMDatabasePool: @unchecked Sendable {
         for db in idle.dropFirst() { db.closeAsOwner() }
         let db: FMDatabase
         var announced = false
-        if let first = idle.first, first.isOpen {
+        // Not a connection to a file no longer at the path (replaced since it opened): the rekey is for the
+        // file at the path.
+        if let first = idle.first, first.isOpen, !first.mainFileHasMoved() {
             db = first
             announced = !wasUnannounced
         } else {
+            idle.first?.closeAsOwner()
             db = try openConnection(keyProvider: oldProvider)
         }
         db.lend()
@@ -823,7 +826,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             state.checkedIn = db.isOpen ? [(db, state.generation)] : []
             if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
         }
-        KeyChangeRegistry.shared.announce(provider, for: keyIdentity, from: self)
+        KeyChangeRegistry.shared.announce(provider, path: keyPath, from: self)
         return outcome
     }
 

@@ -66,8 +66,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// How many providers rekeys through other queues or pools handed over (`Protected`: set from any
     /// thread): a `replaceKeyProvider` that checked its provider before one landed checks it again.
     private let adoptions = Protected(0)
-    /// The file's identity in the process-wide ``KeyChangeRegistry``; written only by the keyed initializer.
-    private var keyIdentity: KeyChangeRegistry.FileIdentity?
+    /// The path under which the queue is in the process-wide ``KeyChangeRegistry``; written only by the keyed
+    /// initializer.
+    private var keyPath: String?
     private let interruptTarget = Protected<InterruptHandle?>(nil)
 
     /// The last error met while supplying a database to a block (open, key, BEGIN), or nil.
@@ -232,8 +233,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             logsErrors: logsErrors,
             prepareDatabase: prepareDatabase)
         try onQueue { try self.openDatabase() }
-        keyIdentity = KeyChangeRegistry.FileIdentity(path: path)
-        KeyChangeRegistry.shared.register(self, identity: keyIdentity)
+        keyPath = KeyChangeRegistry.registeredPath(path)
+        KeyChangeRegistry.shared.register(self, path: keyPath)
     }
 
     /// The keyed initializer, for a file URL (see
@@ -383,6 +384,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
                 reopened with the key provider asked again.
                 """
             )
+        case .replaced:
+            logger.warning(
+                """
+                FMDatabaseQueue: the file its connection opened is no longer the one at \(path ?? ":memory:") \
+                (replaced or removed); it is reopened at the path with the key provider asked again.
+                """
+            )
         }
         do {
             try keyProvider?.reloadKey()
@@ -402,7 +410,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func run<T>(_ db: FMDatabase, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+        } catch let error as FMDatabaseError where FMDatabase.mayMeanKeyOrFileChanged(error.resultCode) {
             guard let failure = db.keyCheckFailure() else { throw error }
             throw FMDatabase.keyChangedError(path: path, cause: error, failure: failure)
         }
@@ -429,7 +437,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             defer { tidy(db) }
             do {
                 return try db.withBeginAsKeyCheck(kind != .deferred) { try body(db) { started = true } }
-            } catch let error as FMDatabaseError where FMDatabase.mayMeanAnotherKey(error.resultCode) {
+            } catch let error as FMDatabaseError where FMDatabase.mayMeanKeyOrFileChanged(error.resultCode) {
                 guard let failure = db.keyCheckFailure() else { throw error }
                 // `tidy` closes the connection and asks the provider again.
                 if started || attempt == attempts {
@@ -573,7 +581,13 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
-            let db = try openDatabase()
+            var db = try openDatabase()
+            if db.mainFileHasMoved() {
+                // The connection reads a file no longer at the path (replaced since its last key check): the
+                // rekey is for the file at the path, on a connection that opens it.
+                keyChanged(.replaced)
+                db = try openDatabase()
+            }
             let connectionBefore = db.connection.map(ObjectIdentifier.init)
             let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
             keyProvider = provider
@@ -599,7 +613,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             } else {
                 interruptTarget.withLock { $0 = db.interruptHandle }
             }
-            KeyChangeRegistry.shared.announce(provider, for: keyIdentity, from: self)
+            KeyChangeRegistry.shared.announce(provider, path: keyPath, from: self)
             return outcome
         }
     }

@@ -9,10 +9,19 @@ protocol KeyChangeListener: AnyObject, Sendable {
     func adoptKeyProvider(_ provider: any KeyProvider)
 }
 
-/// Every keyed queue and pool of this process, by the identity of their database file (device and
-/// inode, so two spellings of one path, or a symbolic link, are the same file): a rekey through one of
-/// them (`rekey(using:)`) hands the new provider to the others on the same file, whose connections would
-/// otherwise meet the file under a key they do not hold.
+/// Every keyed queue and pool of this process, by the path their connections open: a rekey through one of
+/// them (`rekey(using:)`) hands the new provider to the others whose path leads to the file that was
+/// rekeyed, whose connections would otherwise meet the file under a key they do not hold.
+///
+/// The registry follows the path, not a file identity taken once. When the rekey is announced, the file at
+/// the rekeying member's path and the file at each other member's path are looked up again (stat(2):
+/// device and inode, so two spellings of one path, a symbolic link or a hard link are the same file): a
+/// member is told exactly when its path leads to the rekeyed file now. So queues and pools made before and
+/// after the file at a path was replaced (a restore from a backup, an export renamed over it, a migration in
+/// place) hear each other's rekeys, and a member whose path now leads to another file (the old one renamed
+/// away, or another file renamed over it) is not handed a provider meant for a file it no longer opens.
+/// A connection opened before the replacement still reads the old file; it is found by the key check before
+/// a block (``KeyCheckFailure/replaced``) and a rekey never runs on it.
 ///
 /// Sendable: `members` is read and written only inside `Protected`.
 final class KeyChangeRegistry: Sendable {
@@ -20,9 +29,8 @@ final class KeyChangeRegistry: Sendable {
         let device: UInt64
         let inode: UInt64
 
-        /// The identity of the file at `path` now; nil for an in-memory database or a file that is gone.
-        init?(path: String?) {
-            guard let path, !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return nil }
+        /// The identity of the file at `path` now; nil for a file that is not there.
+        init?(path: String) {
             var info = stat()
             guard stat(path, &info) == 0 else { return nil }
             device = UInt64(info.st_dev)
@@ -32,30 +40,44 @@ final class KeyChangeRegistry: Sendable {
 
     private struct Member {
         weak var listener: (any KeyChangeListener)?
+        /// The absolute path the member's connections open.
+        let path: String
     }
 
     static let shared = KeyChangeRegistry()
 
-    private let members = Protected<[FileIdentity: [Member]]>([:])
+    private let members = Protected<[Member]>([])
 
-    /// Adds `listener` for the file with `identity` (nil: nothing to share).
-    func register(_ listener: any KeyChangeListener, identity: FileIdentity?) {
-        guard let identity else { return }
+    /// The path under which a queue or pool opened on `path` is registered: nil for an in-memory
+    /// database or a URI (nothing to share); a relative path made absolute against the working directory
+    /// now, as SQLite opens it.
+    static func registeredPath(_ path: String?) -> String? {
+        guard let path, !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return nil }
+        if path.hasPrefix("/") { return path }
+        return FileManager.default.currentDirectoryPath + "/" + path
+    }
+
+    /// Adds `listener`, whose connections open `path` (from ``registeredPath(_:)``; nil: nothing to share).
+    func register(_ listener: any KeyChangeListener, path: String?) {
+        guard let path else { return }
         members.withLock { table in
-            table[identity, default: []].removeAll { $0.listener == nil }
-            table[identity, default: []].append(Member(listener: listener))
-            // Drop files whose queues and pools are all gone, so the table does not grow forever.
-            table = table.filter { !$0.value.allSatisfy { $0.listener == nil } }
+            // Drop members that are gone, so the table does not grow forever.
+            table.removeAll { $0.listener == nil }
+            table.append(Member(listener: listener, path: path))
         }
     }
 
-    /// Tells every other live listener of the file that it is under `provider`'s key now.
-    func announce(_ provider: any KeyProvider, for identity: FileIdentity?, from source: AnyObject) {
-        guard let identity else { return }
+    /// Tells every other live listener whose path leads to the file at `path` now (the file `source` just
+    /// rekeyed) that it is under `provider`'s key.
+    func announce(_ provider: any KeyProvider, path: String?, from source: AnyObject) {
+        guard let path, let rekeyed = FileIdentity(path: path) else { return }
         let others = members.withLock { table in
-            (table[identity] ?? []).compactMap(\.listener).filter { $0 !== source }
+            table.compactMap { member in member.listener.map { ($0, member.path) } }.filter { $0.0 !== source }
         }
-        for listener in others { listener.adoptKeyProvider(provider) }
+        // Looked up outside the lock: stat(2) of each member's path, now.
+        for (listener, memberPath) in others where FileIdentity(path: memberPath) == rekeyed {
+            listener.adoptKeyProvider(provider)
+        }
     }
 }
 
@@ -69,6 +91,10 @@ enum KeyCheckFailure: Sendable {
     /// This connection cannot read the file (result code `code`) although its key was not shown to be
     /// wrong: a fresh connection with its key reads the file, or could not tell (a lock, an I/O error).
     case unreadable(code: Int32)
+    /// The file this connection opened is no longer the one at its path (`SQLITE_FCNTL_HAS_MOVED`: renamed
+    /// over by a restore, an export or a migration in place, renamed away, or removed): what it would read
+    /// and write is not the database at the path any more. Every connection opened before is replaced.
+    case replaced
 }
 
 extension FMDatabase {
@@ -126,6 +152,11 @@ extension FMDatabase {
         // Failed once, failed for good: the connection is being replaced (and on SQLCipher 4.7 and later it
         // would only report code 7 now).
         if let keyCheckFailed { return keyCheckFailed }
+        // A file replaced at the path reads fine under this key, but it is the old file: a stat(2) tells.
+        if connection.mainFileHasMoved() {
+            keyCheckFailed = .replaced
+            return .replaced
+        }
         // Kept in the connection's statement cache whatever `shouldCacheStatements` says (only the FMDB
         // query paths look there when it is false, and never for this SQL); finalized when the connection closes.
         let code: Int32
@@ -181,12 +212,28 @@ extension FMDatabase {
         return true
     }
 
+    /// Whether the file this connection opened is no longer the one at its path (checked now, whatever the
+    /// key check interval): a rekey must not run on it.
+    func mainFileHasMoved() -> Bool {
+        asOwner { connection?.mainFileHasMoved() ?? false }
+    }
+
     /// After a block of a keyed queue or pool: why its connection must be replaced, when the block met an
-    /// error a failed page read gives (`mayMeanAnotherKey`) and the connection then fails the check (so an
-    /// attached file's own error does not count).
+    /// error a failed page read gives (`mayMeanAnotherKey`), or `SQLITE_READONLY` (what a write meets in a file
+    /// replaced at its path: `SQLITE_READONLY_DBMOVED`), and the connection then fails the check (so an
+    /// attached file's own error does not count). An immediate or exclusive transaction is not checked before
+    /// its block, and its BEGIN reads the old file fine: without this its connection would stay on it.
     func keyCheckFailureAfterBlock() -> KeyCheckFailure? {
-        guard asOwner({ Self.mayMeanAnotherKey(lastErrorCode()) }) else { return nil }
+        // A failure a check found during the block (the block's own error handling) stands, whatever ran since.
+        if let failed = asOwner({ keyCheckFailed }) { return failed }
+        guard asOwner({ Self.mayMeanKeyOrFileChanged(lastErrorCode()) }) else { return nil }
         return keyCheckFailure()
+    }
+
+    /// ``mayMeanAnotherKey(_:)``, or `SQLITE_READONLY`: what a write meets in a file that was replaced at its path
+    /// after the connection opened it (`SQLITE_READONLY_DBMOVED`). Only the cue to check, as there.
+    static func mayMeanKeyOrFileChanged(_ code: Int32) -> Bool {
+        mayMeanAnotherKey(code) || code & 0xFF == SQLITE_READONLY
     }
 
     /// The error a block gets when its connection was found unable to read the file under its key: the
@@ -202,6 +249,10 @@ extension FMDatabase {
             what =
                 "could no longer be read by this block's connection (code \(code) on its own read; its key was not "
                 + "shown to be wrong)"
+        case .replaced:
+            what =
+                "was replaced at its path (renamed over, renamed away or removed) after this block's connection "
+                + "opened it"
         }
         let shownPath = SQLRedaction.loggablePath(path ?? ":memory:")
         return FMDatabaseError(
