@@ -731,7 +731,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// let outcome = try pool.rekey(using: newProvider)
     /// ```
     /// The busy timeout is at least 5 seconds (or the connections' `maxBusyRetryTimeInterval` when
-    /// longer); ``rekey(using:busyTimeout:)`` sets it.
+    /// longer); ``rekey(using:busyTimeout:)-6dsx1`` sets it.
     /// - Returns: `.done`, or `.checkpointPending` (the key did change).
     /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
     ///   keeps using it.

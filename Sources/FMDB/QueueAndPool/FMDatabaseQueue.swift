@@ -545,7 +545,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Changes the key with SQLCipher's rekey, safely (`FMDatabase.rekeySafely`): on the queue (so outside
     /// any block and any transaction), with a busy timeout of at least 5 seconds (or the connection's
-    /// `maxBusyRetryTimeInterval` when longer; ``rekey(using:busyTimeout:)`` sets it); which key opens the
+    /// `maxBusyRetryTimeInterval` when longer; ``rekey(using:busyTimeout:)-8npe5`` sets it); which key opens the
     /// file afterwards is checked on a fresh connection, and the WAL is checkpointed (TRUNCATE) so no page
     /// under the old key stays behind. The queue reopens with the new provider from the moment the key
     /// changed, even when only the checkpoint is pending.
