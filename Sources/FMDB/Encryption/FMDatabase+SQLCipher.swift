@@ -56,12 +56,14 @@ extension FMDatabase {
     }
 
     /// Keys the connection, applies cipher `settings` (a file written with a non-default page size or
-    /// KDF iteration count needs the same settings to open), then verifies the key.
+    /// KDF iteration count needs the same settings to open), then verifies the key. Settings the provider
+    /// carries (``KeyProvider/cipherSettings``) fill in those `settings` leaves nil.
     ///
     /// ```swift
     /// try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(pageSize: 4096))
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
+        let settings = settings.filling(from: provider.cipherSettings)
         try recording {
             // A closed database fails here, before the provider is asked for a key. (After a failed try on
             // a new file, applyKey keys a fresh connection.)

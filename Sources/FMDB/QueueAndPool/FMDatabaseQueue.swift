@@ -571,6 +571,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
+            // A rekey changes the key, never the settings the file was written with (a plaintext header, its
+            // salt, the algorithms): a provider that carries none keeps those of the provider it replaces.
+            let provider = provider.keepingCipherSettings(of: keyProvider)
             let db = try openDatabase()
             let connectionBefore = db.connection.map(ObjectIdentifier.init)
             let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
@@ -635,6 +638,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
     public func replaceKeyProvider(_ provider: any KeyProvider) throws {
         try onQueue {
+            // The file's settings stay what they were unless the new provider carries its own.
+            let provider = provider.keepingCipherSettings(of: keyProvider)
             while true {
                 let before = adoptions.withLock { $0 }
                 let db = try FMDatabase.openShared(
