@@ -113,3 +113,61 @@ final class KeyProviderCipherSettingsTests: FMDBCipherTestCase {
         pool.releaseAllDatabases()
     }
 }
+
+/// A copy keeps or drops a plaintext header only when asked: by default it keeps SRC's size and salt.
+final class PlaintextHeaderCopyTests: FMDBCipherTestCase {
+    let salt = Data((0..<16).map { UInt8(0x60 + $0) })
+    var header: CipherSettings { CipherSettings(plaintextHeaderSize: 32, salt: salt) }
+
+    func copy(destinationSettings: CipherSettings, provider: any KeyProvider) throws -> FMDatabaseCopy {
+        FMDatabaseCopy(
+            from: path("src.db"), keyProvider: try RawKeyProvider(key: Data(repeating: 1, count: 32)),
+            settings: header, to: path("dest.db"), destinationKeyProvider: provider,
+            destinationSettings: destinationSettings)
+    }
+
+    func testTheCopysSettingsKeepSRCsHeaderUnlessAsked() throws {
+        let newKey = try RawKeyProvider(key: Data(repeating: 2, count: 32))
+        let kept = try copy(destinationSettings: CipherSettings(pageSize: 8192), provider: newKey).writtenSettings
+        XCTAssertEqual(kept.plaintextHeaderSize, 32)
+        XCTAssertEqual(kept.salt, salt)
+        XCTAssertEqual(kept.pageSize, 8192)
+        let dropped = try copy(destinationSettings: CipherSettings(plaintextHeaderSize: 0), provider: newKey)
+        XCTAssertEqual(dropped.writtenSettings.plaintextHeaderSize, 0)
+        XCTAssertNil(dropped.writtenSettings.salt, "a file without a header holds a new salt of its own")
+        let other = Data(repeating: 9, count: 16)
+        let resized = try copy(
+            destinationSettings: CipherSettings(plaintextHeaderSize: 64, salt: other), provider: newKey)
+        XCTAssertEqual(resized.writtenSettings, CipherSettings(plaintextHeaderSize: 64, salt: other))
+        let viaProvider = try copy(
+            destinationSettings: CipherSettings(),
+            provider: newKey.withCipherSettings(CipherSettings(plaintextHeaderSize: 0)))
+        XCTAssertEqual(viaProvider.writtenSettings.plaintextHeaderSize, 0, "the destination provider's settings count")
+    }
+
+    func testACopyOfAHeaderFileKeepsItAndDropsItWhenAsked() throws {
+        let probe = FMDatabase(path: nil)
+        XCTAssertTrue(probe.open())
+        try probe.setKey(using: RawKeyProvider(key: Data(repeating: 7, count: 32)))
+        let hasHeaders = probe.string(forQuery: "PRAGMA cipher_plaintext_header_size") != nil
+        probe.close()
+        guard hasHeaders else { throw XCTSkip("the running SQLCipher has no plaintext headers") }
+        let db = FMDatabase(path: path("src.db"))
+        XCTAssertTrue(db.open())
+        try db.setKey(using: RawKeyProvider(key: Data(repeating: 1, count: 32)), settings: header)
+        XCTAssertTrue(db.executeUpdate("CREATE TABLE t (a)"))
+        db.close()
+        let newKey = try RawKeyProvider(key: Data(repeating: 2, count: 32))
+        try copy(destinationSettings: CipherSettings(), provider: newKey).run()
+        XCTAssertEqual(FMDatabase.inspectFile(atPath: path("dest.db")), .encryptedWithPlaintextHeader(size: 32))
+        let reopened = FMDatabase(path: path("dest.db"))
+        XCTAssertTrue(reopened.open())
+        try reopened.setKey(using: newKey, settings: header)
+        reopened.close()
+        try FileManager.default.removeItem(atPath: path("dest.db"))
+        try copy(destinationSettings: CipherSettings(plaintextHeaderSize: 0), provider: newKey).run()
+        guard case .encrypted = FMDatabase.inspectFile(atPath: path("dest.db")) else {
+            return XCTFail("asked to drop the header: \(FMDatabase.inspectFile(atPath: path("dest.db")))")
+        }
+    }
+}
