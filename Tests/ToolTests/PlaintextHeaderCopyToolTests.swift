@@ -82,4 +82,30 @@ final class PlaintextHeaderCopyToolTests: ToolTestCase {
         XCTAssertTrue(startsAsPlaintext(file), "the rekey keeps the header")
         XCTAssertEqual(try shellCount(shell, file, keying(newKey)), "3")
     }
+
+    /// A header of 96 bytes or more covers SQLite's whole header: the file still is "encrypted, with a plaintext
+    /// header", never plaintext, in `info` without a key and in `decrypt`'s message, and opens with its flags.
+    func testAHeaderCoveringSQLitesWholeHeaderIsNamedEncrypted() throws {
+        let shell = try shell4()
+        for size in [96, 112, 256] {
+            let file = path("large-\(size).db")
+            let made = try runSQLCipherShell(
+                shell, file, keying(oldKey, headerSize: size) + "CREATE TABLE t (a);\nINSERT INTO t VALUES (1);\n")
+            XCTAssertEqual(made.status, 0, made.stderr)
+            XCTAssertTrue(startsAsPlaintext(file))
+            let info = try run(["info", file])
+            XCTAssertTrue(info.stdout.contains("plaintext header of \(size) bytes"), "\(size): \(info.stdout)")
+            let decrypt = try run(["decrypt", file, path("out-\(size).db"), "--key-env", "K"], env: ["K": oldKey])
+            XCTAssertNotEqual(decrypt.status, 0, decrypt.stderr)
+            XCTAssertFalse(decrypt.stderr.contains("already a plaintext"), decrypt.stderr)
+            XCTAssertTrue(decrypt.stderr.contains("plaintext header of \(size) bytes"), decrypt.stderr)
+            let read = try run(
+                [
+                    "sql", file, "SELECT count(*) FROM t", "--csv", "--key-env", "K", "--kdf", "raw",
+                    "--cipher-plaintext-header-size", String(size), "--cipher-salt", saltHex,
+                ], env: ["K": oldKey])
+            XCTAssertEqual(read.status, 0, read.stderr)
+            XCTAssertEqual(read.stdout.split(separator: "\n").last, "1", read.stdout)
+        }
+    }
 }
