@@ -47,4 +47,37 @@ final class SQLCipher4WithoutHMACToolTests: ToolTestCase {
             XCTAssertEqual(wrong.status, 65, "\(item.name): \(wrong.stderr)")
         }
     }
+
+    /// A file with a plaintext header (an iOS shared container's): on SQLCipher 3, which cannot read it, the
+    /// right key with the header and salt given is exit 69 saying the key is right; a wrong key is exit 65.
+    func testTheRightKeyToAPlaintextHeaderFileIsTold() throws {
+        let shell = try shell4()
+        let salt = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+        let raw = String(repeating: "e6", count: 32)
+        for (name, keying, key, kdf) in [
+            ("raw", "PRAGMA key = \"x'\(raw)'\";", raw, ["--kdf", "raw"]),
+            ("passphrase", "PRAGMA key = 'app key';", "app key", []),
+        ] {
+            let file = path("header-\(name).db")
+            let made = try runSQLCipherShell(
+                shell, file,
+                keying + "\nPRAGMA cipher_plaintext_header_size = 32;\nPRAGMA cipher_salt = \"x'\(salt)'\";\n"
+                    + "CREATE TABLE t (a);\nINSERT INTO t VALUES (32);\n")
+            XCTAssertEqual(made.status, 0, made.stderr)
+            let query =
+                ["sql", file, "SELECT a FROM t", "--csv", "--key-env", "K", "--cipher-plaintext-header-size", "32"]
+                + ["--cipher-salt", salt] + kdf
+            let right = try run(query, env: ["K": key])
+            if CipherFormat.v4.isSupportedByLinkedSQLCipher {
+                XCTAssertEqual(right.status, 0, "\(name): \(right.stderr)")
+                XCTAssertEqual(right.stdout.split(separator: "\n").last, "32", right.stdout)
+            } else {
+                XCTAssertEqual(right.status, 69, "\(name): \(right.stderr)")
+                XCTAssertTrue(right.stderr.contains("the key is right"), right.stderr)
+            }
+            let wrongKey = name == "raw" ? String(repeating: "f7", count: 32) : "not the key"
+            let wrong = try run(query, env: ["K": wrongKey])
+            XCTAssertEqual(wrong.status, 65, "\(name): \(wrong.stderr)")
+        }
+    }
 }

@@ -20,8 +20,9 @@ import Foundation
 /// under the key and the page's IV): the right key gives the SQLite header fields that must hold there — the
 /// page size given, file-format bytes 1/1 or 2/2, the reserve (the IV's, or the IV and HMAC's the file was
 /// keyed with before the HMAC was turned off), payload fractions 64/32/32 — which a wrong key matches by
-/// chance about once in 2^63. A plaintext header (`plaintextHeaderSize`) gives no verdict:
-/// SQLCipher 3 refuses the setting before any key is tried (code 24, naming SQLCipher 4).
+/// chance about once in 2^63. A file with a plaintext header (`plaintextHeaderSize`, with its `salt`, which
+/// the file does not hold) is checked the same way from the end of the header: SQLCipher 4 encrypts and
+/// authenticates page 1 from there (a file without page HMACs and with a plaintext header gives no verdict).
 ///
 /// Runs only when no format the linked SQLCipher knows matched (the failure path): its PBKDF2 costs what
 /// SQLCipher 4's own does.
@@ -64,16 +65,16 @@ enum SQLCipher4Verifier {
     static func isSQLCipher4File(
         atPath path: String, salt: Data, settings: CipherSettings = CipherSettings(), key: () throws -> DatabaseKey
     ) -> Bool {
-        guard settings.plaintextHeaderSize ?? 0 == 0 else { return false }
+        let header = settings.plaintextHeaderSize ?? 0
         let layout = Layout(settings)
-        guard let page = readPageOne(atPath: path, pageSize: layout.pageSize), salt.count == 16,
-            page.prefix(16) == salt,
+        guard header == 0 || layout.usesHMAC, let page = readPageOne(atPath: path, pageSize: layout.pageSize),
+            salt.count == 16, header > 0 || page.prefix(16) == salt,
             let derived = try? encryptionKey(try key(), salt: salt, layout: layout)
         else {
             return false
         }
         guard layout.usesHMAC else { return pageOneDecrypts(page, key: derived, layout: layout) }
-        return pageOneMatches(page, key: derived, salt: salt, layout: layout)
+        return pageOneMatches(page, key: derived, salt: salt, layout: layout, offset: header > 0 ? header : 16)
     }
 
     /// Whether page 1's first block, after the salt, decrypts under `key` to the SQLite header fields that
@@ -121,8 +122,9 @@ enum SQLCipher4Verifier {
         }
     }
 
-    /// Whether page 1's stored HMAC is the one `key` gives.
-    static func pageOneMatches(_ page: Data, key: SecureBytes, salt: Data, layout: Layout) -> Bool {
+    /// Whether page 1's stored HMAC is the one `key` gives: over its ciphertext from `offset` (16, after the salt;
+    /// or the end of a plaintext header), the IV and the page number.
+    static func pageOneMatches(_ page: Data, key: SecureBytes, salt: Data, layout: Layout, offset: Int = 16) -> Bool {
         let hmacSalt = Data(salt.map { $0 ^ saltMask })
         guard
             let hmacKey = try? PBKDF2KeyProvider.derive(
@@ -132,8 +134,8 @@ enum SQLCipher4Verifier {
         }
         let hmacSize = layout.hmacDigest.size
         let payloadEnd = layout.pageSize - layout.reserve + ivSize
-        guard payloadEnd + hmacSize <= page.count, payloadEnd > 16 else { return false }
-        var message = Data(page[16..<payloadEnd])
+        guard payloadEnd + hmacSize <= page.count, payloadEnd > offset else { return false }
+        var message = Data(page[offset..<payloadEnd])
         message.append(contentsOf: [1, 0, 0, 0])
         let stored = page[payloadEnd..<(payloadEnd + hmacSize)]
         guard let mac = try? MessageAuthentication.hmac(layout.hmacDigest, key: hmacKey, message), mac.count == hmacSize
