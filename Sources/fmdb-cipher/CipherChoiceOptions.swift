@@ -86,7 +86,8 @@ struct NewCipherChoiceOptions: ParsableArguments {
         name: .customLong("new-cipher-plaintext-header-size"),
         help: ArgumentHelp(
             "The bytes the new file keeps unencrypted at its start (SQLCipher 4); it opens with "
-                + "--cipher-plaintext-header-size and --cipher-salt.",
+                + "--cipher-plaintext-header-size and --cipher-salt. export keeps SRC's header and salt unless "
+                + "given; 0 drops it.",
             valueName: "BYTES"))
     var plaintextHeaderSize: Int?
 

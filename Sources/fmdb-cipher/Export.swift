@@ -34,6 +34,11 @@ struct Export: ParsableCommand {
             too. SRC is not changed: replace it with DEST (mv DEST SRC; mv DEST-keyslots SRC-keyslots) once the \
             programs that open it use the slots.
 
+            A SRC with a plaintext header (opened with --cipher-plaintext-header-size and --cipher-salt) is \
+            copied with it: DEST keeps the header's size and SRC's salt, so the app that wrote SRC opens DEST \
+            with the new key. --new-cipher-plaintext-header-size 0 drops it (DEST then holds a new salt in its \
+            first 16 bytes, as SQLCipher's default files do); another size, or --new-cipher-salt, writes that one.
+
             --format 3 or 4 writes DEST in SQLCipher 3's or 4's format (default: the linked SQLCipher's), \
             for a peer on the other line: a format-3 file opens in a SQLCipher 4 shell after \
             PRAGMA cipher_compatibility = 3. SQLCipher 3.x cannot write format 4 (refused, exit 64).
@@ -168,10 +173,16 @@ struct Export: ParsableCommand {
                             + "without --kdf, and no --new-key-* is given)")
                 }
             }
+            // DEST keeps SRC's plaintext header and salt unless --new-cipher-plaintext-header-size says otherwise
+            // (0 drops it): the library's rule, so the flags printed for DEST are the ones it was written with.
+            let written = FMDatabaseCopy(
+                from: source, keyProvider: provider, settings: key.settings, to: destination,
+                destinationKeyProvider: newProvider, destinationSettings: settings
+            ).writtenSettings
             let recoveryKey = try DatabaseCopy(
                 source: source, sourceProvider: provider, sourceSettings: key.settings,
                 destination: destination, destinationProvider: newProvider,
-                settings: settings,
+                settings: written,
                 force: force, quiet: quiet, verb: "export",
                 slots: slots, progressLines: progress
             ).run()
@@ -186,8 +197,8 @@ struct Export: ParsableCommand {
             if let newSlotSecret {
                 try keepOrWarnAboutOldKey(material, opening: newSlotSecret)
             }
-            let written = OpeningFlags.Written(path: destination, kdf: writtenKDF, settings: settings)
-            try written.report(json: json, recovery: recoveryKey)
+            try OpeningFlags.Written(path: destination, kdf: writtenKDF, settings: written)
+                .report(json: json, recovery: recoveryKey)
         }
     }
 

@@ -39,7 +39,9 @@ enum OpeningFlags {
         if let algorithm = settings.hmacAlgorithm { flags += ["--cipher-hmac-algorithm", algorithm.rawValue] }
         if let algorithm = settings.kdfAlgorithm { flags += ["--cipher-kdf-algorithm", algorithm.rawValue] }
         if let usesHMAC = settings.usesHMAC, !usesHMAC { flags += ["--cipher-use-hmac", "off"] }
-        if let size = settings.plaintextHeaderSize { flags += ["--cipher-plaintext-header-size", String(size)] }
+        if let size = settings.plaintextHeaderSize, size > 0 {
+            flags += ["--cipher-plaintext-header-size", String(size)]
+        }
         if let salt = settings.salt { flags += ["--cipher-salt", salt.map { String(format: "%02x", $0) }.joined()] }
         return flags
     }

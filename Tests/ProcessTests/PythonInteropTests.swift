@@ -108,6 +108,8 @@ final class PythonInteropTests: FMDBCipherTestCase {
                 CipherSettings(hmacAlgorithm: .sha256, kdfAlgorithm: .pbkdf2SHA256)
             ),
             ("sha1", "PRAGMA cipher_hmac_algorithm = HMAC_SHA1\n", CipherSettings(hmacAlgorithm: .sha1)),
+            // No page HMACs: on SQLCipher 3 the key is told by decrypting page 1 (a setting both lines have).
+            ("nohmac", "PRAGMA cipher_use_hmac = OFF\n", CipherSettings(usesHMAC: false)),
         ]
         for (name, pragmas, settings) in cases {
             let path = directory.path("\(name).db")
@@ -130,7 +132,7 @@ final class PythonInteropTests: FMDBCipherTestCase {
                     } else {
                         XCTAssertThrowsError(try opened.get()) { XCTAssertEqual(nsError($0).code, Int(SQLITE_NOTADB)) }
                     }
-                } else if right || name != "pages" {
+                } else if right || !["pages", "nohmac"].contains(name) {
                     // The right key, or settings only SQLCipher 4 has: code 24, naming SQLCipher 4.
                     XCTAssertThrowsError(try opened.get(), name) { error in
                         XCTAssertEqual(nsError(error).code, Int(SQLITE_FORMAT), "\(name): \(error)")

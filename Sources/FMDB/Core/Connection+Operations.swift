@@ -150,12 +150,28 @@ extension Connection {
             try probe.key(key)
             try probe.execute("PRAGMA temp_store = MEMORY")
             try probe.applyCipher(formatStatements: formatStatements, pageSize: pageSize, kdfIterations: kdfIterations)
-            _ = try probe.pragmaText("SELECT count(*) FROM sqlite_master")
+            try probe.readSchemaVerifyingKey(
+                plaintextHeader: formatStatements.contains { $0.contains("cipher_plaintext_header_size") })
             return .opens
         } catch let error as FMDatabaseError {
             return classify(error)
         } catch {
             return .couldNotCheck(FMDatabaseError(code: SQLITE_ERROR, message: "\(error)"))
+        }
+    }
+
+    /// Reads the schema of a connection keyed just before: the read that tells whether the key opens the file.
+    /// With a plaintext header, SQLite reads the header in the clear and SQLCipher 4 reports a page 1 that does
+    /// not authenticate as `SQLITE_ERROR` ("SQL logic error", where a file without one gets `SQLITE_NOTADB`):
+    /// that is a key (or header size, or salt) that does not open the file, thrown as `SQLITE_NOTADB`.
+    func readSchemaVerifyingKey(plaintextHeader: Bool) throws {
+        do {
+            _ = try pragmaText("SELECT count(*) FROM sqlite_master")
+        } catch let error as FMDatabaseError where plaintextHeader && error.resultCode == SQLITE_ERROR {
+            throw FMDatabaseError(
+                code: SQLITE_NOTADB,
+                message: "file is not a database (wrong key, or the plaintext header size or salt given is not the "
+                    + "file's)")
         }
     }
 

@@ -59,6 +59,14 @@ enum DatabaseFile {
         if head.isEmpty { return .empty }
         if isPlaintextHeader(head.prefix(16)) {
             if let size = plaintextHeaderSize(Array(head)) { return .encryptedWithPlaintextHeader(size: size) }
+            // A header of 96 bytes or more leaves SQLite's whole header in the clear: page 1 tells. Read only
+            // for a file whose reserved bytes are SQLCipher's (a plaintext file seldom reserves any).
+            if let pageSize = sqlcipherReservePageSize(Array(head)),
+                let (page, _) = readStart(ofFileAt: path, count: pageSize), page.count == pageSize,
+                let size = plaintextHeaderSize(ofPageOne: Array(page))
+            {
+                return .encryptedWithPlaintextHeader(size: size)
+            }
             return .plaintext
         }
         if head.count < 16 { return .truncated }
@@ -84,7 +92,111 @@ enum DatabaseFile {
         guard sane else { return 16 }
         guard (1...4).contains(number(at: 44)) else { return 32 }
         guard (1...3).contains(number(at: 56)) else { return 48 }
-        return 64
+        // Bytes 72..<80 zero and 80..<92 not: the clear part ends at 80.
+        return head[72..<80].contains(where: { $0 != 0 }) ? 64 : 80
+    }
+
+    /// The page size of a file whose SQLite header is whole and sane and whose reserved bytes per page (byte
+    /// 20) are a SQLCipher reserve — the IV and the HMAC, a multiple of its 16-byte block — or nil. Only such
+    /// a file may be an encrypted one whose plaintext header (96 bytes or more) covers SQLite's whole header.
+    static func sqlcipherReservePageSize(_ head: [UInt8]) -> Int? {
+        guard head.count == 100 else { return nil }
+        let raw = Int(head[16]) << 8 | Int(head[17])
+        let pageSize = raw == 1 ? 65_536 : raw
+        let reserve = Int(head[20])
+        guard (512...65_536).contains(pageSize), pageSize & (pageSize - 1) == 0, reserve > 0, reserve % 16 == 0
+        else { return nil }
+        return pageSize
+    }
+
+    /// The size of the plaintext header of a file whose SQLite header (its first 100 bytes) is in the clear,
+    /// read from page 1 (`page`, one whole page), or nil when page 1 reads as SQLite's. SQLCipher ends every
+    /// page with its IV (random) in the reserved bytes, where SQLite itself writes nothing; only a page 1
+    /// with something there is looked at further. It is encrypted when it is not a b-tree page (type 0x0D or
+    /// 0x05) with a consistent header, cell pointers and cells (sqlite_master's records, 5 columns each), or,
+    /// with no cells, when its free space is not zero. The size is where the clear part stops reading as
+    /// SQLite's: the first non-zero 16-byte block of the free space between the cell pointers and the cells
+    /// (SQLite leaves it zero in a page it wrote whole), or else the offset where the page stops making sense,
+    /// in 16-byte steps from 96 (SQLite's header ends at 100; smaller sizes are told by the header itself).
+    static func plaintextHeaderSize(ofPageOne page: [UInt8]) -> Int? {
+        let reserve = Int(page[20])
+        let usable = page.count - reserve
+        guard page[usable...].contains(where: { $0 != 0 }) else { return nil }
+        func u16(_ at: Int) -> Int { Int(page[at]) << 8 | Int(page[at + 1]) }
+        func floor16(_ offset: Int) -> Int { max(96, offset / 16 * 16) }
+        let kind = page[100]
+        guard kind == 0x0D || kind == 0x05 else { return 96 }
+        let headerEnd = 100 + (kind == 0x0D ? 8 : 12)
+        let cells = u16(103)
+        let rawStart = u16(105)
+        let contentStart = rawStart == 0 ? 65_536 : rawStart
+        let pointersEnd = headerEnd + 2 * cells
+        guard pointersEnd <= contentStart, contentStart <= usable else { return 96 }
+        for index in 0..<cells {
+            let at = headerEnd + 2 * index
+            let cell = u16(at)
+            guard cell >= contentStart, cell < usable else { return floor16(at) }
+        }
+        // The first 16-byte block of the free space with anything but zeros in it: ciphertext, once the page
+        // is known not to read as SQLite's.
+        var block = (pointersEnd + 15) / 16 * 16
+        var ciphertextStart: Int?
+        while block + 16 <= contentStart {
+            if page[block..<(block + 16)].contains(where: { $0 != 0 }) {
+                ciphertextStart = block
+                break
+            }
+            block += 16
+        }
+        guard cells > 0 else { return ciphertextStart }
+        let pages = Int(page[28]) << 24 | Int(page[29]) << 16 | u16(30)
+        for index in 0..<cells {
+            let cell = u16(headerEnd + 2 * index)
+            let readable: Bool
+            if kind == 0x0D {
+                readable = isSchemaRecord(page, at: cell, end: usable)
+            } else {
+                let child = cell + 4 <= usable ? Int(page[cell]) << 24 | Int(page[cell + 1]) << 16 | u16(cell + 2) : 0
+                readable = child >= 1 && (pages == 0 || child <= pages)
+            }
+            guard readable else { return ciphertextStart ?? floor16(contentStart) }
+        }
+        return nil
+    }
+
+    /// Whether the leaf cell at `offset` of page 1 reads as a row of sqlite_master whose record lies within the
+    /// page: a payload size, a rowid, and a record header of 5 serial types (type, name and tbl_name as text,
+    /// rootpage an integer, sql text or NULL) whose sizes add up to the payload.
+    static func isSchemaRecord(_ page: [UInt8], at offset: Int, end: Int) -> Bool {
+        var position = offset
+        func varint() -> Int? {
+            var value = 0
+            for index in 0..<9 {
+                guard position < end else { return nil }
+                let byte = Int(page[position])
+                position += 1
+                if index == 8 { return value << 8 | byte }
+                value = value << 7 | (byte & 0x7F)
+                if byte < 0x80 { return value }
+            }
+            return nil
+        }
+        guard let payload = varint(), payload > 0, varint() != nil else { return false }
+        let recordStart = position
+        guard let headerSize = varint(), headerSize >= 6, headerSize <= payload else { return false }
+        var types: [Int] = []
+        while position < recordStart + headerSize {
+            guard let type = varint() else { return false }
+            types.append(type)
+        }
+        guard types.count == 5, position == recordStart + headerSize else { return false }
+        func isText(_ type: Int) -> Bool { type >= 13 && type % 2 == 1 }
+        guard isText(types[0]), isText(types[1]), isText(types[2]), (0...9).contains(types[3]) && types[3] != 7,
+            isText(types[4]) || types[4] == 0
+        else { return false }
+        let sizes = [0, 1, 2, 3, 4, 6, 8, 8, 0, 0]
+        let body = types.reduce(0) { sum, type in sum + (type >= 12 ? (type - 12) / 2 : sizes[type]) }
+        return headerSize + body == payload
     }
 
     /// Up to `count` bytes from the start of the regular file at `path`, and its size; nil when it cannot be

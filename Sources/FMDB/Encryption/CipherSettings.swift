@@ -155,6 +155,30 @@ public struct CipherSettings: Sendable, Equatable {
         }
     }
 
+    /// These settings, each one not given (nil) taken from `other`: settings given to a call win over those
+    /// its key provider carries (``KeyProvider/cipherSettings``), setting by setting.
+    ///
+    /// ```swift
+    /// let given = CipherSettings(pageSize: 8192)
+    /// given.filling(from: CipherSettings(usesHMAC: false))  // pageSize 8192, usesHMAC false
+    /// ```
+    public func filling(from other: CipherSettings?) -> CipherSettings {
+        guard let other else { return self }
+        var filled = self
+        filled.pageSize = pageSize ?? other.pageSize
+        if kdfIterations == nil {
+            filled.kdfIterations = other.kdfIterations
+            filled.allowsWeakKDF = other.allowsWeakKDF
+        }
+        filled.format = format ?? other.format
+        filled.plaintextHeaderSize = plaintextHeaderSize ?? other.plaintextHeaderSize
+        filled.salt = salt ?? other.salt
+        filled.hmacAlgorithm = hmacAlgorithm ?? other.hmacAlgorithm
+        filled.kdfAlgorithm = kdfAlgorithm ?? other.kdfAlgorithm
+        filled.usesHMAC = usesHMAC ?? other.usesHMAC
+        return filled
+    }
+
     /// Whether any setting besides page size, KDF iterations and format is given (`choiceStatements`).
     var makesChoices: Bool {
         plaintextHeaderSize != nil || salt != nil || hmacAlgorithm != nil || kdfAlgorithm != nil || usesHMAC != nil

@@ -67,7 +67,7 @@ extension FMDatabase {
                     kdfIterations: settings.kdfIterations)
             }
             do {
-                try verifyKey(on: connection)
+                try verifyKey(on: connection, plaintextHeader: (settings.plaintextHeaderSize ?? 0) > 0)
                 keySettings = applied
                 if let salt, candidates.count > 1 { CipherFormatHints.remember(format, forSalt: salt) }
                 return

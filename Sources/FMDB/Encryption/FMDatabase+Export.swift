@@ -3,7 +3,8 @@ import Foundation
 /// Exporting between plaintext and encrypted databases, with keys that never appear in SQL text.
 extension FMDatabase {
     /// Attaches the database file at `path` as `schema`, keyed with `keyProvider` (nil: a plaintext
-    /// database), with `settings` applied; the key never appears in SQL text.
+    /// database), with `settings` applied (those it leaves nil filled in from `keyProvider`'s
+    /// ``KeyProvider/cipherSettings``); the key never appears in SQL text.
     ///
     /// A new file is attached, then keyed through `sqlite3_key_v2`, and `settings` apply to it. An existing
     /// encrypted file is read by SQLite inside ATTACH, so its key is ATTACH's bound `KEY` argument, and it
@@ -32,6 +33,7 @@ extension FMDatabase {
         keyProvider: (any KeyProvider)?,
         settings: CipherSettings = CipherSettings()
     ) throws {
+        let settings = settings.filling(from: keyProvider?.cipherSettings)
         try recording {
             let (request, kind) = Self.keyRequest(forFileAt: path)
             try settings.validate(creatingFile: keyProvider != nil && kind.isNew)

@@ -56,12 +56,14 @@ extension FMDatabase {
     }
 
     /// Keys the connection, applies cipher `settings` (a file written with a non-default page size or
-    /// KDF iteration count needs the same settings to open), then verifies the key.
+    /// KDF iteration count needs the same settings to open), then verifies the key. Settings the provider
+    /// carries (``KeyProvider/cipherSettings``) fill in those `settings` leaves nil.
     ///
     /// ```swift
     /// try db.setKey(using: PassphraseKeyProvider("p"), settings: CipherSettings(pageSize: 4096))
     /// ```
     public func setKey(using provider: any KeyProvider, settings: CipherSettings) throws {
+        let settings = settings.filling(from: provider.cipherSettings)
         try recording {
             // A closed database fails here, before the provider is asked for a key. (After a failed try on
             // a new file, applyKey keys a fresh connection.)
@@ -73,8 +75,9 @@ extension FMDatabase {
             let request = settings.keyRequest(fileRequest)
             do {
                 try settings.validate(creatingFile: kind?.isNew ?? true)
-                // A choice the linked SQLCipher does not have is refused before keying (SQLITE_FORMAT).
-                _ = try settings.choiceStatements()
+                // A choice the linked SQLCipher does not have is refused before keying (SQLITE_FORMAT), but for a
+                // file with a plaintext header, the SQLCipher 4 check of page 1 says first whether the key is right.
+                try refuseUnavailableChoices(settings, provider: provider, path: request.databasePath, kind: kind)
                 // Keys, applies the settings and verifies; finds an existing file's format (CipherFormat).
                 try keyFindingFormat(using: provider, settings: settings, request: request, kind: kind)
             } catch {
@@ -99,6 +102,25 @@ extension FMDatabase {
             if kind?.isNew == true, (openFlags & SQLITE_OPEN_READONLY) == 0 {
                 try requireConnection().execute("PRAGMA user_version = 0")
             }
+        }
+    }
+
+    /// Throws `SQLITE_FORMAT` for a setting the linked SQLCipher does not have. For an existing file with a
+    /// plaintext header (which only SQLCipher 4 writes) on SQLCipher 3, page 1 is checked against SQLCipher 4's
+    /// format with the header, salt and algorithms given: the right key gets `SQLITE_FORMAT` saying the key is
+    /// right and SQLCipher 4 is needed, anything else `SQLITE_NOTADB`, as a wrong key to any file.
+    func refuseUnavailableChoices(
+        _ settings: CipherSettings, provider: any KeyProvider, path: String?, kind: DatabaseFile.Kind?
+    ) throws {
+        do {
+            _ = try settings.choiceStatements()
+        } catch let error as FMDatabaseError where error.resultCode == SQLITE_FORMAT {
+            guard case .encryptedWithPlaintextHeader = kind, let path, let salt = settings.salt,
+                settings.format == nil
+            else { throw error }
+            throw CipherFormat.unreadableSQLCipher4Error(
+                atPath: path, salt: salt, provider: provider, settings: settings, action: "open")
+                ?? FMDatabaseError(code: SQLITE_NOTADB)
         }
     }
 
@@ -216,10 +238,11 @@ extension FMDatabase {
     }
 
     /// Reads the schema, so a wrong key fails now with SQLITE_NOTADB.
-    func verifyKey(on connection: Connection) throws {
+    func verifyKey(on connection: Connection, plaintextHeader: Bool = false) throws {
         do {
-            _ = try connection.pragmaText("SELECT count(*) FROM sqlite_master")
+            try connection.readSchemaVerifyingKey(plaintextHeader: plaintextHeader)
         } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB {
+            if plaintextHeader { throw error }
             throw FMDatabaseError(
                 code: SQLITE_NOTADB,
                 message: "file is not a database (wrong key, or the file is not an encrypted database)"

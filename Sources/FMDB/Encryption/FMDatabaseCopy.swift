@@ -161,7 +161,14 @@ public struct FMDatabaseCopy {
     public var destination: String
     /// The copy's key (nil: a plaintext copy).
     public var destinationKeyProvider: (any KeyProvider)?
-    /// The copy's cipher settings (page size, KDF iterations, format).
+    /// The copy's cipher settings (page size, KDF iterations, format, the choices an app makes); those left
+    /// nil are filled in from ``destinationKeyProvider``'s ``KeyProvider/cipherSettings``.
+    ///
+    /// A plaintext header is kept or dropped only when asked: with `plaintextHeaderSize` nil, an encrypted
+    /// copy of a SRC opened with a plaintext header keeps it, with SRC's size and salt (so the app that
+    /// wrote SRC, which keeps that salt, opens the copy with its new key); 0 drops it (the copy holds a new
+    /// salt in its first 16 bytes, as SQLCipher's default files do); another size writes that one (with
+    /// `salt`, or SRC's). ``writtenSettings`` says what the copy gets.
     public var destinationSettings: CipherSettings
     /// The key slot file that goes with the copy (default `.none`).
     public var slotFile: SlotFile = .none
@@ -337,6 +344,38 @@ public struct FMDatabaseCopy {
         return try db.rekeySafely(using: newKeyProvider, busyTimeout: busyTimeout)
     }
 
+    /// The settings the copy is written (and verified) with: ``destinationSettings`` filled in from the
+    /// destination provider's, keeping SRC's plaintext header and salt unless `plaintextHeaderSize` is given
+    /// (see ``destinationSettings``). A plaintext copy gets none.
+    ///
+    /// ```swift
+    /// let copy = FMDatabaseCopy(
+    ///     from: "shared.db", keyProvider: old, settings: CipherSettings(plaintextHeaderSize: 32, salt: salt),
+    ///     to: "copy.db", destinationKeyProvider: new)
+    /// copy.writtenSettings.plaintextHeaderSize  // 32: kept
+    /// ```
+    public var writtenSettings: CipherSettings {
+        guard let destinationKeyProvider else { return destinationSettings }
+        return Self.settings(
+            destinationSettings.filling(from: destinationKeyProvider.cipherSettings),
+            keepingPlaintextHeaderOf: sourceSettings.filling(from: sourceKeyProvider?.cipherSettings))
+    }
+
+    /// `destination` with `source`'s plaintext header size and salt when it gives no size of its own; its own
+    /// salt (or else `source`'s) when it gives one above 0.
+    static func settings(_ destination: CipherSettings, keepingPlaintextHeaderOf source: CipherSettings)
+        -> CipherSettings
+    {
+        var settings = destination
+        if settings.plaintextHeaderSize == nil, let size = source.plaintextHeaderSize, size > 0 {
+            settings.plaintextHeaderSize = size
+        }
+        if let size = settings.plaintextHeaderSize, size > 0, settings.salt == nil {
+            settings.salt = source.salt
+        }
+        return settings
+    }
+
     // MARK: - Running
 
     /// Refuses a SRC that is not an existing, non-empty regular file (`SQLITE_CANTOPEN`): opening it would create
@@ -418,13 +457,14 @@ public struct FMDatabaseCopy {
         result.sourceBytes = Self.fileSize(source)
         let copyStarted = clock.now
         report(.copying(file: temporary))
+        let written = writtenSettings
         try db.attachDatabase(
-            atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: newFileProvider, settings: destinationSettings)
+            atPath: temporary, schema: "fmdb_cipher_dest", keyProvider: newFileProvider, settings: written)
         try db.exportContents(to: "fmdb_cipher_dest")
         try db.detachDatabase(schema: "fmdb_cipher_dest")
         let verifyStarted = clock.now
         report(.verifying)
-        try verify(temporary, keyProvider: newFileProvider, expected: expected)
+        try verify(temporary, keyProvider: newFileProvider, settings: written, expected: expected)
         let verified = clock.now
         report(.publishing)
         result.removedDestinationSlotFile = try output.commit()
@@ -436,11 +476,12 @@ public struct FMDatabaseCopy {
     }
 
     /// Opens the new file read-only with its own key and checks integrity and every table's row count.
-    private func verify(_ path: String, keyProvider: (any KeyProvider)?, expected: [(name: String, rows: Int64)])
-        throws
-    {
+    private func verify(
+        _ path: String, keyProvider: (any KeyProvider)?, settings: CipherSettings,
+        expected: [(name: String, rows: Int64)]
+    ) throws {
         let copy = try Self.open(
-            path, keyProvider: keyProvider, settings: destinationSettings, readOnly: true, creatingAttached: false)
+            path, keyProvider: keyProvider, settings: settings, readOnly: true, creatingAttached: false)
         defer { copy.close() }
         let problems = try copy.integrityProblems()
         guard problems.isEmpty else {

@@ -35,7 +35,11 @@ public enum FMDatabaseFileKind: Equatable, Sendable {
     /// A SQLCipher database with a plaintext header: its first `size` bytes are unencrypted
     /// (`cipher_plaintext_header_size`; 32 as iOS apps in shared app-group containers write), so it starts
     /// as a plaintext SQLite file does, but the rest is encrypted. It does not hold its salt: open it with
-    /// `CipherSettings(plaintextHeaderSize:salt:)` (SQLCipher 4).
+    /// `CipherSettings(plaintextHeaderSize:salt:)` (SQLCipher 4). A header of 96 bytes or more holds SQLite's
+    /// whole header in the clear; such a file is told from a plaintext one by page 1, which it holds as
+    /// ciphertext after the header, with SQLCipher's IV in the bytes each page reserves (a plaintext
+    /// database's page 1 reads as SQLite's). `size` is where the clear part stops reading as SQLite's, in
+    /// 16-byte steps.
     case encryptedWithPlaintextHeader(size: Int)
     /// Between 1 and 15 bytes: too short to be a database.
     case truncated

@@ -16,7 +16,13 @@ import Foundation
 /// Other settings an app chose (`CipherSettings`: page size, KDF iterations, HMAC and KDF algorithms) are
 /// used as given: the reserve is then the IV and the HMAC rounded up to the 16-byte cipher block (48 for
 /// HMAC-SHA1 and HMAC-SHA256), and the HMAC key is derived with the KDF algorithm. A file without page HMACs
-/// (`usesHMAC == false`) cannot be told apart this way: no verdict (a wrong key, code 26).
+/// (`usesHMAC == false`: the reserve is the IV alone) is told by decrypting page 1's first block (AES-256-CBC
+/// under the key and the page's IV): the right key gives the SQLite header fields that must hold there — the
+/// page size given, file-format bytes 1/1 or 2/2, the reserve (the IV's, or the IV and HMAC's the file was
+/// keyed with before the HMAC was turned off), payload fractions 64/32/32 — which a wrong key matches by
+/// chance about once in 2^63. A file with a plaintext header (`plaintextHeaderSize`, with its `salt`, which
+/// the file does not hold) is checked the same way from the end of the header: SQLCipher 4 encrypts and
+/// authenticates page 1 from there (a file without page HMACs and with a plaintext header gives no verdict).
 ///
 /// Runs only when no format the linked SQLCipher knows matched (the failure path): its PBKDF2 costs what
 /// SQLCipher 4's own does.
@@ -30,9 +36,11 @@ enum SQLCipher4Verifier {
         var kdfIterations = CipherFormat.v4.kdfIterations
         var kdfDigest = PBKDF2KeyProvider.Digest.sha512
         var hmacDigest = MessageAuthentication.Digest.sha512
+        var usesHMAC = true
 
         init(_ settings: CipherSettings = CipherSettings()) {
             if let pageSize = settings.pageSize { self.pageSize = pageSize }
+            usesHMAC = settings.usesHMAC ?? true
             if let iterations = settings.kdfIterations { kdfIterations = iterations }
             switch settings.kdfAlgorithm {
             case .pbkdf2SHA1: kdfDigest = .sha1
@@ -47,24 +55,49 @@ enum SQLCipher4Verifier {
         }
 
         /// The bytes at the end of every page: the IV and the HMAC, rounded up to the cipher block.
-        var reserve: Int { (SQLCipher4Verifier.ivSize + hmacDigest.size + 15) / 16 * 16 }
+        var reserve: Int { (SQLCipher4Verifier.ivSize + (usesHMAC ? hmacDigest.size : 0) + 15) / 16 * 16 }
     }
 
     /// Whether the file at `path` is a SQLCipher 4 database that `key` opens with `settings`. False for a file
     /// too short to hold page 1, of a size that is not a whole number of pages, whose HMAC does not match, or
-    /// whose settings leave nothing to verify (no page HMAC, a plaintext header).
+    /// whose settings leave nothing to verify (a plaintext header); without page HMACs, when page 1's first
+    /// block does not decrypt to SQLite's header fields.
     static func isSQLCipher4File(
         atPath path: String, salt: Data, settings: CipherSettings = CipherSettings(), key: () throws -> DatabaseKey
     ) -> Bool {
-        guard settings.usesHMAC != false, settings.plaintextHeaderSize ?? 0 == 0 else { return false }
+        let header = settings.plaintextHeaderSize ?? 0
         let layout = Layout(settings)
-        guard let page = readPageOne(atPath: path, pageSize: layout.pageSize), salt.count == 16,
-            page.prefix(16) == salt,
+        guard header == 0 || layout.usesHMAC, let page = readPageOne(atPath: path, pageSize: layout.pageSize),
+            salt.count == 16, header > 0 || page.prefix(16) == salt,
             let derived = try? encryptionKey(try key(), salt: salt, layout: layout)
         else {
             return false
         }
-        return pageOneMatches(page, key: derived, salt: salt, layout: layout)
+        guard layout.usesHMAC else { return pageOneDecrypts(page, key: derived, layout: layout) }
+        return pageOneMatches(page, key: derived, salt: salt, layout: layout, offset: header > 0 ? header : 16)
+    }
+
+    /// Whether page 1's first block, after the salt, decrypts under `key` to the SQLite header fields that
+    /// must hold there (bytes 16 ..< 24 of the header): the page size, file-format bytes 1/1 (rollback journal)
+    /// or 2/2 (WAL), the reserve, and the payload fractions 64/32/32.
+    static func pageOneDecrypts(_ page: Data, key: SecureBytes, layout: Layout) -> Bool {
+        let ivStart = layout.pageSize - layout.reserve
+        guard ivStart >= 32, ivStart + ivSize <= page.count,
+            let block = try? PageDecryption.decryptCBC(
+                Data(page[16..<32]), key: key, iv: Data(page[ivStart..<(ivStart + ivSize)])),
+            block.count == 16
+        else { return false }
+        let fields = Array(block.prefix(8))
+        // SQLite's header keeps the reserve the file was keyed with: SQLCipher 4 writes the IV alone at the end of
+        // each page when the HMAC is off, but a file whose HMAC was turned off after the key (`PRAGMA key`, then
+        // `PRAGMA cipher_use_hmac = OFF`, as the shell and apps do) says the reserve with the HMAC (80).
+        var withHMAC = layout
+        withHMAC.usesHMAC = true
+        let reserves = [layout.reserve, withHMAC.reserve]
+        let pageSizeField = layout.pageSize == 65_536 ? 1 : layout.pageSize
+        return Int(fields[0]) << 8 | Int(fields[1]) == pageSizeField
+            && ((fields[2] == 1 && fields[3] == 1) || (fields[2] == 2 && fields[3] == 2))
+            && reserves.contains(Int(fields[4])) && fields[5] == 64 && fields[6] == 32 && fields[7] == 32
     }
 
     /// The first `pageSize` bytes, when the file is a whole number of such pages. Read through SQLite
@@ -89,8 +122,9 @@ enum SQLCipher4Verifier {
         }
     }
 
-    /// Whether page 1's stored HMAC is the one `key` gives.
-    static func pageOneMatches(_ page: Data, key: SecureBytes, salt: Data, layout: Layout) -> Bool {
+    /// Whether page 1's stored HMAC is the one `key` gives: over its ciphertext from `offset` (16, after the salt;
+    /// or the end of a plaintext header), the IV and the page number.
+    static func pageOneMatches(_ page: Data, key: SecureBytes, salt: Data, layout: Layout, offset: Int = 16) -> Bool {
         let hmacSalt = Data(salt.map { $0 ^ saltMask })
         guard
             let hmacKey = try? PBKDF2KeyProvider.derive(
@@ -100,8 +134,8 @@ enum SQLCipher4Verifier {
         }
         let hmacSize = layout.hmacDigest.size
         let payloadEnd = layout.pageSize - layout.reserve + ivSize
-        guard payloadEnd + hmacSize <= page.count, payloadEnd > 16 else { return false }
-        var message = Data(page[16..<payloadEnd])
+        guard payloadEnd + hmacSize <= page.count, payloadEnd > offset else { return false }
+        var message = Data(page[offset..<payloadEnd])
         message.append(contentsOf: [1, 0, 0, 0])
         let stored = page[payloadEnd..<(payloadEnd + hmacSize)]
         guard let mac = try? MessageAuthentication.hmac(layout.hmacDigest, key: hmacKey, message), mac.count == hmacSize

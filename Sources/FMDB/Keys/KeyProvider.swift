@@ -42,6 +42,22 @@ public protocol KeyProvider: Sendable {
     ///                                    // creates no file
     /// ```
     var requiresExistingDatabase: Bool { get }
+
+    /// The cipher settings every connection keyed with this provider gets: what a file needs besides its
+    /// key (a plaintext header and its salt, HMAC and KDF algorithms, HMAC off, page size, KDF iterations).
+    ///
+    /// `FMDatabase.setKey(using:)`, `FMDatabaseQueue`, `FMDatabasePool` and the copy API apply them to each
+    /// connection they key with the provider; settings given to `setKey(using:settings:)` or a copy call
+    /// explicitly win, setting by setting (`CipherSettings/filling(from:)`). A queue's or pool's rekey, and
+    /// a `replaceKeyProvider`, to a provider with nil here keep the settings of the provider replaced: a
+    /// rekey changes the key, never the plaintext header, salt or algorithms. The default is nil (the
+    /// file's own settings, found by format). Give a provider settings with ``withCipherSettings(_:)``.
+    ///
+    /// ```swift
+    /// let settings = CipherSettings(plaintextHeaderSize: 32, salt: salt)  // an iOS shared-container file
+    /// let queue = try FMDatabaseQueue(path: path, keyProvider: RawKeyProvider(key: key).withCipherSettings(settings))
+    /// ```
+    var cipherSettings: CipherSettings? { get }
 }
 
 extension KeyProvider {
@@ -50,4 +66,17 @@ extension KeyProvider {
 
     /// Default: false, the provider's key makes a new database (see ``KeyProvider/requiresExistingDatabase``).
     public var requiresExistingDatabase: Bool { false }
+
+    /// Default: nil, no settings besides the file's own (see ``KeyProvider/cipherSettings``).
+    public var cipherSettings: CipherSettings? { nil }
+
+    /// This provider, carrying `settings` for every connection it keys (see ``KeyProvider/cipherSettings``).
+    ///
+    /// ```swift
+    /// let provider = PassphraseKeyProvider("p").withCipherSettings(CipherSettings(usesHMAC: false))
+    /// let pool = try FMDatabasePool(path: path, keyProvider: provider)
+    /// ```
+    public func withCipherSettings(_ settings: CipherSettings) -> CipherSettingsKeyProvider {
+        CipherSettingsKeyProvider(self, settings: settings)
+    }
 }

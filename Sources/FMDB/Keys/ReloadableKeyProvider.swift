@@ -38,6 +38,9 @@ public final class ReloadableKeyProvider: KeyProvider {
     /// key slot provider creates no file where no database is, as the key slot provider itself.
     public var requiresExistingDatabase: Bool { current.withLock { $0 }.requiresExistingDatabase }
 
+    /// What the current provider answers (see ``KeyProvider/cipherSettings``).
+    public var cipherSettings: CipherSettings? { current.withLock { $0 }.cipherSettings }
+
     /// Runs `load` again and uses what it made from then on.
     /// - Throws: what `load` throws; the provider then keeps the one it had.
     public func reloadKey() throws {

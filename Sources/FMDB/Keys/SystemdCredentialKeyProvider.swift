@@ -70,6 +70,9 @@ public final class SystemdCredentialKeyProvider: KeyProvider {
     /// for `.keySlot`, whose database is made by `KeySlots.createDatabase` or `fmdb-cipher keys init`.
     public var requiresExistingDatabase: Bool { provider.requiresExistingDatabase }
 
+    /// What the provider the credential made answers (see ``KeyProvider/cipherSettings``).
+    public var cipherSettings: CipherSettings? { provider.cipherSettings }
+
     /// Passes the request on to the provider the credential made: a key slot provider reads its slot file
     /// again (see ``KeyProvider/reloadKey()``). The credential itself is not read again: systemd writes it
     /// when the service starts and not again at `systemctl reload`, so a new credential value reaches the

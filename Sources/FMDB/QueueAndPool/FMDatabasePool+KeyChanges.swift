@@ -38,6 +38,8 @@ extension FMDatabasePool: KeyChangeListener {
             while state.rekeying || state.replacingKey { condition.wait() }
             state.replacingKey = true
         }
+        // The file's settings stay what they were unless the new provider carries its own.
+        let provider = provider.keepingCipherSettings(of: locked { state.keyProvider })
         defer {
             locked { state.replacingKey = false }
             condition.broadcast()

@@ -777,6 +777,9 @@ public final class FMDatabasePool: @unchecked Sendable {
         state.unannounced.removeAll()
         let oldProvider = state.keyProvider
         condition.unlock()
+        // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
+        // the algorithms): a provider that carries none keeps those of the provider it replaces.
+        let provider = provider.keepingCipherSettings(of: oldProvider)
         defer {
             locked { state.rekeying = false }
             condition.broadcast()

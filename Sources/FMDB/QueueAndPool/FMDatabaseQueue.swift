@@ -581,6 +581,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
+            // A rekey changes the key, never the settings the file was written with (a plaintext header, its
+            // salt, the algorithms): a provider that carries none keeps those of the provider it replaces.
+            let provider = provider.keepingCipherSettings(of: keyProvider)
             var db = try openDatabase()
             if db.mainFileHasMoved() {
                 // The connection reads a file no longer at the path (replaced since its last key check): the
@@ -651,6 +654,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
     public func replaceKeyProvider(_ provider: any KeyProvider) throws {
         try onQueue {
+            // The file's settings stay what they were unless the new provider carries its own.
+            let provider = provider.keepingCipherSettings(of: keyProvider)
             while true {
                 let before = adoptions.withLock { $0 }
                 let db = try FMDatabase.openShared(

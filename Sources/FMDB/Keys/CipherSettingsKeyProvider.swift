@@ -1,0 +1,49 @@
+import Foundation
+
+/// A key provider carrying the cipher settings its file needs (``KeyProvider/cipherSettings``): the keys
+/// are the wrapped provider's; every connection a database, queue, pool or copy keys with it gets the
+/// settings. Made by ``KeyProvider/withCipherSettings(_:)``.
+///
+/// ```swift
+/// // An iOS app's database from a shared app-group container: 32-byte plaintext header, salt kept by the app.
+/// let provider = try RawKeyProvider(key: key)
+///     .withCipherSettings(CipherSettings(plaintextHeaderSize: 32, salt: salt))
+/// let queue = try FMDatabaseQueue(path: path, keyProvider: provider)
+/// ```
+///
+/// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
+public struct CipherSettingsKeyProvider: KeyProvider {
+    /// The provider whose keys this one hands out.
+    public let base: any KeyProvider
+    /// The settings every connection keyed with this provider gets.
+    public let settings: CipherSettings
+
+    /// `base`'s keys, with `settings` for every connection they key.
+    public init(_ base: any KeyProvider, settings: CipherSettings) {
+        self.base = base
+        self.settings = settings
+    }
+
+    /// `base`'s key for `request` (see `KeyProvider`).
+    /// - Throws: what `base` throws.
+    public func key(for request: KeyRequest) throws -> DatabaseKey { try base.key(for: request) }
+
+    /// `base` reads its source again (see ``KeyProvider/reloadKey()``).
+    /// - Throws: what `base` throws.
+    public func reloadKey() throws { try base.reloadKey() }
+
+    /// What `base` answers (see ``KeyProvider/requiresExistingDatabase``).
+    public var requiresExistingDatabase: Bool { base.requiresExistingDatabase }
+
+    /// `settings` (see ``KeyProvider/cipherSettings``).
+    public var cipherSettings: CipherSettings? { settings }
+}
+
+extension KeyProvider {
+    /// `self`, carrying `previous`'s settings when it carries none: a rekey or a provider replaced changes
+    /// the key, never the plaintext header, salt or algorithms the file was written with.
+    func keepingCipherSettings(of previous: (any KeyProvider)?) -> any KeyProvider {
+        guard cipherSettings == nil, let settings = previous?.cipherSettings else { return self }
+        return CipherSettingsKeyProvider(self, settings: settings)
+    }
+}
