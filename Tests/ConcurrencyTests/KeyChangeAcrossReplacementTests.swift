@@ -163,4 +163,28 @@ final class KeyChangeAcrossReplacementTests: FMDBCipherTestCase {
         XCTAssertEqual(rows(aside, new), 3)
         XCTAssertEqual(serve(poolC, 1), [])
     }
+
+    /// SQLite opens the target of a symbolic link: a link swapped to another file is a move too. A rekey
+    /// through the pool then runs on the file the link leads to now (whose key the pool does not hold: it is
+    /// refused), never on the old target, which keeps its key.
+    func testASymbolicLinkSwappedToAnotherFileIsAMove() throws {
+        let a = directory.path("a.db")
+        let b = directory.path("b.db")
+        let link = directory.path("current.db")
+        try make(a, old, journalMode: "delete", rows: 2)
+        try make(b, new, journalMode: "delete", rows: 3)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: a)
+        let pool = try FMDatabasePool(path: link, keyProvider: old, logsErrors: false)
+        defer { pool.releaseAllDatabases() }
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
+        try FileManager.default.removeItem(atPath: link)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: b)
+        XCTAssertThrowsError(try pool.rekey(using: newer)) { error in
+            XCTAssertEqual((error as NSError).code, Int(SQLITE_NOTADB), "\(error)")
+        }
+        XCTAssertEqual(rows(a, old), 2, "the old target keeps its key")
+        XCTAssertEqual(rows(b, new), 3, "the file at the link keeps its key")
+        try pool.replaceKeyProvider(new)
+        XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 3, "serves b now")
+    }
 }

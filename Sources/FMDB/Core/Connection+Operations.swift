@@ -255,15 +255,25 @@ extension Connection {
 
     /// Whether the main database file this connection opened is no longer the file at its path (renamed
     /// over, renamed away or unlinked since it was opened): SQLite's `SQLITE_FCNTL_HAS_MOVED`, which the unix
-    /// VFS answers by comparing the inode it opened with the one at the path now. False when it cannot tell
-    /// (an in-memory database, a VFS that does not answer).
+    /// VFS answers by comparing the inode it opened with the one at the path it opened now. SQLite opens the
+    /// target of a symbolic link, so `path`, the path the connection was opened with, is compared too: a link
+    /// that now leads to another file (or to none) has moved as well. False when it cannot tell (an
+    /// in-memory database, a URI, a VFS that does not answer).
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/c_fcntl_begin_atomic_write.html>
-    func mainFileHasMoved() -> Bool {
+    func mainFileHasMoved(openedAs path: String?) -> Bool {
         guard let db = handle else { return false }
         var moved: Int32 = 0
         guard sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK else { return false }
-        return moved != 0
+        if moved != 0 { return true }
+        guard let path, !path.isEmpty, path != ":memory:", !path.lowercased().hasPrefix("file:"),
+            let opened = fileName(schema: "main"), opened != path
+        else { return false }
+        var atPath = stat()
+        var atOpened = stat()
+        guard stat(opened, &atOpened) == 0 else { return false }
+        guard stat(path, &atPath) == 0 else { return true }
+        return atPath.st_dev != atOpened.st_dev || atPath.st_ino != atOpened.st_ino
     }
 
     /// The file behind `schema` (`sqlite3_db_filename`); nil for an in-memory or temporary database.

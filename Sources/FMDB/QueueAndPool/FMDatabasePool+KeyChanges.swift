@@ -105,7 +105,7 @@ extension FMDatabasePool: KeyChangeListener {
             condition.broadcast()
             logger.warning(
                 """
-                FMDatabasePool: the file its connections opened is no longer the one at \(path ?? ":memory:") \
+                FMDatabasePool: the file its connections opened is no longer the one at \(shownPath) \
                 (replaced or removed); they are reopened at the path with the key provider asked again.
                 """
             )

@@ -821,6 +821,7 @@ public final class FMDatabasePool: @unchecked Sendable {
                 )
             }
         }
+        let rekeyed = db.rekeyedFileIdentity(path: keyPath)
         db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
         locked {
             state.keyProvider = provider
@@ -829,7 +830,7 @@ public final class FMDatabasePool: @unchecked Sendable {
             state.checkedIn = db.isOpen ? [(db, state.generation)] : []
             if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
         }
-        KeyChangeRegistry.shared.announce(provider, path: keyPath, from: self)
+        KeyChangeRegistry.shared.announce(provider, rekeyed: rekeyed, from: self)
         return outcome
     }
 

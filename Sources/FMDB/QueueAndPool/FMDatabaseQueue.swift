@@ -387,7 +387,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         case .replaced:
             logger.warning(
                 """
-                FMDatabaseQueue: the file its connection opened is no longer the one at \(path ?? ":memory:") \
+                FMDatabaseQueue: the file its connection opened is no longer the one at \(shownPath) \
                 (replaced or removed); it is reopened at the path with the key provider asked again.
                 """
             )
@@ -616,7 +616,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             } else {
                 interruptTarget.withLock { $0 = db.interruptHandle }
             }
-            KeyChangeRegistry.shared.announce(provider, path: keyPath, from: self)
+            KeyChangeRegistry.shared.announce(provider, rekeyed: db.rekeyedFileIdentity(path: keyPath), from: self)
             return outcome
         }
     }

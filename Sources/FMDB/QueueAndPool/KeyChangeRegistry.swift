@@ -67,10 +67,10 @@ final class KeyChangeRegistry: Sendable {
         }
     }
 
-    /// Tells every other live listener whose path leads to the file at `path` now (the file `source` just
-    /// rekeyed) that it is under `provider`'s key.
-    func announce(_ provider: any KeyProvider, path: String?, from source: AnyObject) {
-        guard let path, let rekeyed = FileIdentity(path: path) else { return }
+    /// Tells every other live listener whose path leads to the file `rekeyed` (the file `source` just
+    /// rekeyed, from ``FMDatabase/rekeyedFileIdentity(path:)``) that it is under `provider`'s key.
+    func announce(_ provider: any KeyProvider, rekeyed: FileIdentity?, from source: AnyObject) {
+        guard let rekeyed else { return }
         let others = members.withLock { table in
             table.compactMap { member in member.listener.map { ($0, member.path) } }.filter { $0.0 !== source }
         }
@@ -153,7 +153,7 @@ extension FMDatabase {
         // would only report code 7 now).
         if let keyCheckFailed { return keyCheckFailed }
         // A file replaced at the path reads fine under this key, but it is the old file: a stat(2) tells.
-        if connection.mainFileHasMoved() {
+        if connection.mainFileHasMoved(openedAs: databasePath) {
             keyCheckFailed = .replaced
             return .replaced
         }
@@ -212,10 +212,18 @@ extension FMDatabase {
         return true
     }
 
+    /// The identity of the file this connection just rekeyed, read at `path` while the connection's file is
+    /// still the one there; nil when it is not (another file was renamed in meanwhile), or when the connection
+    /// is closed: then nobody else is told, rather than a provider being handed to another file's members.
+    func rekeyedFileIdentity(path: String?) -> KeyChangeRegistry.FileIdentity? {
+        guard isOpen, !mainFileHasMoved() else { return nil }
+        return path.flatMap(KeyChangeRegistry.FileIdentity.init(path:))
+    }
+
     /// Whether the file this connection opened is no longer the one at its path (checked now, whatever the
     /// key check interval): a rekey must not run on it.
     func mainFileHasMoved() -> Bool {
-        asOwner { connection?.mainFileHasMoved() ?? false }
+        asOwner { connection?.mainFileHasMoved(openedAs: databasePath) ?? false }
     }
 
     /// After a block of a keyed queue or pool: why its connection must be replaced, when the block met an
