@@ -60,7 +60,7 @@ final class SlotCopyToolTests: ToolTestCase {
 
     /// What the line's `sqlcipher` shell answers to `select count(*) from t` under the raw key `hex`.
     func shellCount(_ file: String, hex: String, pageSize: Int? = nil, compatibility: Int? = nil) throws -> String {
-        let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell of the line under test")
+        let shell = try lineShell()
         let page =
             (compatibility.map { "PRAGMA cipher_compatibility = \($0);\n" } ?? "")
             + (pageSize.map { "PRAGMA cipher_page_size = \($0);\n" } ?? "")
