@@ -40,8 +40,9 @@ sqlcipher_source_use() {
 }
 sqlcipher_source_use "${SQLCIPHER_SOURCE_DIR:-$PWD/.build-sqlcipher-source}"
 SQLCIPHER_SOURCE_SONAME="libsqlcipher.so.2"
-# Downloads and built libraries that outlive a clone, keyed by version and checksum.
-SQLCIPHER_CACHE="${SQLCIPHER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fmdb-cipher}"
+# Downloads and built libraries that outlive a clone, keyed by version and checksum (in the clone when
+# there is no home folder).
+SQLCIPHER_CACHE="${SQLCIPHER_CACHE:-${XDG_CACHE_HOME:-${HOME:-$PWD/.build-sqlcipher-cache}/.cache}/fmdb-cipher}"
 # The newest SQLCipher (Debian sid's version; its source package's files cannot always be downloaded, so
 # CI takes the same release's amalgamation from PyPI): the sqlcipher3 sdist of this version vendors it
 # (vendor/sqlite3.c, vendor/sqlite3.h), fetched by name from the package index pip uses, and accepted only
