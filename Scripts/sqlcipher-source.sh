@@ -168,7 +168,9 @@ sqlcipher_source_install() {
     # an amalgamation's checksum alone (its library may have been built for another clone).
     local identity
     if [ -n "$amalgamation" ]; then
-        identity=$(cat "$tree/sqlite3.c" "$tree/sqlite3.h" "$tree/shell.c" 2>/dev/null | sha256sum | cut -c1-16)
+        local parts=("$tree/sqlite3.c" "$tree/sqlite3.h")
+        if [ -f "$tree/shell.c" ]; then parts+=("$tree/shell.c"); fi
+        identity=$(cat "${parts[@]}" | sha256sum | cut -c1-16)
     else
         identity=$(cd "$tree" && { echo "$tree"; cat VERSION src/crypto*.c src/crypto*.h src/sqlcipher.* 2>/dev/null || true; } \
             | sha256sum | cut -c1-16)
