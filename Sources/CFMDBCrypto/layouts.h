@@ -72,9 +72,41 @@ typedef struct {
     const char *(*get_provider_version)(void *ctx);
 } provider_4_6_1;
 
+// `sqlcipher_provider` in SQLCipher 4.7.0 and later (src/sqlcipher.h; the same in 4.19.0): 18 members. The
+// activate/deactivate pair gave way to an optional process-wide `init`, called once when the provider is
+// registered, and `shutdown`, called when SQLCipher shuts down (sqlcipher_extra_shutdown), and SQLCipher
+// chains registered providers through `next`, which it sets itself. The other members are 4.6.1's, in
+// 4.6.1's order.
+typedef struct provider_4_7 provider_4_7;
+struct provider_4_7 {
+    int (*init)(void);
+    void (*shutdown)(void);
+    const char *(*get_provider_name)(void *ctx);
+    int (*add_random)(void *ctx, void *buffer, int length);
+    int (*random)(void *ctx, void *buffer, int length);
+    int (*hmac)(void *ctx, int algorithm, unsigned char *hmac_key, int key_sz, unsigned char *in, int in_sz,
+                unsigned char *in2, int in2_sz, unsigned char *out);
+    int (*kdf)(void *ctx, int algorithm, const unsigned char *pass, int pass_sz, unsigned char *salt, int salt_sz,
+               int workfactor, int key_sz, unsigned char *key);
+    int (*cipher)(void *ctx, int mode, unsigned char *key, int key_sz, unsigned char *iv, unsigned char *in, int in_sz,
+                  unsigned char *out);
+    const char *(*get_cipher)(void *ctx);
+    int (*get_key_sz)(void *ctx);
+    int (*get_iv_sz)(void *ctx);
+    int (*get_block_sz)(void *ctx);
+    int (*get_hmac_sz)(void *ctx, int algorithm);
+    int (*ctx_init)(void **ctx);
+    int (*ctx_free)(void **ctx);
+    int (*fips_status)(void *ctx);
+    const char *(*get_provider_version)(void *ctx);
+    provider_4_7 *next;
+};
+
 // Every member is a function pointer: the sizes SQLCipher copies (memcpy of sizeof(sqlcipher_provider)) and
-// frees (sqlcipher_free) are 20 and 17 pointers.
+// frees (sqlcipher_free) are 20 and 17 pointers; 4.7's are 17 function pointers and one data pointer.
 _Static_assert(sizeof(provider_3_4_1) == 20 * sizeof(void (*)(void)), "SQLCipher 3.4.1 layout: 20 members");
 _Static_assert(sizeof(provider_4_6_1) == 17 * sizeof(void (*)(void)), "SQLCipher 4.6.1 layout: 17 members");
+_Static_assert(sizeof(provider_4_7) == 17 * sizeof(void (*)(void)) + sizeof(void *),
+               "SQLCipher 4.7 layout: 18 members");
 
 #endif

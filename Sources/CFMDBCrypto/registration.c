@@ -6,13 +6,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-// The members both layouts share, with the same signatures (the two struct types differ in order and in
-// the others, so each layout names its members; this fills the common ones by name).
+// The members every layout shares, with the same signatures (the struct types differ in order and in the
+// others, so each layout names its members; this fills the common ones by name).
 #define FILL_COMMON_MEMBERS(p)                                                                                 \
     do {                                                                                                       \
-        (p)->activate = fmdb_crypto_activate;                                                                  \
-        (p)->deactivate = fmdb_crypto_deactivate;                                                              \
         (p)->get_provider_name = fmdb_crypto_provider_name;                                                    \
         (p)->add_random = fmdb_crypto_add_random;                                                              \
         (p)->random = fmdb_crypto_random_bytes;                                                                \
@@ -34,6 +33,8 @@ int fmdb_crypto_register(int layout) {
         provider_3_4_1 *p = ((sqlcipher_malloc_3_4_1)sqlcipher_malloc)((int)sizeof(provider_3_4_1));
         if (p == NULL) return -1;
         FILL_COMMON_MEMBERS(p);
+        p->activate = fmdb_crypto_activate;
+        p->deactivate = fmdb_crypto_deactivate;
         p->hmac = fmdb_crypto_hmac_3;
         p->kdf = fmdb_crypto_kdf_3;
         p->set_cipher = fmdb_crypto_set_cipher_3;
@@ -45,6 +46,21 @@ int fmdb_crypto_register(int layout) {
     case FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1: {
         provider_4_6_1 *p = sqlcipher_malloc(sizeof(provider_4_6_1));
         if (p == NULL) return -1;
+        FILL_COMMON_MEMBERS(p);
+        p->activate = fmdb_crypto_activate;
+        p->deactivate = fmdb_crypto_deactivate;
+        p->hmac = fmdb_crypto_hmac;
+        p->kdf = fmdb_crypto_kdf;
+        p->get_hmac_sz = fmdb_crypto_hmac_size;
+        return sqlcipher_register_provider(p) == FMDB_SQLITE_OK ? 0 : -1;
+    }
+    case FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_7: {
+        // Zeroed: no init or shutdown (the algorithms are fetched above and kept for the process), and
+        // `next` is SQLCipher's to set. SQLCipher keeps every registered provider in its list until it
+        // shuts down, then frees each with sqlcipher_free.
+        provider_4_7 *p = sqlcipher_malloc(sizeof(provider_4_7));
+        if (p == NULL) return -1;
+        memset(p, 0, sizeof(*p));
         FILL_COMMON_MEMBERS(p);
         p->hmac = fmdb_crypto_hmac;
         p->kdf = fmdb_crypto_kdf;

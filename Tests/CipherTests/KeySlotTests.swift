@@ -394,7 +394,7 @@ final class KeySlotTests: FMDBCipherTestCase {
     // MARK: - Data key
 
     func testExportedDataKeyOpensInTheSqlcipherShell() throws {
-        let shell = try XCTUnwrap(which("sqlcipher"))
+        let shell = try lineShell()
         let (path, recovery) = try makeSlotted()
         let text = try KeySlots.withDataKeyHex(of: path, unlockingWith: .recoveryKey(recovery)) {
             String(decoding: $0, as: UTF8.self)
@@ -406,7 +406,7 @@ final class KeySlotTests: FMDBCipherTestCase {
 
     func testRotatingTheDataKeyRekeysAndRewrapsEverySlot() throws {
         let (path, recovery) = try makeSlotted()
-        let shell = try XCTUnwrap(which("sqlcipher"))
+        let shell = try lineShell()
         let oldHex = try KeySlots.withDataKeyHex(of: path, unlockingWith: .passphrase("alpha")) {
             String(decoding: $0, as: UTF8.self)
         }

@@ -286,7 +286,7 @@ final class KeyedAuthorizerTests: FMDBCipherTestCase {
     /// SQLCipher 3.4.1's rekey under another process's lock returns OK and leaves pages under two keys;
     /// `PRAGMA rekey` in SQL text reached it without the library's checks. Now it never runs.
     func testPragmaRekeyUnderAnotherProcesssLockIsRefused() throws {
-        let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell is installed with SQLCipher")
+        let shell = try lineShell()
         let (db, path) = try makeKeyedDatabase(rows: 200)
         let hexKey = Self.rawKey.map { String(format: "%02x", $0) }.joined()
         // The other process holds the write lock until its input ends, which this test decides. Its BEGIN

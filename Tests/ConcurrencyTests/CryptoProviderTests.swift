@@ -21,7 +21,7 @@ final class CryptoProviderTests: FMDBCipherTestCase {
     }
 
     func shell() throws -> String {
-        try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell of the linked line is required")
+        try lineShell()
     }
 
     /// A keyed file of several hundred pages (rows of 200-byte blobs), made here.
@@ -242,9 +242,14 @@ final class CryptoProviderTests: FMDBCipherTestCase {
         XCTAssertEqual(
             CryptoProviderRegistration.layout(forCipherVersion: "4.5.6 community"),
             CryptoProviderRegistration.layout(forCipherVersion: "4.6.1 community"))
+        // 4.19.0 has 4.7's interface (init/shutdown, `next`), another layout than 4.6.1's.
+        XCTAssertNotNil(CryptoProviderRegistration.layout(forCipherVersion: "4.19.0 community"))
+        XCTAssertNotEqual(
+            CryptoProviderRegistration.layout(forCipherVersion: "4.19.0 community"),
+            CryptoProviderRegistration.layout(forCipherVersion: "4.6.1 community"))
         for version in [
-            "4.5.0 community", "4.6.1", "4.7.0 community", "4.9.0 community", "4.19.0 community", "3.4.2",
-            "4.6.1 enterprise", "", nil,
+            "4.5.0 community", "4.6.1", "4.7.0 community", "4.9.0 community", "4.19.0", "4.19.1 community", "3.4.2",
+            "4.6.1 enterprise", "4.19.0 enterprise", "", nil,
         ] {
             XCTAssertNil(CryptoProviderRegistration.layout(forCipherVersion: version), version ?? "nil")
         }
@@ -285,6 +290,53 @@ final class CryptoProviderTests: FMDBCipherTestCase {
         let count = try runProcess(
             tool, ["sql", path, "select count(*) from t", "--key-env", "K"], environment: environment)
         XCTAssertTrue(count.stdout.contains("300"), count.stdout + count.stderr)
+    }
+
+    /// Byte compatibility both ways with SQLCipher's own provider of the same library, where no shell of the
+    /// line is at hand: the tool, in a child process with FMDB_CRYPTO_PROVIDER=sqlcipher, encrypts a file
+    /// that ours opens and reads whole, and reads whole a file ours wrote (`PRAGMA cipher_integrity_check`
+    /// checks every page's HMAC with the provider that runs).
+    func testFilesOfSQLCiphersOwnProviderAndOursOpenBothWays() throws {
+        try requireOurProvider()
+        let tool = try builtTool()
+        var environment = ProcessInfo.processInfo.environment
+        environment["K"] = "both ways"
+        environment["FMDB_CRYPTO_PROVIDER"] = "sqlcipher"
+        // Theirs to ours: a plain file, encrypted by SQLCipher's provider in the child.
+        let plain = directory.path("plain.db")
+        let source = FMDatabase(path: plain)
+        XCTAssertTrue(source.open())
+        XCTAssertTrue(source.executeUpdate("create table t (id integer primary key, b blob)"))
+        XCTAssertTrue(source.beginTransaction())
+        for i in 0..<500 { XCTAssertTrue(source.executeUpdate("insert into t values (?, ?)", i, Data(count: 300))) }
+        XCTAssertTrue(source.commit())
+        source.close()
+        let theirs = directory.path("theirs.db")
+        let encrypted = try runProcess(tool, ["encrypt", plain, theirs, "--key-env", "K"], environment: environment)
+        XCTAssertEqual(encrypted.status, 0, encrypted.stderr)
+        let db = FMDatabase(path: theirs)
+        XCTAssertTrue(db.open())
+        try db.setKey(using: PassphraseKeyProvider("both ways"))
+        XCTAssertEqual(db.cipherProvider, Self.ours)
+        XCTAssertEqual(db.int(forQuery: "select count(*) from t where length(b) = 300"), 500)
+        XCTAssertEqual(db.string(forQuery: "PRAGMA cipher_integrity_check"), nil, "no page fails its HMAC")
+        db.close()
+        // Ours to theirs.
+        let ours = try makeDatabase("ours.db", key: "both ways", rows: 500)
+        for sql in ["select count(*) from t", "PRAGMA cipher_integrity_check", "PRAGMA cipher_provider"] {
+            let result = try runProcess(tool, ["sql", ours, sql, "--key-env", "K"], environment: environment)
+            XCTAssertEqual(result.status, 0, sql + ": " + result.stderr)
+            switch sql {
+            case "select count(*) from t": XCTAssertTrue(result.stdout.contains("500"), result.stdout)
+            case "PRAGMA cipher_provider": XCTAssertFalse(result.stdout.contains(Self.ours), result.stdout)
+            default:
+                // No row under the tool's header: no page failed its HMAC.
+                let rows = result.stdout.split(separator: "\n").filter {
+                    $0 != "cipher_integrity_check" && $0.first != "-"
+                }
+                XCTAssertEqual(rows, [], result.stdout)
+            }
+        }
     }
 
     /// Several threads on keyed pool connections at once: each connection's contexts are its own (run

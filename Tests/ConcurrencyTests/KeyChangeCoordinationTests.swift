@@ -184,13 +184,13 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     /// on a connection that last read the file under the old key, BEGIN IMMEDIATE and BEGIN EXCLUSIVE fail
     /// with SQLITE_NOTADB (they read the header page under the connection's key), while BEGIN DEFERRED
     /// succeeds and only the first statement of its block fails. In WAL and rollback-journal mode. The first
-    /// failed read is code 26 on every SQLCipher; the later ones on the same connection are too, except on
-    /// SQLCipher 4.7 and later, which keep a failed page read for the connection's life and report code 7
-    /// (the queue and pool replace such a connection whatever it reports: the tests below).
+    /// failed read is code 26 on every SQLCipher. What the same connection reports later depends on the
+    /// running SQLCipher, so the test states only that it is an error a failed page read leaves: 26 again up
+    /// to 4.6; from 4.7, which keeps a failed page read for the connection's life, code 7 (4.9.0), or 7 or
+    /// 26 for a read and 8 (read-only) for a write (4.19.0, which hands the pager a zeroed page). The queue
+    /// and pool replace such a connection whatever it reports (the tests below).
     func testAnImmediateOrExclusiveBeginReadsTheHeaderUnderTheConnectionsKeyAndADeferredOneDoesNot() throws {
-        let numbers = (SQLCipherRuntime.version ?? "").prefix { $0 != " " }.split(separator: ".").compactMap { Int($0) }
-        let keepsFailedReads = numbers.count >= 2 && (numbers[0] > 4 || (numbers[0] == 4 && numbers[1] >= 7))
-        let laterCode = Int(keepsFailedReads ? SQLITE_NOMEM : SQLITE_NOTADB)
+        let laterCodes = [SQLITE_NOTADB, SQLITE_NOMEM, SQLITE_READONLY].map { Int($0) }
         for journalMode in ["wal", "delete"] {
             let path = directory.path("begin-\(journalMode).db")
             let setUp = FMDatabase(path: path)
@@ -207,13 +207,13 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
             XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 0)  // The header page is in its cache.
             try Self.rekeyElsewhere(path, from: 1, to: 2)
 
-            var expected = Int(SQLITE_NOTADB)
+            var expected = [Int(SQLITE_NOTADB)]
             for kind in [FMDBTransactionKind.immediate, .exclusive] {
                 XCTAssertThrowsError(try db.inTransaction(kind) { _ in XCTFail("\(kind): the block ran") }) {
-                    XCTAssertEqual(nsError($0).code, expected, "\(journalMode) \(kind)")
+                    XCTAssertTrue(expected.contains(nsError($0).code), "\(journalMode) \(kind): \(nsError($0))")
                 }
                 XCTAssertFalse(db.isInTransaction)
-                expected = laterCode
+                expected = laterCodes
             }
             let runs = Locked(0)
             XCTAssertThrowsError(
@@ -221,7 +221,7 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
                     runs.withLock { $0 += 1 }
                     try db.executeUpdate("insert into t values (1)", values: nil)
                 }
-            ) { XCTAssertEqual(nsError($0).code, laterCode, "\(journalMode) deferred") }
+            ) { XCTAssertTrue(laterCodes.contains(nsError($0).code), "\(journalMode) deferred: \(nsError($0))") }
             XCTAssertEqual(runs.withLock { $0 }, 1, "\(journalMode): BEGIN DEFERRED read nothing, its block ran")
         }
     }

@@ -10,7 +10,7 @@ final class ShellInteropTests: FMDBCipherTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell is required (apt-get install sqlcipher)")
+        shell = try lineShell()
     }
 
     func runShell(_ path: String, _ script: String) throws -> (status: Int32, stdout: String, stderr: String) {

@@ -132,3 +132,42 @@ public func runSQLCipherShell(_ shell: String, _ path: String, _ script: String)
     }
     return try runProcess(shell, [path], input: quiet.joined(separator: "\n"))
 }
+
+/// The `sqlcipher` shell of the SQLCipher line the tests link: the first `sqlcipher` on PATH, when it runs
+/// the same SQLCipher as the library (the `PRAGMA cipher_version` of both). A line without a shell of its
+/// own (one built from an amalgamation without shell.c) finds another line's shell on PATH, or none: the
+/// tests that compare with this line's shell then skip, saying which shell they found. A missing shell on
+/// a line whose package has one still fails the test (`apt-get install sqlcipher`).
+public func lineShell() throws -> String {
+    let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell of the linked line (apt-get install sqlcipher)")
+    let linked = LineShellCheck.linkedVersion
+    let reported = LineShellCheck.reportedVersion(of: shell)
+    guard reported == linked else {
+        throw XCTSkip(
+            "the sqlcipher shell on PATH (\(shell)) runs SQLCipher \(reported ?? "?"), not the linked "
+                + "\(linked ?? "?"): this line has no shell of its own")
+    }
+    return shell
+}
+
+/// The versions `lineShell()` compares, each asked once per process.
+private enum LineShellCheck {
+    static let linkedVersion: String? = {
+        let db = FMDatabase(path: nil)
+        guard db.open() else { return nil }
+        defer { db.close() }
+        return db.cipherVersion
+    }()
+
+    private static let answers = Locked<[String: String]>([:])
+
+    static func reportedVersion(of shell: String) -> String? {
+        if let known = answers.withLock({ $0[shell] }) { return known }
+        guard let result = try? runProcess(shell, [":memory:"], input: "PRAGMA cipher_version;\n"),
+            result.status == 0
+        else { return nil }
+        let version = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        answers.withLock { $0[shell] = version }
+        return version
+    }
+}

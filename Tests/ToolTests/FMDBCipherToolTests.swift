@@ -117,7 +117,7 @@ final class FMDBCipherToolTests: ToolTestCase {
         XCTAssertTrue(result.stdout.contains("50"))
         result = try run(["sql", path("exported.db"), "select count(*) from t", "--key-env", "N"], env: ["N": "k2"])
         XCTAssertEqual(result.status, 65, "without the page size the file does not open")
-        let shell = try XCTUnwrap(which("sqlcipher"))
+        let shell = try lineShell()
         let viaShell = try runSQLCipherShell(
             shell, path("exported.db"),
             "PRAGMA key='k2';\nPRAGMA cipher_page_size=\(pageSize);\nSELECT count(*) FROM t;\n")
@@ -291,7 +291,7 @@ final class FMDBCipherToolTests: ToolTestCase {
         let hex = String(repeating: "ab", count: 32)
         result = try run(["encrypt", plain, path("raw.db"), "--key-env", "K", "--kdf", "raw"], env: ["K": hex])
         XCTAssertEqual(result.status, 0, result.stderr)
-        let shell = try XCTUnwrap(which("sqlcipher"))
+        let shell = try lineShell()
         let viaShell = try runSQLCipherShell(
             shell, path("raw.db"), "PRAGMA key=\"x'\(hex)'\";\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50")
@@ -496,7 +496,7 @@ final class FMDBCipherToolTests: ToolTestCase {
 
     func testToolAndShellInterop() throws {
         let enc = try makePassphraseEncrypted(key: "shared")
-        let shell = try XCTUnwrap(which("sqlcipher"))
+        let shell = try lineShell()
         var viaShell = try runSQLCipherShell(shell, enc, "PRAGMA key='shared';\nSELECT count(*) FROM t;\n")
         XCTAssertEqual(viaShell.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "50", viaShell.stderr)
         let fromShell = path("shell.db")

@@ -76,7 +76,7 @@ final class KeysToolTests: ToolTestCase {
         XCTAssertEqual(exported.status, 0, exported.stderr)
         let hex = exported.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(hex.count, 64)
-        let shell = try XCTUnwrap(which("sqlcipher"))
+        let shell = try lineShell()
         let opened = try runProcess(shell, [db], input: "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n")
         // The 4.x shell answers PRAGMA key with "ok" (3.4.1 prints nothing): only the query's row counts.
         let rows = opened.stdout.split(separator: "\n").filter { $0 != "ok" }

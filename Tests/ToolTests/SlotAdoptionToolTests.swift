@@ -12,7 +12,7 @@ final class SlotAdoptionToolTests: ToolTestCase {
     /// A database the line's `sqlcipher` shell writes under `keyPragma` (`'passphrase'` or `"x'…'"`), with a
     /// table `t` of `rows` rows.
     func shellDatabase(_ name: String, keyPragma: String, rows: Int = 40) throws -> String {
-        let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell of the line under test")
+        let shell = try lineShell()
         let file = path(name)
         let made = try runSQLCipherShell(
             shell, file,

@@ -58,9 +58,11 @@ final class SlotCopyToolTests: ToolTestCase {
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// What the line's `sqlcipher` shell answers to `select count(*) from t` under the raw key `hex`.
-    func shellCount(_ file: String, hex: String, pageSize: Int? = nil, compatibility: Int? = nil) throws -> String {
-        let shell = try XCTUnwrap(which("sqlcipher"), "the sqlcipher shell of the line under test")
+    /// What the line's `sqlcipher` shell answers to `select count(*) from t` under the raw key `hex`; nil on a
+    /// line without a shell of its own (the checks through the tool and the library still run).
+    func shellCount(_ file: String, hex: String, pageSize: Int? = nil, compatibility: Int? = nil) throws -> String? {
+        let shell: String
+        do { shell = try lineShell() } catch is XCTSkip { return nil }
         let page =
             (compatibility.map { "PRAGMA cipher_compatibility = \($0);\n" } ?? "")
             + (pageSize.map { "PRAGMA cipher_page_size = \($0);\n" } ?? "")
@@ -89,9 +91,9 @@ final class SlotCopyToolTests: ToolTestCase {
             db.close()
         }
         let hex = try dataKeyHex(copy, passphrase: "beta")
-        XCTAssertEqual(
-            try shellCount(copy, hex: hex, pageSize: pageSize, compatibility: compatibility), "50", file: file,
-            line: line)
+        if let count = try shellCount(copy, hex: hex, pageSize: pageSize, compatibility: compatibility) {
+            XCTAssertEqual(count, "50", file: file, line: line)
+        }
         XCTAssertEqual(try toolCount(copy, kdf: "slot", key: "gamma", extra: extra), nil, file: file, line: line)
     }
 
@@ -380,7 +382,7 @@ final class SlotCopyToolTests: ToolTestCase {
         XCTAssertEqual(try dataKeyHex(backup, passphrase: "beta"), oldHex)
         // The database itself: a new data key (the old one no longer opens it); its slots still open it.
         XCTAssertNotEqual(try bytes(slots(source)), oldSlots)
-        XCTAssertFalse(try shellCount(source, hex: oldHex).hasPrefix("50"))
+        XCTAssertFalse(try shellCount(source, hex: oldHex)?.hasPrefix("50") ?? false)
         XCTAssertNotEqual(try dataKeyHex(source, passphrase: "alpha"), oldHex)
         try assertEverySecretOpens(source, recovery: recovery)
     }

@@ -11,10 +11,11 @@
 
 /// The `sqlcipher_provider` layouts this file was written against (verified from SQLCipher's sources:
 /// src/sqlcipher.h, src/crypto_impl.c, src/crypto_openssl.c of 3.4.1; src/sqlcipher.h, src/sqlcipher.c,
-/// src/crypto_openssl.c of 4.6.1).
+/// src/crypto_openssl.c of 4.6.1; the same files, as the amalgamation carries them, of 4.19.0 for 4.7's).
 typedef enum {
     FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1 = 3,
     FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1 = 4,
+    FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_7 = 47,
 } fmdb_crypto_layout;
 
 /// Allocates a provider struct of `layout` with `sqlcipher_malloc` (SQLCipher frees it with

@@ -43,20 +43,27 @@ enum CryptoProviderRegistration {
 
     /// The provider layout for a `PRAGMA cipher_version` answer, or nil when that version's layout was not
     /// verified from source (SQLCipher's own provider then stays in place). Verified: 3.4.1 (Debian 12,
-    /// Ubuntu 22.04), and 4.5.1 to 4.6.1 (Ubuntu 24.04's 4.5.6; Debian 13's and bookworm-backports' 4.6.1),
+    /// Ubuntu 22.04); 4.5.1 to 4.6.1 (Ubuntu 24.04's 4.5.6; Debian 13's and bookworm-backports' 4.6.1),
     /// whose `sqlcipher_provider` (src/sqlcipher.h), `sqlcipher_register_provider` and activation life
-    /// cycle (src/crypto_impl.c, then src/sqlcipher.c) are the same as 4.6.1's. Not 4.7 and later: their
-    /// provider has other members and its own start and stop.
+    /// cycle (src/crypto_impl.c, then src/sqlcipher.c) are the same as 4.6.1's; and 4.19.0 (Debian
+    /// unstable's), whose provider has 4.7's layout: `init`/`shutdown` instead of the activation pair, a
+    /// `next` pointer, and a process-wide life cycle (SQLCipher starts with `sqlite3_initialize`, keeps
+    /// every registered provider until `sqlite3_shutdown`, and never frees one when a connection closes).
+    /// Other 4.7 and later releases are not listed until their sources are compared the same way.
     static func layout(forCipherVersion version: String?) -> Int32? {
         guard let version else { return nil }
         if version == "3.4.1" { return Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_3_4_1.rawValue) }
         if verifiedAs4_6_1.contains(version) { return Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_6_1.rawValue) }
+        if verifiedAs4_7.contains(version) { return Int32(FMDB_CRYPTO_LAYOUT_SQLCIPHER_4_7.rawValue) }
         return nil
     }
 
     /// The community releases whose provider interface is 4.6.1's (see `layout(forCipherVersion:)`).
     private static let verifiedAs4_6_1: Set<String> = Set(
         ["4.5.1", "4.5.2", "4.5.3", "4.5.4", "4.5.5", "4.5.6", "4.5.7", "4.6.0", "4.6.1"].map { $0 + " community" })
+
+    /// The community releases whose provider interface is 4.7's, compared with the sources.
+    private static let verifiedAs4_7: Set<String> = ["4.19.0 community"]
 
     /// How many cipher and HMAC contexts the provider has created in this process (a test hook: with
     /// context reuse it grows with connections, not with pages).

@@ -13,8 +13,8 @@ public enum FMCryptoProvider: Sendable, Equatable {
     /// FMDBCipher's provider (the default): the same algorithms and bytes as SQLCipher's OpenSSL provider,
     /// with OpenSSL 3 algorithms fetched once per process and contexts reused across pages.
     /// `PRAGMA cipher_provider` answers "fmdbcipher-openssl". Used only on SQLCipher versions whose
-    /// provider layout was verified (3.4.1, 4.5.1 to 4.6.1); on any other (4.7 and later), SQLCipher's own
-    /// provider stays, and the library says so once at debug level.
+    /// provider layout was verified (3.4.1, 4.5.1 to 4.6.1, 4.19.0); on any other (4.7 to 4.18 among them),
+    /// SQLCipher's own provider stays, and the library says so once at debug level.
     case library
     /// SQLCipher's own OpenSSL provider (`PRAGMA cipher_provider` answers "openssl").
     case sqlcipher
