@@ -210,6 +210,14 @@ struct Rekey: ParsableCommand {
                 case .opens, nil: progress.finish("rekey: failed; the database still uses the old key")
                 }
                 if let oldKey { madeBackup?.discardAfterFailedRekey(of: database, oldKey: oldKey) }
+                // A page that fails its check during the rekey: SQLCipher 3 and 4.6 say SQLITE_CORRUPT, 4.7 and
+                // later "out of memory" (code 7) or an I/O error for the rest of that connection's life. Which it
+                // is (damage, or a real failure) is checked on a fresh connection under the old key.
+                if FMResultCode.outOfMemory ~= error || FMResultCode.ioError ~= error,
+                    let damage = Self.damage(database, with: oldProvider, settings: key.settings)
+                {
+                    throw damage
+                }
                 throw CLIError.fromOpened(error, context: "rekey \(database)", keyed: true)
             }
             progress.finish("rekey: done", completed: true)
@@ -254,6 +262,18 @@ struct Rekey: ParsableCommand {
         } catch {
             return KeyCheck(error, database)
         }
+    }
+
+    /// The damage a fresh read-only connection under `provider` finds in `database` (exit 2, naming the first
+    /// damaged page), or nil when the key opens every page or the check could not run.
+    static func damage(_ database: String, with provider: any KeyProvider, settings: CipherSettings) -> CLIError? {
+        guard let db = try? DatabaseFiles.open(database, provider: provider, settings: settings, readOnly: true) else {
+            return nil
+        }
+        defer { db.close() }
+        guard let problems = try? DatabaseFiles.integrityCheck(db, quick: true), !problems.isEmpty else { return nil }
+        let cause = FMDatabaseError(code: SQLITE_CORRUPT, message: "integrity check: \(problems[0])")
+        return CLIError.fromOpened(cause, context: "rekey \(database)", keyed: true, db: db)
     }
 
     /// Whether `provider` opens `database` with `settings`, every page of it (a failure to check counts as no:

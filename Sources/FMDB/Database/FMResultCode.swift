@@ -42,6 +42,9 @@ public struct FMResultCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let busy = FMResultCode(rawValue: SQLITE_BUSY)
     /// `SQLITE_LOCKED`: a conflict inside this connection's shared cache.
     public static let locked = FMResultCode(rawValue: SQLITE_LOCKED)
+    /// `SQLITE_NOMEM`: a memory allocation failed; SQLCipher 4.7 and later also report every page read of a
+    /// connection whose page once failed its check this way.
+    public static let outOfMemory = FMResultCode(rawValue: SQLITE_NOMEM)
     /// `SQLITE_READONLY`: a read-only file, file system or connection.
     public static let readOnly = FMResultCode(rawValue: SQLITE_READONLY)
     /// `SQLITE_INTERRUPT`: the statement was interrupted (a cancelled task).
