@@ -70,6 +70,31 @@ final class KeyProviderCipherSettingsTests: FMDBCipherTestCase {
         XCTAssertEqual(try rows(file, PassphraseKeyProvider("q"), noHMAC), 3, "still without an HMAC, new key")
     }
 
+    /// A rekey to a provider that carries some settings of its own keeps the others, setting by setting: the
+    /// file's HMAC stays off when the new provider only names KDF iterations.
+    func testARekeyToAProviderWithSomeSettingsKeepsTheOthers() throws {
+        let file = path("no-hmac-partial.db")
+        try write(file, PassphraseKeyProvider("p"), noHMAC)
+        let queue = try FMDatabaseQueue(path: file, keyProvider: PassphraseKeyProvider("p").withCipherSettings(noHMAC))
+        try queue.rekey(using: PassphraseKeyProvider("q").withCipherSettings(CipherSettings(kdfIterations: 64_000)))
+        queue.close()
+        try queue.inDatabase { db throws in XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (9)")) }
+        queue.close()
+        XCTAssertEqual(
+            try rows(file, PassphraseKeyProvider("q"), CipherSettings(kdfIterations: 64_000, usesHMAC: false)), 2)
+    }
+
+    /// Settings given again add to a provider's own, in one wrapper; what kind of provider hands out the keys
+    /// stays visible under it.
+    func testSettingsGivenAgainAddToTheProvidersAndTheKindOfProviderShows() throws {
+        let base = PassphraseKeyProvider("p")
+        let twice = base.withCipherSettings(noHMAC).withCipherSettings(CipherSettings(pageSize: 8192))
+        XCTAssertEqual(twice.settings, CipherSettings(pageSize: 8192, usesHMAC: false))
+        XCTAssertTrue(twice.base is PassphraseKeyProvider, "one wrapper, not a stack: \(type(of: twice.base))")
+        let slots = KeySlotKeyProvider(secret: .passphrase("a long passphrase"))
+        XCTAssertTrue(slots.withCipherSettings(noHMAC).withCipherSettings(noHMAC).base is KeySlotKeyProvider)
+    }
+
     func testAPoolKeysEveryConnectionWithTheProvidersSettingsAndItsRekeyKeepsThem() throws {
         let file = path("no-hmac-pool.db")
         try write(file, PassphraseKeyProvider("p"), noHMAC)
@@ -143,6 +168,16 @@ final class PlaintextHeaderCopyTests: FMDBCipherTestCase {
             destinationSettings: CipherSettings(),
             provider: newKey.withCipherSettings(CipherSettings(plaintextHeaderSize: 0)))
         XCTAssertEqual(viaProvider.writtenSettings.plaintextHeaderSize, 0, "the destination provider's settings count")
+        // The same provider (and header settings) on both sides, the header dropped: a fresh salt, never SRC's
+        // (under the same key it would give the copy SRC's page keys).
+        let same = try RawKeyProvider(key: Data(repeating: 1, count: 32)).withCipherSettings(header)
+        let fresh = try copy(destinationSettings: CipherSettings(plaintextHeaderSize: 0), provider: same)
+        XCTAssertEqual(fresh.writtenSettings.plaintextHeaderSize, 0)
+        XCTAssertNil(fresh.writtenSettings.salt, "no header: a salt of its own")
+        // SQLCipher 3's format has no plaintext header: a copy in it keeps none of SRC's.
+        let v3 = try copy(destinationSettings: CipherSettings(format: .v3), provider: newKey)
+        XCTAssertNil(v3.writtenSettings.plaintextHeaderSize)
+        XCTAssertNil(v3.writtenSettings.salt)
     }
 
     func testACopyOfAHeaderFileKeepsItAndDropsItWhenAsked() throws {

@@ -71,4 +71,31 @@ final class LargePlaintextHeaderTests: FMDBCipherTestCase {
             XCTAssertEqual(FMDatabase.inspectFile(atPath: file), .plaintext, "\(tables) tables")
         }
     }
+
+    /// A plaintext page 1 with bytes left in its reserved area (a tool that decrypted it in place) and stale
+    /// bytes in its free space reads, by the heuristic, as a "header" of 2,000 bytes: more than SQLCipher
+    /// takes (1,024), so it is plaintext, and the tools do not refuse it.
+    func testAHeaderLargerThanSQLCipherTakesIsPlaintext() throws {
+        var page = [UInt8](repeating: 0, count: 4096)
+        page.replaceSubrange(0..<16, with: Array("SQLite format 3\0".utf8))
+        page[16] = 0x10  // page size 4096
+        page[18] = 1
+        page[19] = 1
+        page[20] = 16  // 16 reserved bytes per page
+        page[21] = 64
+        page[22] = 32
+        page[23] = 32
+        page[27] = 1  // change counter
+        page[31] = 1  // one page
+        page[95] = 1  // version-valid-for: the change counter's copy
+        page[47] = 4  // schema format
+        page[100] = 0x0D  // an empty leaf table b-tree page
+        page[105] = 0x0F  // content starts at 4080, where the reserved bytes begin
+        page[106] = 0xF0
+        for index in 2000..<2016 { page[index] = 0x5C }  // stale bytes in the free space
+        for index in 4080..<4096 { page[index] = 0xAB }  // bytes left in the reserved area
+        let file = path("stale.db")
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data(page)))
+        XCTAssertEqual(FMDatabase.inspectFile(atPath: file), .plaintext)
+    }
 }

@@ -151,7 +151,9 @@ extension Connection {
             try probe.execute("PRAGMA temp_store = MEMORY")
             try probe.applyCipher(formatStatements: formatStatements, pageSize: pageSize, kdfIterations: kdfIterations)
             try probe.readSchemaVerifyingKey(
-                plaintextHeader: formatStatements.contains { $0.contains("cipher_plaintext_header_size") })
+                plaintextHeader: formatStatements.contains {
+                    $0.contains("cipher_plaintext_header_size") && !$0.filter { $0 != " " }.hasSuffix("=0")
+                })
             return .opens
         } catch let error as FMDatabaseError {
             return classify(error)

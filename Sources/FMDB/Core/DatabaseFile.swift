@@ -118,7 +118,13 @@ enum DatabaseFile {
     /// SQLite's: the first non-zero 16-byte block of the free space between the cell pointers and the cells
     /// (SQLite leaves it zero in a page it wrote whole), or else the offset where the page stops making sense,
     /// in 16-byte steps from 96 (SQLite's header ends at 100; smaller sizes are told by the header itself).
+    /// SQLCipher takes no plaintext header over 1,024 bytes: a page that would have a larger one is plaintext.
     static func plaintextHeaderSize(ofPageOne page: [UInt8]) -> Int? {
+        guard let size = plaintextHeaderEstimate(ofPageOne: page), size <= 1024 else { return nil }
+        return size
+    }
+
+    private static func plaintextHeaderEstimate(ofPageOne page: [UInt8]) -> Int? {
         let reserve = Int(page[20])
         let usable = page.count - reserve
         guard page[usable...].contains(where: { $0 != 0 }) else { return nil }
@@ -149,7 +155,9 @@ enum DatabaseFile {
             block += 16
         }
         guard cells > 0 else { return ciphertextStart }
-        let pages = Int(page[28]) << 24 | Int(page[29]) << 16 | u16(30)
+        // The in-header page count holds only when the change counter (24) and its version-valid-for copy (92)
+        // agree, as SQLite reads it; otherwise it is not used.
+        let pages = page[24..<28] == page[92..<96] ? Int(page[28]) << 24 | Int(page[29]) << 16 | u16(30) : 0
         for index in 0..<cells {
             let cell = u16(headerEnd + 2 * index)
             let readable: Bool

@@ -187,7 +187,7 @@ extension FMDatabaseCopy {
         try requireSource(path)
         var status = stat()
         let slotted = lstat(KeySlots.slotFilePath(forDatabaseAt: path), &status) == 0
-        if slotted, !(keyProvider is KeySlotKeyProvider) {
+        if slotted, !(keyProvider.unwrappedKeyProvider is KeySlotKeyProvider) {
             throw FMDatabaseError.misuse(
                 "\(path) has key slots: open it through one (a KeySlotKeyProvider) so they are carried; under another "
                     + "key the upgraded file would get a new salt and no slot would open it.")

@@ -287,7 +287,7 @@ public struct FMDatabaseCopy {
             destinationKeyProvider: keyProvider, destinationSettings: settings)
         copy.replacesExisting = replacingExisting
         copy.onStage = onStage
-        if keyProvider is KeySlotKeyProvider,
+        if keyProvider.unwrappedKeyProvider is KeySlotKeyProvider,
             FileManager.default.fileExists(atPath: KeySlots.slotFilePath(forDatabaseAt: source))
         {
             copy.slotFile = .source
@@ -346,7 +346,9 @@ public struct FMDatabaseCopy {
 
     /// The settings the copy is written (and verified) with: ``destinationSettings`` filled in from the
     /// destination provider's, keeping SRC's plaintext header and salt unless `plaintextHeaderSize` is given
-    /// (see ``destinationSettings``). A plaintext copy gets none.
+    /// (see ``destinationSettings``). A copy without a plaintext header gets a fresh salt unless
+    /// ``destinationSettings`` names one, and one in SQLCipher 3's format keeps no header. A plaintext copy
+    /// gets none.
     ///
     /// ```swift
     /// let copy = FMDatabaseCopy(
@@ -356,9 +358,15 @@ public struct FMDatabaseCopy {
     /// ```
     public var writtenSettings: CipherSettings {
         guard let destinationKeyProvider else { return destinationSettings }
-        return Self.settings(
+        var written = Self.settings(
             destinationSettings.filling(from: destinationKeyProvider.cipherSettings),
             keepingPlaintextHeaderOf: sourceSettings.filling(from: sourceKeyProvider?.cipherSettings))
+        // SQLCipher 3's format has no plaintext header: a copy written in it gets none unless asked (and refused).
+        if written.format == .v3, destinationSettings.plaintextHeaderSize == nil { written.plaintextHeaderSize = nil }
+        // A copy with no plaintext header gets a fresh random salt unless `destinationSettings` names one: a salt
+        // a provider carried for SRC's header would give a copy under the same key SRC's page keys.
+        if (written.plaintextHeaderSize ?? 0) == 0, destinationSettings.salt == nil { written.salt = nil }
+        return written
     }
 
     /// `destination` with `source`'s plaintext header size and salt when it gives no size of its own; its own
@@ -367,6 +375,8 @@ public struct FMDatabaseCopy {
         -> CipherSettings
     {
         var settings = destination
+        // SQLCipher 3's format has no plaintext header: a copy written in it keeps none.
+        if settings.format == .v3 { return settings }
         if settings.plaintextHeaderSize == nil, let size = source.plaintextHeaderSize, size > 0 {
             settings.plaintextHeaderSize = size
         }
@@ -432,9 +442,11 @@ public struct FMDatabaseCopy {
         if case .none = slotFile {
             newFileProvider = destinationKeyProvider
         } else {
-            newFileProvider =
-                (destinationKeyProvider as? KeySlotKeyProvider).map { $0.creatingDatabase(at: temporary) }
-                ?? destinationKeyProvider
+            newFileProvider = destinationKeyProvider.map { provider in
+                guard let slots = provider.unwrappedKeyProvider as? KeySlotKeyProvider else { return provider }
+                let created = slots.creatingDatabase(at: temporary)
+                return provider.cipherSettings.map { created.withCipherSettings($0) } ?? created
+            }
         }
 
         report(.openingSource)

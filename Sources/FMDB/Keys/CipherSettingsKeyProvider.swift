@@ -40,10 +40,18 @@ public struct CipherSettingsKeyProvider: KeyProvider {
 }
 
 extension KeyProvider {
-    /// `self`, carrying `previous`'s settings when it carries none: a rekey or a provider replaced changes
-    /// the key, never the plaintext header, salt or algorithms the file was written with.
+    /// `self`, carrying `previous`'s settings where it carries none of its own, setting by setting: a rekey or
+    /// a provider replaced changes the key, never the plaintext header, salt or algorithms the file was written
+    /// with.
     func keepingCipherSettings(of previous: (any KeyProvider)?) -> any KeyProvider {
-        guard cipherSettings == nil, let settings = previous?.cipherSettings else { return self }
-        return CipherSettingsKeyProvider(self, settings: settings)
+        guard let old = previous?.cipherSettings else { return self }
+        let kept = (cipherSettings ?? CipherSettings()).filling(from: old)
+        return CipherSettingsKeyProvider(unwrappedKeyProvider, settings: kept)
+    }
+
+    /// The provider under any ``CipherSettingsKeyProvider`` wrapping: what kind of provider hands out the
+    /// keys (a ``KeySlotKeyProvider``, say).
+    var unwrappedKeyProvider: any KeyProvider {
+        (self as? CipherSettingsKeyProvider)?.base.unwrappedKeyProvider ?? self
     }
 }

@@ -49,9 +49,11 @@ public protocol KeyProvider: Sendable {
     /// `FMDatabase.setKey(using:)`, `FMDatabaseQueue`, `FMDatabasePool` and the copy API apply them to each
     /// connection they key with the provider; settings given to `setKey(using:settings:)` or a copy call
     /// explicitly win, setting by setting (`CipherSettings/filling(from:)`). A queue's or pool's rekey, and
-    /// a `replaceKeyProvider`, to a provider with nil here keep the settings of the provider replaced: a
-    /// rekey changes the key, never the plaintext header, salt or algorithms. The default is nil (the
-    /// file's own settings, found by format). Give a provider settings with ``withCipherSettings(_:)``.
+    /// a `replaceKeyProvider`, to a provider with nil here (or with only some settings) keep the settings of the
+    /// provider replaced that it does not give: a rekey changes the key, never the plaintext header, salt or
+    /// algorithms. The default is nil (the file's own settings, found by format). Give a provider settings with
+    /// ``withCipherSettings(_:)`` (given again, they add to the provider's). A provider of your own that
+    /// hands out another provider's keys must pass that provider's settings on here too.
     ///
     /// ```swift
     /// let settings = CipherSettings(plaintextHeaderSize: 32, salt: salt)  // an iOS shared-container file
@@ -77,6 +79,7 @@ extension KeyProvider {
     /// let pool = try FMDatabasePool(path: path, keyProvider: provider)
     /// ```
     public func withCipherSettings(_ settings: CipherSettings) -> CipherSettingsKeyProvider {
-        CipherSettingsKeyProvider(self, settings: settings)
+        // Settings given again add to (and win over) those the provider carried: one wrapper, never a stack.
+        CipherSettingsKeyProvider(unwrappedKeyProvider, settings: settings.filling(from: cipherSettings))
     }
 }
