@@ -6,15 +6,12 @@ import XCTest
 /// `FMErrorDisposition`, the one way to decide whether to run a block again, on the errors the library
 /// really throws; and the async forms of the key changes a service makes.
 final class ErrorDispositionTests: FMDBCipherTestCase {
+    /// A WAL database under key byte 1 with a table `t` of unique values.
     private func makeKeyed(_ name: String) throws -> String {
-        let path = directory.path(name)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: KeyChangeCoordinationTests.provider(1))
-        try queue.inDatabase { db in
+        try makeKeyedDatabase(name, provider: KeyChangeCoordinationTests.provider(1)) { db in
             XCTAssertEqual(db.string(forQuery: "pragma journal_mode = wal"), "wal")
             try db.executeUpdate("create table t (v integer unique)", values: nil)
         }
-        queue.close()
-        return path
     }
 
     func testALockHeldElsewhereIsTransient() throws {

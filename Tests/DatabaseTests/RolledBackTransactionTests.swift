@@ -202,43 +202,34 @@ final class RolledBackTransactionTests: FMDBTempDBTestCase {
         XCTAssertEqual(committedRows, 0, "nothing of the block is committed")
     }
 
-    /// A statement that fails after the block's own ROLLBACK ran in autocommit mode, by the block's choice:
-    /// it is not taken for a rollback by SQLite, so nothing after it is refused and the form says the block
-    /// ended its transaction itself.
+    /// A statement, or a script (`sqlite3_exec`), that fails after the block's own ROLLBACK ran in autocommit
+    /// mode, by the block's choice: it is not taken for a rollback by SQLite, so nothing after it is refused
+    /// and the form says the block ended its transaction itself.
     func testAFailureAfterTheBlocksOwnRollbackIsNotTakenForSQLitesRollback() {
-        var laterInserted = false
-        XCTAssertThrowsError(
-            try db.inTransaction(.immediate) { db in
-                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
-                XCTAssertTrue(db.executeUpdate("rollback"))
-                XCTAssertEqual(TransactionRollbackTrigger.insertOrRollback.run(on: db), SQLITE_CONSTRAINT)
-                laterInserted = db.executeUpdate("insert into t values (3)")
+        let failures: [(String, (FMDatabase) -> Void)] = [
+            (
+                "statement",
+                { db in XCTAssertEqual(TransactionRollbackTrigger.insertOrRollback.run(on: db), SQLITE_CONSTRAINT) }
+            ),
+            ("script", { db in XCTAssertFalse(db.executeStatements("select 1; select * from nosuch")) }),
+        ]
+        for (form, fail) in failures {
+            XCTAssertTrue(db.executeUpdate("delete from t"))
+            var laterInserted = false
+            XCTAssertThrowsError(
+                try db.inTransaction(.immediate) { db in
+                    XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
+                    XCTAssertTrue(db.executeUpdate("rollback"))
+                    fail(db)
+                    laterInserted = db.executeUpdate("insert into t values (3)")
+                }
+            ) { error in
+                XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, "\(form): \(error)")
+                XCTAssertEqual((error as? FMDatabaseError)?.transactionWasRolledBack, false, "\(form): \(error)")
             }
-        ) { error in
-            XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, "\(error)")
-            XCTAssertEqual((error as? FMDatabaseError)?.transactionWasRolledBack, false, "\(error)")
+            XCTAssertTrue(laterInserted, "\(form): the block's own choice, not refused")
+            XCTAssertEqual(committedRows, 1, form)
         }
-        XCTAssertTrue(laterInserted, "the block's own choice, not refused")
-        XCTAssertEqual(committedRows, 1)
-    }
-
-    /// The same through a script (`sqlite3_exec`): a script that starts after the block's own ROLLBACK and
-    /// fails is not taken for SQLite's rollback either.
-    func testAScriptFailingAfterTheBlocksOwnRollbackIsNotTakenForSQLitesRollback() {
-        var laterInserted = false
-        XCTAssertThrowsError(
-            try db.inTransaction(.immediate) { db in
-                XCTAssertTrue(db.executeUpdate("insert into t values (1)"))
-                XCTAssertTrue(db.executeUpdate("rollback"))
-                XCTAssertFalse(db.executeStatements("select 1; select * from nosuch"))
-                laterInserted = db.executeUpdate("insert into t values (3)")
-            }
-        ) { error in
-            XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_MISUSE, "\(error)")
-            XCTAssertEqual((error as? FMDatabaseError)?.transactionWasRolledBack, false, "\(error)")
-        }
-        XCTAssertTrue(laterInserted, "the block's own choice, not refused")
-        XCTAssertEqual(committedRows, 1)
     }
 
     /// A block that passes on the refusal of a statement after SQLite's rollback (a `try` that it did not

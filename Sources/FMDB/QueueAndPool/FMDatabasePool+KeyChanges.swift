@@ -86,29 +86,18 @@ extension FMDatabasePool: KeyChangeListener {
     func keyChanged(_ failure: KeyCheckFailure) {
         let provider: (any KeyProvider)?
         switch failure {
-        case .anotherKey:
+        case .anotherKey, .replaced:
+            // Every connection opened before holds the old key, or reads the file that was at the path: all
+            // are dropped.
             let idle: [FMDatabase]
             (idle, provider) = locked { (invalidateConnections(), state.keyProvider) }
             for connection in idle { connection.closeAsOwner() }
             condition.broadcast()
-            logger.warning(
-                """
-                FMDatabasePool: \(shownPath) is under a key its connections do not hold (rekeyed \
-                elsewhere); they are reopened with the key provider asked again.
-                """
-            )
-        case .replaced:
-            // Every connection opened before the replacement reads the old file: all are dropped.
-            let idle: [FMDatabase]
-            (idle, provider) = locked { (invalidateConnections(), state.keyProvider) }
-            for connection in idle { connection.closeAsOwner() }
-            condition.broadcast()
-            logger.warning(
-                """
-                FMDatabasePool: the file its connections opened is no longer the one at \(shownPath) \
-                (replaced or removed); they are reopened at the path with the key provider asked again.
-                """
-            )
+            let what =
+                failure == .replaced
+                ? "the file its connections opened is no longer the one at \(shownPath) (replaced or removed)"
+                : "\(shownPath) is under a key its connections do not hold (rekeyed elsewhere)"
+            logger.warning("FMDatabasePool: \(what); they are reopened with the key provider asked again.")
         case .unreadable(let code):
             provider = locked { state.keyProvider }
             logger.warning(

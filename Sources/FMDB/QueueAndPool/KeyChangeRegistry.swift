@@ -84,7 +84,7 @@ final class KeyChangeRegistry: Sendable {
 /// Why a keyed queue or pool connection is replaced: what checking found, never what one result code
 /// suggested (SQLCipher 4.7 and later report the first failed page read as code 26 and every later
 /// read of that connection as code 7, "out of memory", for the connection's whole life).
-enum KeyCheckFailure: Sendable {
+enum KeyCheckFailure: Sendable, Equatable {
     /// The file is under a key this connection does not hold: a fresh connection keyed as this one was
     /// cannot read it either. It was rekeyed, or its data key rotated, elsewhere.
     case anotherKey
