@@ -224,4 +224,48 @@ final class PythonInteropTests: FMDBCipherTestCase {
         }
         XCTAssertEqual(FMDatabase.inspectFile(atPath: path), .encryptedWithPlaintextHeader(size: 32), "unchanged")
     }
+
+    /// Files Python wrote with the settings apps choose, rekeyed by the tool (given the flags that describe
+    /// each file) to a raw key: Python opens each again with the new key and its own settings, and reads the
+    /// row it wrote. Rekeying such a file needs SQLCipher 4 (a SQLCipher 3 line says so, code 24).
+    func testFilesPythonWroteRoundTripThroughTheToolRekey() throws {
+        guard CipherFormat.v4.isSupportedByLinkedSQLCipher else {
+            throw XCTSkip("the linked SQLCipher is 3.x: these files need SQLCipher 4 (tested as exit 69 above)")
+        }
+        let salt = "00112233445566778899aabbccddeeff"
+        let newKey = String(repeating: "5a", count: 32)
+        let cases: [(name: String, pragmas: [String], flags: [String])] = [
+            ("pages", ["PRAGMA cipher_page_size = 8192"], ["--cipher-page-size", "8192"]),
+            (
+                "algorithms",
+                ["PRAGMA cipher_hmac_algorithm = HMAC_SHA256", "PRAGMA cipher_kdf_algorithm = PBKDF2_HMAC_SHA256"],
+                ["--cipher-hmac-algorithm", "HMAC_SHA256", "--cipher-kdf-algorithm", "PBKDF2_HMAC_SHA256"]
+            ),
+            ("sha1", ["PRAGMA cipher_hmac_algorithm = HMAC_SHA1"], ["--cipher-hmac-algorithm", "HMAC_SHA1"]),
+            ("nohmac", ["PRAGMA cipher_use_hmac = OFF"], ["--cipher-use-hmac", "off"]),
+            (
+                "header", ["PRAGMA cipher_plaintext_header_size = 32", "PRAGMA cipher_salt = \\\"x'\(salt)'\\\""],
+                ["--cipher-plaintext-header-size", "32", "--cipher-salt", salt]
+            ),
+        ]
+        for (name, pragmas, flags) in cases {
+            let path = directory.path("round-\(name).db")
+            let settings = pragmas.map { "db.execute(\"\($0)\")\n" }.joined()
+            let made = try python(
+                settings + "db.execute(\"CREATE TABLE t (a TEXT)\")\ndb.execute(\"INSERT INTO t VALUES ('\(name)')\")\n"
+                    + "db.commit()\n", path: path, key: "app passphrase")
+            XCTAssertEqual(made.status, 0, "\(name): \(made.stderr)")
+            let rekeyed = try runTool(
+                ["rekey", path, "--key-env", "K", "--new-kdf", "raw", "--new-key-env", "N", "--quiet"] + flags,
+                env: ["K": "app passphrase", "N": newKey])
+            XCTAssertEqual(rekeyed.status, 0, "\(name): \(rekeyed.stderr)")
+            let reopened = try python(
+                settings + "print(db.execute(\"SELECT a FROM t\").fetchone()[0])\n", path: path, key: "x'\(newKey)'")
+            XCTAssertEqual(reopened.status, 0, "\(name): \(reopened.stderr)")
+            XCTAssertEqual(reopened.stdout, "\(name)\n", "\(name): Python reads its row under the new key")
+            let old = try python(
+                "print(db.execute(\"SELECT a FROM t\").fetchone()[0])\n", path: path, key: "app passphrase")
+            XCTAssertNotEqual(old.status, 0, "\(name): the old key no longer opens it")
+        }
+    }
 }
