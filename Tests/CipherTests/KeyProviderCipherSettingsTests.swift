@@ -70,18 +70,23 @@ final class KeyProviderCipherSettingsTests: FMDBCipherTestCase {
         XCTAssertEqual(try rows(file, PassphraseKeyProvider("q"), noHMAC), 3, "still without an HMAC, new key")
     }
 
-    /// A rekey to a provider that carries some settings of its own keeps the others, setting by setting: the
-    /// file's HMAC stays off when the new provider only names KDF iterations.
-    func testARekeyToAProviderWithSomeSettingsKeepsTheOthers() throws {
+    /// A rekey changes the key only: a new provider carrying settings other than the file's is refused before
+    /// anything changes (they would not be applied, and the queue or pool would then key with settings the
+    /// file does not have); one carrying the file's own settings, or none, rekeys and keeps them.
+    func testARekeyToAProviderWithOtherSettingsIsRefusedAndWithTheSameOnesWorks() throws {
         let file = path("no-hmac-partial.db")
         try write(file, PassphraseKeyProvider("p"), noHMAC)
         let queue = try FMDatabaseQueue(path: file, keyProvider: PassphraseKeyProvider("p").withCipherSettings(noHMAC))
-        try queue.rekey(using: PassphraseKeyProvider("q").withCipherSettings(CipherSettings(kdfIterations: 64_000)))
-        queue.close()
+        let pool = try FMDatabasePool(path: file, keyProvider: PassphraseKeyProvider("p").withCipherSettings(noHMAC))
+        let other = PassphraseKeyProvider("q").withCipherSettings(CipherSettings(kdfIterations: 64_000))
+        XCTAssertThrowsError(try queue.rekey(using: other)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE)) }
+        XCTAssertThrowsError(try pool.rekey(using: other)) { XCTAssertEqual(nsError($0).code, Int(SQLITE_MISUSE)) }
+        XCTAssertEqual(try rows(file, PassphraseKeyProvider("p"), noHMAC), 1, "nothing changed")
+        pool.releaseAllDatabases()
+        try queue.rekey(using: PassphraseKeyProvider("q").withCipherSettings(noHMAC))
         try queue.inDatabase { db throws in XCTAssertTrue(db.executeUpdate("INSERT INTO t VALUES (9)")) }
         queue.close()
-        XCTAssertEqual(
-            try rows(file, PassphraseKeyProvider("q"), CipherSettings(kdfIterations: 64_000, usesHMAC: false)), 2)
+        XCTAssertEqual(try rows(file, PassphraseKeyProvider("q"), noHMAC), 2)
     }
 
     /// Settings given again add to a provider's own, in one wrapper; what kind of provider hands out the keys

@@ -49,6 +49,26 @@ extension KeyProvider {
         return CipherSettingsKeyProvider(unwrappedKeyProvider, settings: kept)
     }
 
+    /// For a rekey, which changes the key only (SQLCipher keeps the file's page size, KDF iterations,
+    /// algorithms and plaintext header): `self` carrying `previous`'s settings. Call
+    /// `checkRekeySettings(against:)` first.
+    func keepingFileSettings(of previous: (any KeyProvider)?) -> any KeyProvider {
+        guard let settings = previous?.cipherSettings else { return unwrappedKeyProvider }
+        return CipherSettingsKeyProvider(unwrappedKeyProvider, settings: settings)
+    }
+
+    /// Refuses (SQLITE_MISUSE, before anything changes) a rekey to this provider when it carries settings that
+    /// differ from those of `previous`, the provider the file is open with: a rekey would not apply them, and
+    /// the new key would then be checked, and later used, with settings the file does not have.
+    func checkRekeySettings(against previous: (any KeyProvider)?) throws {
+        let old = previous?.cipherSettings ?? CipherSettings()
+        guard let new = cipherSettings, new.filling(from: old) != old else { return }
+        throw FMDatabaseError.misuse(
+            "A rekey changes the key only: the file keeps its page size, KDF iterations, algorithms and plaintext "
+                + "header, and the new key provider's cipher settings differ from those it is open with. Give the new "
+                + "provider no settings (the file's are kept) or the same ones; to change settings, export a copy.")
+    }
+
     /// The provider under any ``CipherSettingsKeyProvider`` wrapping: what kind of provider hands out the
     /// keys (a ``KeySlotKeyProvider``, say).
     var unwrappedKeyProvider: any KeyProvider {

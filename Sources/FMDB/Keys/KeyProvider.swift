@@ -48,10 +48,11 @@ public protocol KeyProvider: Sendable {
     ///
     /// `FMDatabase.setKey(using:)`, `FMDatabaseQueue`, `FMDatabasePool` and the copy API apply them to each
     /// connection they key with the provider; settings given to `setKey(using:settings:)` or a copy call
-    /// explicitly win, setting by setting (`CipherSettings/filling(from:)`). A queue's or pool's rekey, and
-    /// a `replaceKeyProvider`, to a provider with nil here (or with only some settings) keep the settings of the
-    /// provider replaced that it does not give: a rekey changes the key, never the plaintext header, salt or
-    /// algorithms. The default is nil (the file's own settings, found by format). Give a provider settings with
+    /// explicitly win, setting by setting (`CipherSettings/filling(from:)`). A queue's or pool's rekey changes
+    /// the key, never the plaintext header, salt, algorithms, page size or KDF iterations: the new provider
+    /// keeps the replaced one's settings, and one carrying other settings is refused (SQLITE_MISUSE) before
+    /// anything changes. A `replaceKeyProvider` to a provider with nil here (or with only some settings) keeps
+    /// the settings of the provider replaced that it does not give. The default is nil (the file's own settings, found by format). Give a provider settings with
     /// ``withCipherSettings(_:)`` (given again, they add to the provider's). A provider of your own that
     /// hands out another provider's keys must pass that provider's settings on here too.
     ///

@@ -758,6 +758,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     }
 
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
+        try provider.checkRekeySettings(against: locked { state.keyProvider })
         let me = pthread_self()
         condition.lock()
         if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
@@ -778,8 +779,8 @@ public final class FMDatabasePool: @unchecked Sendable {
         let oldProvider = state.keyProvider
         condition.unlock()
         // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
-        // the algorithms): a provider that carries none keeps those of the provider it replaces.
-        let provider = provider.keepingCipherSettings(of: oldProvider)
+        // the algorithms): the new provider keeps those of the provider it replaces (checked above).
+        let provider = provider.keepingFileSettings(of: oldProvider)
         defer {
             locked { state.rekeying = false }
             condition.broadcast()

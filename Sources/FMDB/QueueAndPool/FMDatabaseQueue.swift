@@ -582,8 +582,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try onQueue {
             // A rekey changes the key, never the settings the file was written with (a plaintext header, its
-            // salt, the algorithms): a provider that carries none keeps those of the provider it replaces.
-            let provider = provider.keepingCipherSettings(of: keyProvider)
+            // salt, the algorithms): the new provider keeps those of the provider it replaces.
+            try provider.checkRekeySettings(against: keyProvider)
+            let provider = provider.keepingFileSettings(of: keyProvider)
             var db = try openDatabase()
             if db.mainFileHasMoved() {
                 // The connection reads a file no longer at the path (replaced since its last key check): the
