@@ -52,9 +52,10 @@ public protocol KeyProvider: Sendable {
     /// the key, never the plaintext header, salt, algorithms, page size or KDF iterations: the new provider
     /// keeps the replaced one's settings, and one carrying other settings is refused (SQLITE_MISUSE) before
     /// anything changes. A `replaceKeyProvider` to a provider with nil here (or with only some settings) keeps
-    /// the settings of the provider replaced that it does not give. The default is nil (the file's own settings, found by format). Give a provider settings with
-    /// ``withCipherSettings(_:)`` (given again, they add to the provider's). A provider of your own that
-    /// hands out another provider's keys must pass that provider's settings on here too.
+    /// the settings of the provider replaced that it does not give. The default is nil (the file's own
+    /// settings, found by format). Give a provider settings with ``withCipherSettings(_:)`` (given again, they
+    /// add to the provider's). A provider of your own that hands out another provider's keys must pass that
+    /// provider's settings on here too.
     ///
     /// ```swift
     /// let settings = CipherSettings(plaintextHeaderSize: 32, salt: salt)  // an iOS shared-container file
