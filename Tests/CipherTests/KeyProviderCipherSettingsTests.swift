@@ -89,6 +89,20 @@ final class KeyProviderCipherSettingsTests: FMDBCipherTestCase {
         XCTAssertEqual(try rows(file, PassphraseKeyProvider("q"), noHMAC), 2)
     }
 
+    /// Whether a weak count was spelled `unsafe…` is not a setting of the file: a rekey whose new provider
+    /// gives the same count plainly is not refused.
+    func testARekeyWithTheSameCountSpelledPlainlyIsNotRefused() throws {
+        let file = path("weak-count.db")
+        let old = try RawKeyProvider(key: Data(repeating: 3, count: 32))
+        let weak = CipherSettings(unsafeKDFIterations: 12_000)
+        try write(file, old, weak)
+        let queue = try FMDatabaseQueue(path: file, keyProvider: old.withCipherSettings(weak))
+        let new = try RawKeyProvider(key: Data(repeating: 4, count: 32))
+        XCTAssertEqual(try queue.rekey(using: new.withCipherSettings(CipherSettings(kdfIterations: 12_000))), .done)
+        queue.close()
+        XCTAssertEqual(try rows(file, new, weak), 1)
+    }
+
     /// Settings given again add to a provider's own, in one wrapper; what kind of provider hands out the keys
     /// stays visible under it.
     func testSettingsGivenAgainAddToTheProvidersAndTheKindOfProviderShows() throws {

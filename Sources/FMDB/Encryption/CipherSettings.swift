@@ -179,6 +179,14 @@ public struct CipherSettings: Sendable, Equatable {
         return filled
     }
 
+    /// Whether `other` gives the same value for every setting of a file (whether a weak KDF count was spelled
+    /// `unsafe…` is not one).
+    func describesTheSameFile(as other: CipherSettings) -> Bool {
+        pageSize == other.pageSize && kdfIterations == other.kdfIterations && format == other.format
+            && plaintextHeaderSize == other.plaintextHeaderSize && salt == other.salt
+            && hmacAlgorithm == other.hmacAlgorithm && kdfAlgorithm == other.kdfAlgorithm && usesHMAC == other.usesHMAC
+    }
+
     /// Whether any setting besides page size, KDF iterations and format is given (`choiceStatements`).
     var makesChoices: Bool {
         plaintextHeaderSize != nil || salt != nil || hmacAlgorithm != nil || kdfAlgorithm != nil || usesHMAC != nil

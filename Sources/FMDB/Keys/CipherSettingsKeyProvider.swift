@@ -61,12 +61,14 @@ extension KeyProvider {
     /// differ from those of `previous`, the provider the file is open with: a rekey would not apply them, and
     /// the new key would then be checked, and later used, with settings the file does not have.
     func checkRekeySettings(against previous: (any KeyProvider)?) throws {
+        guard let new = cipherSettings else { return }
         let old = previous?.cipherSettings ?? CipherSettings()
-        guard let new = cipherSettings, new.filling(from: old) != old else { return }
+        guard !new.filling(from: old).describesTheSameFile(as: old) else { return }
         throw FMDatabaseError.misuse(
             "A rekey changes the key only: the file keeps its page size, KDF iterations, algorithms and plaintext "
-                + "header, and the new key provider's cipher settings differ from those it is open with. Give the new "
-                + "provider no settings (the file's are kept) or the same ones; to change settings, export a copy.")
+                + "header, and the new key provider carries cipher settings other than the provider it replaces. Give "
+                + "the new provider no settings (the replaced one's are kept) or the same ones; to change settings, "
+                + "export a copy.")
     }
 
     /// The provider under any ``CipherSettingsKeyProvider`` wrapping: what kind of provider hands out the
