@@ -19,7 +19,7 @@ enum AuthenticatedEncryption {
         let nonce = try secureRandomBytes(nonceLength).withUnsafeBytes { Data($0) }
         var ciphertext = Data(count: plaintext.count)
         var tag = Data(count: tagLength)
-        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        guard let context = EVP_CIPHER_CTX_new() else { throw OpenSSLErrors.failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
         let ok: Bool = key.withUnsafeBytes { keyBytes in
             nonce.withUnsafeBytes { nonceBytes in
@@ -29,12 +29,20 @@ enum AuthenticatedEncryption {
                             tag.withUnsafeMutableBytes { tagBytes in
                                 var length: Int32 = 0
                                 guard
-                                    EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes))
+                                    EVP_EncryptInit_ex(
+                                        context, EVP_aes_256_gcm(), nil, OpenSSLMemory.bytes(keyBytes),
+                                        OpenSSLMemory.bytes(nonceBytes))
                                         == 1,
-                                    EVP_EncryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
-                                    EVP_EncryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count))
+                                    EVP_EncryptUpdate(
+                                        context, nil, &length, OpenSSLMemory.bytes(aadBytes), Int32(aadBytes.count))
                                         == 1,
-                                    EVP_EncryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &length) == 1,
+                                    EVP_EncryptUpdate(
+                                        context, OpenSSLMemory.mutableBytes(output), &length,
+                                        OpenSSLMemory.bytes(input), Int32(input.count))
+                                        == 1,
+                                    EVP_EncryptFinal_ex(
+                                        context, OpenSSLMemory.mutableBytes(output)?.advanced(by: Int(length)), &length)
+                                        == 1,
                                     EVP_CIPHER_CTX_ctrl(
                                         context, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
                                 else { return false }
@@ -45,7 +53,7 @@ enum AuthenticatedEncryption {
                 }
             }
         }
-        guard ok else { throw failure("AES-256-GCM encryption") }
+        guard ok else { throw OpenSSLErrors.failure("AES-256-GCM encryption") }
         return (nonce, ciphertext, tag)
     }
 
@@ -56,7 +64,7 @@ enum AuthenticatedEncryption {
             ciphertext.count <= Int(Int32.max), aad.count <= Int(Int32.max)
         else { return nil }
         let tagLength = tag.count
-        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        guard let context = EVP_CIPHER_CTX_new() else { throw OpenSSLErrors.failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
         // A set-up failure (reported, and thrown: it says nothing about the key, so a caller must not take it
         // for a wrong key and remember that) differs from a tag that does not verify (an answer: wrong key or
@@ -72,10 +80,16 @@ enum AuthenticatedEncryption {
                             return tagCopy.withUnsafeMutableBytes { tagBytes in
                                 var length: Int32 = 0
                                 guard
-                                    EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, u8(keyBytes), u8(nonceBytes))
+                                    EVP_DecryptInit_ex(
+                                        context, EVP_aes_256_gcm(), nil, OpenSSLMemory.bytes(keyBytes),
+                                        OpenSSLMemory.bytes(nonceBytes))
                                         == 1,
-                                    EVP_DecryptUpdate(context, nil, &length, u8(aadBytes), Int32(aadBytes.count)) == 1,
-                                    EVP_DecryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count))
+                                    EVP_DecryptUpdate(
+                                        context, nil, &length, OpenSSLMemory.bytes(aadBytes), Int32(aadBytes.count))
+                                        == 1,
+                                    EVP_DecryptUpdate(
+                                        context, OpenSSLMemory.mutableBytes(output), &length,
+                                        OpenSSLMemory.bytes(input), Int32(input.count))
                                         == 1,
                                     EVP_CIPHER_CTX_ctrl(
                                         context, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), tagBytes.baseAddress) == 1
@@ -83,7 +97,8 @@ enum AuthenticatedEncryption {
                                 setUp = true
                                 var finalLength: Int32 = 0
                                 return EVP_DecryptFinal_ex(
-                                    context, mu8(output)?.advanced(by: Int(length)), &finalLength) > 0
+                                    context, OpenSSLMemory.mutableBytes(output)?.advanced(by: Int(length)), &finalLength
+                                ) > 0
                             }
                         }
                     }
@@ -91,23 +106,9 @@ enum AuthenticatedEncryption {
             }
         }
         if !verified {
-            guard setUp else { throw failure("AES-256-GCM decryption") }
+            guard setUp else { throw OpenSSLErrors.failure("AES-256-GCM decryption") }
             OpenSSLErrors.clear()
         }
         return verified ? plaintext : nil
-    }
-
-    /// The error of a failed OpenSSL call, after the queue it left is reported and emptied.
-    private static func failure(_ what: String) -> FMDatabaseError {
-        OpenSSLErrors.drain(after: what)
-        return FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
-    }
-
-    private static func u8(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
-    }
-
-    private static func mu8(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
     }
 }

@@ -53,4 +53,10 @@ enum OpenSSLErrors {
     static func setReportObserver(_ observer: ReportObserver?) {
         self.observer.withLock { $0 = observer }
     }
+
+    /// The error of a failed OpenSSL call (`what`), after the queue it left is reported and emptied.
+    static func failure(_ what: String) -> FMDatabaseError {
+        drain(after: what)
+        return FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
+    }
 }

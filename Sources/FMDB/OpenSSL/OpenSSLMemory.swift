@@ -24,4 +24,14 @@ enum OpenSSLMemory {
         }
         return true
     }
+
+    /// A buffer's bytes as the `unsigned char *` OpenSSL's EVP calls take.
+    static func bytes(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    }
+
+    /// A buffer's bytes as the `unsigned char *` OpenSSL's EVP calls write to.
+    static func mutableBytes(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    }
 }

@@ -13,7 +13,7 @@ enum PageDecryption {
         guard key.count == keyLength, iv.count == blockLength, !ciphertext.isEmpty,
             ciphertext.count % blockLength == 0, ciphertext.count <= Int(Int32.max)
         else { return nil }
-        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        guard let context = EVP_CIPHER_CTX_new() else { throw OpenSSLErrors.failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
         var plaintext = Data(count: ciphertext.count + blockLength)
         let written: Int32? = key.withUnsafeBytes { keyBytes in
@@ -23,31 +23,25 @@ enum PageDecryption {
                         var length: Int32 = 0
                         var finalLength: Int32 = 0
                         guard
-                            EVP_DecryptInit_ex(context, EVP_aes_256_cbc(), nil, u8(keyBytes), u8(ivBytes)) == 1,
+                            EVP_DecryptInit_ex(
+                                context, EVP_aes_256_cbc(), nil, OpenSSLMemory.bytes(keyBytes),
+                                OpenSSLMemory.bytes(ivBytes)) == 1,
                             EVP_CIPHER_CTX_set_padding(context, 0) == 1,
-                            EVP_DecryptUpdate(context, mu8(output), &length, u8(input), Int32(input.count)) == 1,
-                            EVP_DecryptFinal_ex(context, mu8(output)?.advanced(by: Int(length)), &finalLength) == 1
+                            EVP_DecryptUpdate(
+                                context, OpenSSLMemory.mutableBytes(output), &length, OpenSSLMemory.bytes(input),
+                                Int32(input.count)) == 1,
+                            EVP_DecryptFinal_ex(
+                                context, OpenSSLMemory.mutableBytes(output)?.advanced(by: Int(length)), &finalLength)
+                                == 1
                         else { return nil }
                         return length + finalLength
                     }
                 }
             }
         }
-        guard let written, Int(written) == ciphertext.count else { throw failure("AES-256-CBC decryption") }
+        guard let written, Int(written) == ciphertext.count else {
+            throw OpenSSLErrors.failure("AES-256-CBC decryption")
+        }
         return plaintext.prefix(ciphertext.count)
-    }
-
-    /// The error of a failed OpenSSL call, after the queue it left is reported and emptied.
-    private static func failure(_ what: String) -> FMDatabaseError {
-        OpenSSLErrors.drain(after: what)
-        return FMDatabaseError(code: SQLITE_ERROR, message: "OpenSSL \(what) failed.")
-    }
-
-    private static func u8(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
-    }
-
-    private static func mu8(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
     }
 }
