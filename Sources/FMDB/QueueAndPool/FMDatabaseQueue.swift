@@ -254,7 +254,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     }
 
     /// The one designated initializer: sets up the queue without opening anything.
-    private init(
+    init(
         uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?,
         logger: Logger, logsErrors: Bool, prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
     ) {
@@ -267,6 +267,11 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         self.keyProvider = keyProvider
         self.prepareDatabase = prepareDatabase
         dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
+    }
+
+    /// Opens (and keys) the connection at init.
+    func openNow() throws {
+        try onQueue { try self.openDatabase() }
     }
 
     deinit {
