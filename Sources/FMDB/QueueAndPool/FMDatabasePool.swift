@@ -32,7 +32,7 @@ import Logging
 ///   connection cannot be opened; here the call waits for a connection, and when none can be opened
 ///   (or the delegate refuses it) the block is not called, the error is logged and kept in
 ///   `lastError`, and the throwing variants throw it.
-public final class FMDatabasePool: @unchecked Sendable {
+public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: every mutable stored property below (`state`, `delegateStorage`,
     // `maximum`, `queueTimeout`) is read and written only while `condition` is locked. A checked-out
     // FMDatabase is used only by the thread that checked it out; checked-in ones are touched only under the lock.
@@ -69,23 +69,10 @@ public final class FMDatabasePool: @unchecked Sendable {
         weak var writer: FMDatabase?
     }
 
-    /// The path given at init (nil: in-memory).
     public let path: String?
-    /// `path` as a log line or an error shows it (a `file:` URI without its query, which may hold a key).
-    var shownPath: String { SQLRedaction.loggablePath(path ?? ":memory:") }
-    /// The `sqlite3_open_v2` flags given at init.
     public let openFlags: Int32
-    /// The VFS name given at init.
     public let vfsName: String?
-    /// Where the pool and its connections log (each connection's `FMDatabase/logger`).
     public let logger: Logger
-    /// Whether the pool logs the errors its FMDB forms meet and do not throw, and each connection's
-    /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
-    /// logged: the caller has them. True unless the initializer was given false.
-    ///
-    /// ```swift
-    /// let pool = try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false)
-    /// ```
     public let logsErrors: Bool
 
     let condition = NSCondition()
@@ -100,7 +87,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
     private var maximum = 0
     /// Runs on every new connection after keying, before any block gets it (immutable).
-    private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
 
     // MARK: - Initializers
 
@@ -328,7 +315,6 @@ public final class FMDatabasePool: @unchecked Sendable {
     ///   this starts at 1.
     public var countOfOpenDatabases: Int { locked { state.checkedIn.count + state.checkedOut.count } }
 
-    /// The last error met while supplying a database to a block, or nil.
     public var lastError: Error? { locked { state.lastError } }
 
     /// Closes every checked-in connection; checked-out ones are closed when they are checked in.
@@ -349,41 +335,6 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return try body()
-    }
-
-    /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails, and
-    /// removes the files it created when the database did not exist.
-    func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
-        try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
-            logsErrors: logsErrors,
-            prepare: { try self.prepareDatabase?($0) })
-    }
-
-    /// Runs `prepareDatabase` on a connection new to the pool; closes it when that throws.
-    private func prepare(_ db: FMDatabase) throws {
-        guard let prepareDatabase else { return }
-        do {
-            try prepareDatabase(db)
-        } catch {
-            db.closeAsOwner()
-            throw error
-        }
-    }
-
-    /// Keeps an error for `lastError` (not logged: see `logUnthrown`).
-    @discardableResult
-    private func record(_ error: Error) -> FMDatabaseError {
-        let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
-        locked { state.lastError = value }
-        return value
-    }
-
-    /// Logs an error an FMDB form met and could not hand to its caller, when `logsErrors`.
-    private func logUnthrown(_ error: Error, _ what: String = "could not supply a database") {
-        guard logsErrors else { return }
-        let message = (error as? FMDatabaseError)?.message ?? "\(error)"
-        logger.error("FMDatabasePool \(what) for \(shownPath): \(message)")
     }
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:
@@ -579,7 +530,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         } catch is CancellationError {
             throw CancellationError()  // The caller's own doing: not the pool's lastError.
         } catch {
-            record(error)
+            record(error, logs: false)
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
         }
         defer { checkIn(db) }
@@ -692,18 +643,15 @@ public final class FMDatabasePool: @unchecked Sendable {
                         {
                             throw error  // BEGIN may have met another key: withTransactionDatabase checks.
                         } catch {
-                            record(error)
-                            logUnthrown(error, "transaction failed")
+                            record(error, "transaction failed")
                         }
                     }
                 } catch {
                     record(error)
-                    logUnthrown(error)
                 }
             }
         } catch {
-            record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
-            logUnthrown(error, "could not start a transaction")
+            record(error, "could not start a transaction")  // The gate refused: nested, or timed out.
         }
     }
 
@@ -715,124 +663,9 @@ public final class FMDatabasePool: @unchecked Sendable {
                 try withDatabase(forWrite: true) { db in db.inSavePoint { rollback in block(db, rollback) } }
             }
         } catch {
-            record(error)
+            record(error, logs: false)
             return error
         }
-    }
-
-    /// Changes the key of the database and of every connection of the pool: waits until every
-    /// connection is checked in (new checkouts wait meanwhile), rekeys on one connection outside any
-    /// transaction with a busy timeout, verifies the new key on a fresh connection, checkpoints the
-    /// WAL (TRUNCATE), and closes every other connection so later ones open with the new key. The pool
-    /// switches to the new provider from the moment the key changed, even when only the checkpoint is
-    /// pending (`.checkpointPending`).
-    ///
-    /// ```swift
-    /// let outcome = try pool.rekey(using: newProvider)
-    /// ```
-    /// The busy timeout is at least 5 seconds (or the connections' `maxBusyRetryTimeInterval` when
-    /// longer); ``rekey(using:busyTimeout:)-6dsx1`` sets it.
-    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
-    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
-    ///   keeps using it.
-    @discardableResult
-    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
-        try rekey(using: provider, busyTimeout: nil)
-    }
-
-    /// ``rekey(using:)-4q591`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
-    /// wait for other connections' locks (other processes', and connections outside this pool). NaN,
-    /// zero and negatives do not wait; infinity is SQLite's longest, about 24.8 days, for which the pool's
-    /// checkouts wait too. The check of which key opens the file afterwards still waits at least 1 second
-    /// per attempt.
-    ///
-    /// ```swift
-    /// let outcome = try pool.rekey(using: newProvider, busyTimeout: 30)
-    /// ```
-    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
-    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
-    ///   keeps using it.
-    @discardableResult
-    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval) throws -> FMRekeyOutcome {
-        try rekey(using: provider, busyTimeout: Optional(busyTimeout))
-    }
-
-    private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
-        try provider.checkRekeySettings(against: locked { state.keyProvider })
-        let me = pthread_self()
-        condition.lock()
-        if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
-            condition.unlock()
-            programmingError(
-                "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked "
-                    + "in, so it would deadlock."
-            )
-        }
-        while state.rekeying || state.replacingKey || !state.checkedOut.isEmpty || state.opening > 0 {
-            condition.wait()
-        }
-        state.rekeying = true
-        let idle = state.checkedIn.map(\.database)
-        state.checkedIn.removeAll()
-        let wasUnannounced = idle.first.map { state.unannounced.contains(ObjectIdentifier($0)) } ?? false
-        state.unannounced.removeAll()
-        let oldProvider = state.keyProvider
-        condition.unlock()
-        // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
-        // the algorithms): the new provider keeps those of the provider it replaces (checked above).
-        let provider = provider.keepingFileSettings(of: oldProvider)
-        defer {
-            locked { state.rekeying = false }
-            condition.broadcast()
-        }
-        for db in idle.dropFirst() { db.closeAsOwner() }
-        let db: FMDatabase
-        var announced = false
-        // Not a connection to a file no longer at the path (replaced since it opened): the rekey is for the
-        // file at the path.
-        if let first = idle.first, first.isOpen, !first.mainFileHasMoved() {
-            db = first
-            announced = !wasUnannounced
-        } else {
-            idle.first?.closeAsOwner()
-            db = try openConnection(keyProvider: oldProvider)
-        }
-        db.lend()
-        let connectionBefore = db.connection.map(ObjectIdentifier.init)
-        let outcome: FMRekeyOutcome
-        do {
-            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
-        } catch {
-            db.closeAsOwner()
-            throw record(error)
-        }
-        // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` and the
-        // delegate set on the old one is gone, so the new one is set up and announced again. When that
-        // fails, the key did change: the connection is dropped, and the next checkout opens a new one.
-        if db.isOpen, db.connection.map(ObjectIdentifier.init) != connectionBefore {
-            announced = false
-            do {
-                try prepare(db)
-            } catch {
-                logger.warning(
-                    """
-                    After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was \
-                    closed: \(error)
-                    """
-                )
-            }
-        }
-        let rekeyed = db.rekeyedFileIdentity(path: keyPath)
-        db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
-        locked {
-            state.keyProvider = provider
-            state.keyEpoch += 1
-            state.generation += 1
-            state.checkedIn = db.isOpen ? [(db, state.generation)] : []
-            if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
-        }
-        KeyChangeRegistry.shared.announce(provider, rekeyed: rekeyed, from: self)
-        return outcome
     }
 
     // MARK: - Swift-native API
@@ -848,126 +681,54 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
     }
 
-    /// Runs a throwing `block` with a connection and returns its result.
     @discardableResult
     @_disfavoredOverload
     public func inDatabase<T>(_ block: (FMDatabase) throws -> T) throws -> T {
         try withDatabase(block)
     }
 
-    /// Runs `block` in a transaction: commits when it returns, rolls back when it throws. Queues behind the
-    /// file's earlier transactions in this process (first come, first served), then takes a connection.
-    ///
-    /// ```swift
-    /// let id = try pool.inTransaction(.immediate) { db in
-    ///     try db.executeUpdate("INSERT INTO t (v) VALUES (?)", values: ["x"])
-    ///     return db.lastInsertRowId
-    /// }
-    /// ```
-    /// - Throws: the error that kept the transaction from starting (`SQLITE_BUSY` from another process, no
-    ///   connection, `SQLITE_MISUSE` for a pool transaction nested on the same thread), BEGIN's or COMMIT's
-    ///   error, or what `block` throws (after rolling back).
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
-        try inTurn {
-            try withTransactionDatabase(kind) { db, markStarted in
-                try db.inTransaction(kind) { db in
-                    markStarted()
-                    return try block(db)
-                }
-            }
-        }
+        try runTransaction(kind, block)
     }
 
-    /// Runs `block` with a connection without blocking the calling task (the wait for a connection and
-    /// the work happen on a Dispatch thread).
-    ///
-    /// ```swift
-    /// let count = try await pool.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
-    /// ```
-    ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
-    /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
-    /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
-    /// it returned or threw). A call cancelled while it waits for a connection (the pool at
-    /// ``maximumNumberOfDatabasesToCreate``) stops waiting and throws `CancellationError` at once, without
-    /// running the block. What
-    /// the block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
-    /// connection goes back to the pool, usable.
-    ///
-    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
-    ///
-    /// - Throws: `CancellationError` when the task was cancelled, the block's error, or the error met
-    ///   supplying a connection.
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
-        let cancellation = BlockCancellation()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async {
-                    // The connection is checked in before the task resumes.
-                    let result = Result {
-                        try self.withDatabase(cancellation: cancellation) { db in
-                            try cancellation.run(on: db) { try block(db) }
-                        }
-                    }
-                    continuation.resume(with: result)
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
-            self.wakeCancelledWaiters()
-        }
+        try await performBlock(block)
     }
 
-    /// `inTransaction(_:_:)` without blocking the calling task.
-    ///
-    /// ```swift
-    /// try await pool.performTransaction(.immediate) { db in
-    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
-    /// }
-    /// ```
-    ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
-    /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
-    /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
-    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn behind the file's other
-    /// transactions, or for a connection, stops waiting at once and throws without beginning a transaction.
-    /// The connection goes back to the pool, usable.
-    ///
-    /// An interrupted write makes SQLite roll the whole transaction back at once: the statements the block
-    /// runs after it fail without reaching SQLite (code 516, `SQLITE_ABORT_ROLLBACK`), so nothing of the block
-    /// is committed even when it goes on (see ``FMDatabase/inTransaction(_:_:)``).
-    ///
-    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
-    ///
-    /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), or what
-    ///   ``inTransaction(_:_:)`` throws.
     public func performTransaction<T: Sendable>(
-        _ kind: FMDBTransactionKind = .exclusive,
-        _ block: @escaping @Sendable (FMDatabase) throws -> T
+        _ kind: FMDBTransactionKind = .exclusive, _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        let cancellation = BlockCancellation()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async {
-                    let result = Result {
-                        try self.inTurn(cancellation: cancellation) {
-                            try self.withTransactionDatabase(kind, cancellation: cancellation) { db, markStarted in
-                                if cancellation.isCancelled { throw CancellationError() }
-                                return try db.inTransaction(kind) { db in
-                                    markStarted()
-                                    return try cancellation.run(on: db) { try block(db) }
-                                }
-                            }
-                        }
-                    }
-                    continuation.resume(with: result)
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
-            self.wakeCancelledWaiters()
+        try await performTransactionBlock(kind, block)
+    }
+}
+
+extension FMDatabasePool: DatabaseWriterCore {
+    func storeLastError(_ error: FMDatabaseError) {
+        locked { state.lastError = error }
+    }
+
+    /// On a Dispatch thread, which waits there for a connection (the caller's `QueuedCall` is resumed at once
+    /// when its task is cancelled before the work starts).
+    func scheduleAsync(_ work: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().async(execute: work)
+    }
+
+    func wakeWaitersAfterCancellation() {
+        wakeCancelledWaiters()
+    }
+
+    func withConnection<T>(cancellation: BlockCancellation?, _ body: (FMDatabase) throws -> T) throws -> T {
+        try withDatabase(cancellation: cancellation, body)
+    }
+
+    func withTransactionConnection<T>(
+        _ kind: FMDBTransactionKind, cancellation: BlockCancellation?,
+        _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
+    ) throws -> T {
+        try inTurn(cancellation: cancellation) {
+            try withTransactionDatabase(kind, cancellation: cancellation, body)
         }
     }
 }
