@@ -66,6 +66,47 @@ final class FMDatabaseWriterTests: FMDBCipherTestCase {
         try await Self.exercise(FMDatabasePool(path: path("plain-pool.db")))
     }
 
+    /// The migrator takes either type as `any FMDatabaseWriter`: migrations run once, in order, are recorded,
+    /// and one that throws is rolled back (its table is not there, it is not recorded).
+    func testMigratorRunsThroughAnyWriterOfEitherType() throws {
+        let writers: [(String, any FMDatabaseWriter)] = [
+            ("queue", try FMDatabaseQueue(path: path("migrated-queue.db"), keyProvider: Self.provider(2))),
+            ("pool", try FMDatabasePool(path: path("migrated-pool.db"), keyProvider: Self.provider(2))),
+        ]
+        for (what, writer) in writers {
+            let runs = Locked(0)
+            var migrator = FMDatabaseMigrator()
+            migrator.registerMigration("create") { db in
+                runs.withLock { $0 += 1 }
+                try db.executeUpdate("CREATE TABLE t (v INTEGER)", values: nil)
+            }
+            try migrator.migrate(writer)
+            try migrator.migrate(writer)
+            XCTAssertEqual(runs.withLock { $0 }, 1, what)
+            XCTAssertEqual(try migrator.appliedMigrations(writer), ["create"], what)
+
+            var failing = migrator
+            failing.registerMigration("half") { db in
+                try db.executeUpdate("CREATE TABLE half (v INTEGER)", values: nil)
+                throw Undo()
+            }
+            XCTAssertThrowsError(try failing.migrate(writer), what) { XCTAssertTrue($0 is Undo, "\(what): \($0)") }
+            XCTAssertEqual(try failing.appliedMigrations(writer), ["create"], what)
+            let halfExists = try writer.inDatabase { db in db.tableExists("half") }
+            XCTAssertFalse(halfExists, what)
+
+            // A database migrated further than this code knows is refused before anything runs.
+            var later = migrator
+            later.registerMigration("later") { db in
+                try db.executeUpdate("CREATE TABLE later (v INTEGER)", values: nil)
+            }
+            try later.migrate(writer)
+            XCTAssertThrowsError(try FMDatabaseMigrator().migrate(writer), what) { error in
+                XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_ERROR, what)
+            }
+        }
+    }
+
     /// The async key changes, written once for both types, rekey the file and switch the writer to the new
     /// provider: a fresh queue opens the file with the new key only.
     func testAsyncRekeyThroughAnyWriterOfEitherType() async throws {
