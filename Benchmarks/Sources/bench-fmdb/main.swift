@@ -399,9 +399,14 @@ case ("service", "pool"), ("service", "slots"):
             _ = try KeySlots.addSlot(
                 to: path, unlockingWith: .passphrase("service"), newSecret: .passphrase("operator"), kdf: slotKDF)
             pool = try FMDatabasePool(
-                path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("service")), prepareDatabase: setUp)
+                path: path,
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: KeySlotKeyProvider(secret: .passphrase("service")), prepareDatabase: setUp))
         } else if mode == "encrypted" {
-            pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: rawKey), prepareDatabase: setUp)
+            pool = try FMDatabasePool(
+                path: path,
+                configuration: FMDatabaseConfiguration(keyProvider: RawKeyProvider(key: rawKey), prepareDatabase: setUp)
+            )
         } else {
             pool = FMDatabasePool(path: path)
             pool.delegate = serviceSetUp  // Every connection gets synchronous = NORMAL, as in the other programs.

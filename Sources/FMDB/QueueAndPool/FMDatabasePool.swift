@@ -78,7 +78,7 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     let condition = NSCondition()
     var state = State()
     /// The path under which the pool is in the process-wide ``KeyChangeRegistry`` (nil: not keyed, or in
-    /// memory); written only by the keyed initializer.
+    /// memory); written only by a keyed initializer.
     var keyPath: String?
     /// The file's first-come, first-served queue for transactions, shared by every pool on the file in
     /// this process (Core/WriteGate.swift); immutable, Sendable.
@@ -91,128 +91,20 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
 
     // MARK: - Initializers
 
-    /// An in-memory database (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at `path`, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        path: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at a file URL, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        url: URL?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        path: String?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors, prepareDatabase: prepareDatabase
-        )
-    }
-
-    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        url: URL?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// A pool that opens connections lazily, when blocks need them.
+    /// A pool set up by `configuration`: keyed (its first connection opened, keyed and verified now, and kept
+    /// checked in for use) when the configuration has a key provider, otherwise opening connections lazily,
+    /// when blocks need them. Every later connection is keyed when the pool opens it.
+    ///
+    /// The configuration's `prepareDatabase` runs once on each new connection, after it is keyed and verified:
+    /// on the one this initializer opens, on each one the pool opens later, and on one a rekey had to reopen.
+    /// Unlike a delegate set after init, it cannot miss a connection. It runs on the thread that opens the
+    /// connection, outside the pool's lock; it must not call the pool.
     ///
     /// ```swift
-    /// let pool = FMDatabasePool(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil, logger: Logger(label: "store"),
-    ///                           logsErrors: false) { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values:
-    /// nil) }
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - path: The database file; nil for an in-memory database.
-    ///   - flags: `sqlite3_open_v2` flags.
-    ///   - vfs: The VFS name, or nil for the default.
-    ///   - logger: Where the pool and its connections log (default: label "fmdb", as FMDB).
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up each new connection before any block gets it; nil sets up nothing. When
-    ///     it throws, the connection is closed and not used, and the call that needed it gets the error. It
-    ///     runs on the thread that opens the connection, outside the pool's lock; it must not call the pool.
-    /// - Note: FMDB compatibility: `logger`, `logsErrors` and `prepareDatabase` are Swift-native additions;
-    ///   their defaults behave as FMDB.
-    public init(
-        path: String?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.path = path
-        self.openFlags = flags
-        self.vfsName = vfs
-        self.logger = logger
-        self.logsErrors = logsErrors
-        self.writeGate = WriteGate.shared(forPath: path)
-        self.prepareDatabase = prepareDatabase
-    }
-
-    /// A database at a file URL, opened with `flags` and a VFS (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        url: URL?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: vfs, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// A keyed pool: opens, keys and verifies one connection at init (kept checked in for use), and
-    /// keys every later connection when it opens it.
-    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error otherwise.
-    public convenience init(
-        path: String?,
-        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-        vfs: String? = nil,
-        keyProvider: any KeyProvider
-    ) throws {
-        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
-    }
-
-    /// A keyed pool whose every connection is set up by `prepareDatabase` before any block gets it, and
-    /// logs to `logger`.
-    ///
-    /// `prepareDatabase` runs once on each new connection, after it is keyed and verified: on the one
-    /// this initializer opens, on each one the pool opens later, and on one a rekey had to reopen. Put
-    /// per-connection settings there (`PRAGMA foreign_keys`, custom functions, `busy_timeout`): unlike a
-    /// delegate set after init, it cannot miss a connection. When it throws, the connection is closed
-    /// and not used, and the caller gets the error (this initializer, or the call that needed the
-    /// connection). It runs on the thread that opens the connection, outside the pool's lock; it must not
-    /// call the pool.
-    ///
-    /// ```swift
-    /// let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
-    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-    /// }
+    /// var configuration = FMDatabaseConfiguration(keyProvider: provider)
+    /// configuration.maximumNumberOfDatabasesToCreate = 8
+    /// configuration.prepareDatabase = { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil) }
+    /// let pool = try FMDatabasePool(path: path, configuration: configuration)
     /// ```
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
@@ -221,30 +113,20 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     ///   - path: The database file; nil for an in-memory database.
     ///   - flags: `sqlite3_open_v2` flags.
     ///   - vfs: The VFS name, or nil for the default.
-    ///   - keyProvider: Supplies the key of every connection.
-    ///   - logger: Where the pool and its connections log.
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up each new connection; nil sets up nothing.
+    ///   - configuration: The key provider, logging, connection set-up and limits (the starting values of
+    ///     ``maximumNumberOfDatabasesToCreate`` and ``transactionQueueTimeout``).
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
-    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`). FMDB's
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration`). FMDB's
     ///   `databasePool(_:didAddDatabase:)` is also told about every connection here, including the one
     ///   this initializer opened, at its first checkout.
-    public init(
+    public convenience init(
         path: String?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        self.path = path
-        self.openFlags = flags
-        self.vfsName = vfs
-        self.logger = logger
-        self.logsErrors = logsErrors
-        self.writeGate = WriteGate.shared(forPath: path)
-        self.prepareDatabase = prepareDatabase
+        self.init(unopenedPath: path, flags: flags, vfs: vfs, configuration: configuration)
+        guard let keyProvider = configuration.keyProvider else { return }
         state.keyProvider = keyProvider
         let first = try openConnection(keyProvider: keyProvider)
         state.checkedIn.append((first, 0))
@@ -253,20 +135,95 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         KeyChangeRegistry.shared.register(self, path: keyPath)
     }
 
-    /// The keyed initializer, for a file URL (see
-    /// ``init(path:flags:vfs:keyProvider:logger:logsErrors:prepareDatabase:)``).
+    /// A pool set up by `configuration`, for a file URL (see ``init(path:flags:vfs:configuration:)``).
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        try self.init(
-            path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: configuration)
+    }
+
+    /// A keyed pool: opens, keys and verifies one connection at init (kept checked in for use), and
+    /// keys every later connection when it opens it: ``init(path:flags:vfs:configuration:)`` with only a key
+    /// provider.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error otherwise.
+    public convenience init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// The keyed initializer, for a file URL (see ``init(path:flags:vfs:keyProvider:)``).
+    public convenience init(
+        url: URL?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// An in-memory database (see ``init(path:flags:vfs:)``).
+    public convenience init() {
+        self.init(path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at `path`, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init(path: String?) {
+        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at a file URL, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init(url: URL?) {
+        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init(path: String?, flags: Int32) {
+        self.init(path: path, flags: flags, vfs: nil)
+    }
+
+    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init(url: URL?, flags: Int32) {
+        self.init(path: url?.path, flags: flags, vfs: nil)
+    }
+
+    /// A pool that opens connections lazily, when blocks need them (``init(path:flags:vfs:configuration:)``
+    /// sets up logging, each connection and the limits).
+    ///
+    /// ```swift
+    /// let pool = FMDatabasePool(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    public convenience init(path: String?, flags: Int32, vfs: String?) {
+        self.init(unopenedPath: path, flags: flags, vfs: vfs, configuration: FMDatabaseConfiguration())
+    }
+
+    /// A database at a file URL, opened with `flags` and a VFS (see ``init(path:flags:vfs:)``).
+    public convenience init(url: URL?, flags: Int32, vfs: String?) {
+        self.init(path: url?.path, flags: flags, vfs: vfs)
+    }
+
+    /// The one designated initializer: sets up the pool without opening anything.
+    init(unopenedPath path: String?, flags: Int32, vfs: String?, configuration: FMDatabaseConfiguration) {
+        self.path = path
+        self.openFlags = flags
+        self.vfsName = vfs
+        self.logger = configuration.logger
+        self.logsErrors = configuration.logsErrors
+        self.writeGate = WriteGate.shared(forPath: path)
+        self.prepareDatabase = configuration.connectionSetUp
+        self.maximum = max(0, configuration.maximumNumberOfDatabasesToCreate)
+        self.queueTimeout = configuration.transactionQueueTimeout
     }
 
     deinit {

@@ -53,7 +53,7 @@ public final class FMDatabaseQueue: FMDatabaseWriter, @unchecked Sendable {
     /// How many providers rekeys through other queues or pools handed over (`Protected`: set from any
     /// thread): a `replaceKeyProvider` that checked its provider before one landed checks it again.
     private let adoptions = Protected(0)
-    /// The path under which the queue is in the process-wide ``KeyChangeRegistry``; written only by the keyed
+    /// The path under which the queue is in the process-wide ``KeyChangeRegistry``; written only by a keyed
     /// initializer.
     private var keyPath: String?
     private let interruptTarget = Protected<InterruptHandle?>(nil)
@@ -62,135 +62,17 @@ public final class FMDatabaseQueue: FMDatabaseWriter, @unchecked Sendable {
 
     // MARK: - Initializers
 
-    /// An in-memory database.
+    /// A queue set up by `configuration`: its connection opened now, and keyed and verified when the
+    /// configuration has a key provider. A pool's limits in the configuration do not apply to a queue.
     ///
-    /// - Parameters:
-    ///   - logger: Where the queue and its connection log (default: label "fmdb", as FMDB).
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
-    public convenience init(
-        logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        // Opening an in-memory database only fails when memory is exhausted (or `prepareDatabase` throws:
-        // the next call opens it again, and gets the error).
-        self.init(
-            uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil,
-            logger: logger, logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-        _ = try? onQueue { try self.openDatabase() }
-    }
-
-    /// A database at `path`, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        path: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at a file URL, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        url: URL?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        path: String?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        url: URL?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// Opens the database at init; nil when it cannot be opened (or `prepareDatabase` threw: the error is
-    /// logged when `logsErrors`).
+    /// The configuration's `prepareDatabase` runs each time the queue opens its connection, after it is keyed
+    /// and verified: at this initializer, when a call reopens it after ``close()``, and when a rekey had to
+    /// reopen it. It runs on the queue: it must not call the queue.
     ///
     /// ```swift
-    /// let queue = FMDatabaseQueue(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil, logger: Logger(label: "store"),
-    ///                             logsErrors: false) { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values:
-    /// nil) }
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - path: The database file; nil for an in-memory database.
-    ///   - flags: `sqlite3_open_v2` flags.
-    ///   - vfs: The VFS name, or nil for the default.
-    ///   - logger: Where the queue and its connection log (default: label "fmdb", as FMDB).
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up the connection each time it is opened, before any block gets it; nil sets
-    ///     up nothing. It runs on the queue: it must not call the queue.
-    /// - Note: FMDB compatibility: `logger`, `logsErrors` and `prepareDatabase` are Swift-native additions;
-    ///   their defaults behave as FMDB.
-    public convenience init?(
-        path: String?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-        do {
-            try onQueue { try self.openDatabase() }
-        } catch {
-            record(error)
-            return nil
-        }
-    }
-
-    /// A database at a file URL, opened with `flags` and a VFS (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        url: URL?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: vfs, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// Opens, keys and verifies the database at init.
-    /// - Throws: `FMDatabaseError`: code 26 for a wrong key (or a plaintext file), the open error otherwise.
-    public convenience init(
-        path: String?,
-        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-        vfs: String? = nil,
-        keyProvider: any KeyProvider
-    ) throws {
-        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
-    }
-
-    /// A keyed queue whose connection is set up by `prepareDatabase` before any block gets it, and logs
-    /// to `logger`.
-    ///
-    /// `prepareDatabase` runs each time the queue opens its connection, after it is keyed and verified:
-    /// at this initializer, when a call reopens it after ``close()``, and when a rekey had to reopen it.
-    /// Put per-connection settings there (`PRAGMA foreign_keys`, custom functions). When it throws, the
-    /// connection is closed and not used, and the caller gets the error (this initializer, or the call
-    /// that needed the connection). It runs on the queue: it must not call the queue.
-    ///
-    /// ```swift
-    /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider) { db in
-    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-    /// }
+    /// var configuration = FMDatabaseConfiguration(keyProvider: provider)
+    /// configuration.prepareDatabase = { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil) }
+    /// let queue = try FMDatabaseQueue(path: path, configuration: configuration)
     /// ```
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
@@ -199,65 +81,122 @@ public final class FMDatabaseQueue: FMDatabaseWriter, @unchecked Sendable {
     ///   - path: The database file; nil for an in-memory database.
     ///   - flags: `sqlite3_open_v2` flags.
     ///   - vfs: The VFS name, or nil for the default.
-    ///   - keyProvider: Supplies the key.
-    ///   - logger: Where the queue and its connection log.
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
+    ///   - configuration: The key provider, logging and connection set-up.
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
-    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`).
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration`). Unlike FMDB's failable
+    ///   initializers, an open error is thrown, not returned as nil.
     public convenience init(
         path: String?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        self.init(
-            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger,
-            logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, configuration: configuration)
         try onQueue { try self.openDatabase() }
+        guard configuration.keyProvider != nil else { return }
         keyPath = KeyChangeRegistry.registeredPath(path)
         KeyChangeRegistry.shared.register(self, path: keyPath)
     }
 
-    /// The keyed initializer, for a file URL (see
-    /// ``init(path:flags:vfs:keyProvider:logger:logsErrors:prepareDatabase:)``).
+    /// A queue set up by `configuration`, for a file URL (see ``init(path:flags:vfs:configuration:)``).
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        try self.init(
-            path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: configuration)
+    }
+
+    /// Opens, keys and verifies the database at init: ``init(path:flags:vfs:configuration:)`` with only a
+    /// key provider.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key (or a plaintext file), the open error otherwise.
+    public convenience init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// The keyed initializer, for a file URL (see ``init(path:flags:vfs:keyProvider:)``).
+    public convenience init(
+        url: URL?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// An in-memory database.
+    public convenience init() {
+        // Opening an in-memory database only fails when memory is exhausted: the next call opens it again,
+        // and gets the error.
+        self.init(
+            uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil,
+            configuration: FMDatabaseConfiguration())
+        _ = try? onQueue { try self.openDatabase() }
+    }
+
+    /// A database at `path`, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init?(path: String?) {
+        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at a file URL, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init?(url: URL?) {
+        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init?(path: String?, flags: Int32) {
+        self.init(path: path, flags: flags, vfs: nil)
+    }
+
+    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init?(url: URL?, flags: Int32) {
+        self.init(path: url?.path, flags: flags, vfs: nil)
+    }
+
+    /// Opens the database at init; nil when it cannot be opened (the error is kept in `lastError` and logged).
+    /// ``init(path:flags:vfs:configuration:)`` sets up logging and each connection, and throws the error.
+    ///
+    /// ```swift
+    /// guard let queue = FMDatabaseQueue(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil) else { return }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    public convenience init?(path: String?, flags: Int32, vfs: String?) {
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, configuration: FMDatabaseConfiguration())
+        do {
+            try onQueue { try self.openDatabase() }
+        } catch {
+            record(error)
+            return nil
+        }
+    }
+
+    /// A database at a file URL, opened with `flags` and a VFS (see ``init(path:flags:vfs:)``).
+    public convenience init?(url: URL?, flags: Int32, vfs: String?) {
+        self.init(path: url?.path, flags: flags, vfs: vfs)
     }
 
     /// The one designated initializer: sets up the queue without opening anything.
-    init(
-        uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?,
-        logger: Logger, logsErrors: Bool, prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
-    ) {
+    init(uncheckedPath path: String?, flags: Int32, vfs: String?, configuration: FMDatabaseConfiguration) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
-        self.logger = logger
-        self.logsErrors = logsErrors
+        self.logger = configuration.logger
+        self.logsErrors = configuration.logsErrors
         self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
-        self.keyProvider = keyProvider
-        self.prepareDatabase = prepareDatabase
+        self.keyProvider = configuration.keyProvider
+        self.prepareDatabase = configuration.connectionSetUp
         dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
-    }
-
-    /// Opens (and keys) the connection at init.
-    func openNow() throws {
-        try onQueue { try self.openDatabase() }
     }
 
     deinit {
