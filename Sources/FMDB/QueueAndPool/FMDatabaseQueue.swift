@@ -248,7 +248,7 @@ public final class FMDatabaseQueue: FMDatabaseWriter, @unchecked Sendable {
         let db: FMDatabase
         do {
             db = try open()
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && keyProvider != nil {
+        } catch FMResultCode.notADatabase where keyProvider != nil {
             // The file is under a key the provider did not give (rekeyed elsewhere while the queue was
             // closed): the provider reads its source again, once.
             keyChanged(.anotherKey)

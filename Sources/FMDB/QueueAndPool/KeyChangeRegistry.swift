@@ -103,8 +103,8 @@ extension FMDatabase {
     /// later read of that connection on 4.7 and later), and an I/O error or corruption (a damaged read).
     /// Meeting one of them is only the cue to check (`keyCheckFailure()`); it says nothing by itself.
     static func mayMeanAnotherKey(_ code: Int32) -> Bool {
-        switch code & 0xFF {
-        case SQLITE_NOTADB, SQLITE_NOMEM, SQLITE_IOERR, SQLITE_CORRUPT: return true
+        switch FMResultCode(rawValue: code) {
+        case .notADatabase, .outOfMemory, .ioError, .corrupt: return true
         default: return false
         }
     }
@@ -173,15 +173,16 @@ extension FMDatabase {
                 return nil
             }
         }
-        switch code & 0xFF {
-        case SQLITE_ROW:
+        let result = FMResultCode(rawValue: code)
+        switch result {
+        case FMResultCode(rawValue: SQLITE_ROW):
             if confirmedAt != 0 { keyConfirmedAt = confirmedAt }
             return nil
-        case SQLITE_BUSY, SQLITE_LOCKED, SQLITE_INTERRUPT:
+        case .busy, .locked, .interrupted:
             return nil
         default:
             // This connection cannot read page 1. Whether its key still opens the file is asked of the file.
-            let failure: KeyCheckFailure = probeOwnKey() ? .unreadable(code: code & 0xFF) : .anotherKey
+            let failure: KeyCheckFailure = probeOwnKey() ? .unreadable(code: result.primary.rawValue) : .anotherKey
             keyCheckFailed = failure
             return failure
         }
@@ -241,7 +242,7 @@ extension FMDatabase {
     /// ``mayMeanAnotherKey(_:)``, or `SQLITE_READONLY`: what a write meets in a file that was replaced at its path
     /// after the connection opened it (`SQLITE_READONLY_DBMOVED`). Only the cue to check, as there.
     static func mayMeanKeyOrFileChanged(_ code: Int32) -> Bool {
-        mayMeanAnotherKey(code) || code & 0xFF == SQLITE_READONLY
+        mayMeanAnotherKey(code) || FMResultCode.readOnly ~= FMResultCode(rawValue: code)
     }
 
     /// The error a block gets when its connection was found unable to read the file under its key: the
