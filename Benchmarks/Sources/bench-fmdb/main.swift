@@ -328,7 +328,7 @@ case ("pool", "pool"):
 
 case ("keycheck", "schema-version"):
     // The cost of the check a keyed queue or pool makes before each block (is the file under another key?
-    // QueueAndPool/KeyChangeRegistry.swift: `PRAGMA schema_version` on the connection, its header page
+    // QueueAndPool/KeyChanges/FMDatabase+KeyCheck.swift: `PRAGMA schema_version` on the connection, its header page
     // cached), next to the W3 lookup it guards: BENCH_LOOKUPS lookups by id, then as many checks.
     let db = openDatabase()
     var lcg = LCG(state: 7)
