@@ -243,6 +243,26 @@ final class BoundedPoolTests: XCTestCase {
         XCTAssertFalse(pool.statistics.isPaused)
     }
 
+    func testAPauseWithoutWaitingRefusesWhileAnElementIsOut() throws {
+        let pool = Pool()
+        let out = try lease(pool, creating: 1)
+        XCTAssertNil(pool.pauseIfDrained(), "an element is out")
+        XCTAssertFalse(pool.statistics.isPaused)
+        let drained = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            pool.waitUntilDrained()
+            drained.signal()
+        }
+        XCTAssertEqual(drained.wait(timeout: .now() + 0.2), .timedOut, "it waits while the element is out")
+        pool.checkIn(out, .reuse(out.element))
+        XCTAssertEqual(drained.wait(timeout: .now() + 5), .success, "the check-in ends the wait")
+        XCTAssertEqual(pool.pauseIfDrained(), [1])
+        XCTAssertTrue(pool.statistics.isPaused)
+        XCTAssertNil(pool.pauseIfDrained(), "already paused")
+        pool.resume(idle: [1])
+        XCTAssertEqual(pool.statistics.generation, 0, "a resume without a new generation keeps it")
+    }
+
     func testAnOldGenerationsElementIsDroppedAtCheckIn() throws {
         let pool = Pool()
         pool.add(1)

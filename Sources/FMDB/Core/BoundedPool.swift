@@ -249,10 +249,23 @@ final class BoundedPool<Element>: @unchecked Sendable {
     /// A caller holding a lease would wait for itself: check `isHeldByCurrentThread` first.
     func pause() -> [Element] {
         locked {
-            while counters.isPaused || !holders.isEmpty || counters.creating > 0 { condition.wait() }
-            counters.isPaused = true
-            defer { idle.removeAll() }
-            return idle
+            while !isDrained { condition.wait() }
+            return pauseNow()
+        }
+    }
+
+    /// `pause` without waiting: pauses the pool and returns its idle elements when no element is checked out
+    /// or being created and it is not paused; otherwise returns nil and changes nothing. For an owner that
+    /// must decide under its own lock (`waitUntilDrained` waits for the next chance).
+    func pauseIfDrained() -> [Element]? {
+        locked { isDrained ? pauseNow() : nil }
+    }
+
+    /// Waits until no element is checked out or being created and the pool is not paused (another checkout may
+    /// come first: `pauseIfDrained` can still fail).
+    func waitUntilDrained() {
+        locked {
+            while !isDrained { condition.wait() }
         }
     }
 
@@ -283,6 +296,14 @@ final class BoundedPool<Element>: @unchecked Sendable {
     // MARK: - Under the lock
 
     private var openCount: Int { idle.count + holders.count + counters.creating }
+
+    private var isDrained: Bool { !counters.isPaused && holders.isEmpty && counters.creating == 0 }
+
+    private func pauseNow() -> [Element] {
+        counters.isPaused = true
+        defer { idle.removeAll() }
+        return idle
+    }
 
     private func registerLease(_ element: Element, generation: Int, thread: pthread_t) -> Lease {
         nextLeaseID += 1

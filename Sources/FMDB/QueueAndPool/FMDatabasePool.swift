@@ -753,20 +753,26 @@ public final class FMDatabasePool: @unchecked Sendable {
                     + "in, so it would deadlock."
             )
         }
-        locked {
-            while state.rekeying || state.replacingKey { condition.wait() }
-            state.rekeying = true
+        // Once no other key change runs and every connection is checked in: checkouts then wait until the
+        // rekey is done. Until then a `replaceKeyProvider` may go first (one a block calls must not wait for it).
+        var pooled: [PooledConnection]?
+        while pooled == nil {
+            pooled = locked {
+                while state.rekeying || state.replacingKey { condition.wait() }
+                guard let idle = connections.pauseIfDrained() else { return nil }
+                state.rekeying = true
+                return idle
+            }
+            if pooled == nil { connections.waitUntilDrained() }
         }
-        // Once every connection is checked in: checkouts then wait until the rekey is done.
-        let pooled = connections.pause()
+        let wasUnannounced = pooled?.first.map { !$0.announced } ?? false
+        let idle = (pooled ?? []).map(\.database)
         var resumed = false
         defer {
             if !resumed { connections.resume() }
             locked { state.rekeying = false }
             condition.broadcast()
         }
-        let idle = pooled.map(\.database)
-        let wasUnannounced = pooled.first.map { !$0.announced } ?? false
         let oldProvider = locked { state.keyProvider }
         // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
         // the algorithms): the new provider keeps those of the provider it replaces (checked above).
