@@ -4,17 +4,17 @@ import Foundation
 /// counts and waits, and nothing else. The owner creates, checks and closes its elements (connections);
 /// this type decides when a caller may take an idle element, when it may create one, and when it waits.
 ///
-/// A checkout (``checkOut(isCancelled:take:onDeadlock:)``) returns an idle element (a ``Lease``) or a
-/// ``Permit`` to create one; an element being created counts toward the limit until the owner turns its
-/// permit into a lease (``lease(_:with:generation:)``) or gives it back (``abandon(_:)``). A lease ends in
-/// ``checkIn(_:_:)``, which keeps the element for the next caller unless it belongs to an older generation
-/// (``newGeneration(idle:)``: every element handed out before is then dropped when it comes back).
-/// ``pause()`` waits until nothing is checked out or being created and stops checkouts until ``resume(idle:)``:
-/// a change no element may see half done (a rekey).
+/// A checkout (`checkOut(isCancelled:take:onDeadlock:)`) returns an idle element (a `Lease`) or a
+/// `Permit` to create one; an element being created counts toward the limit until the owner turns its
+/// permit into a lease (`lease(_:with:generation:)`) or gives it back (`abandon(_:)`). A lease ends in
+/// `checkIn(_:_:)`, which keeps the element for the next caller unless it belongs to an older generation
+/// (`newGeneration(idle:)`: every element handed out before is then dropped when it comes back).
+/// `pause()` waits until nothing is checked out or being created and stops checkouts until
+/// `resume(newGeneration:idle:)`: a change no element may see half done (a rekey).
 ///
 /// Which idle element a caller takes is the owner's policy, passed to each checkout (`take`); so is what a
 /// cancelled wait means (`isCancelled`, re-tested after each wake: whoever cancels calls
-/// ``wakeWaiters()`` afterwards, which takes the lock first, so a cancellation that lands after a waiter's
+/// `wakeWaiters()` afterwards, which takes the lock first, so a cancellation that lands after a waiter's
 /// test finds it waiting and wakes it).
 ///
 /// Lock order: an owner may call this type while holding its own lock; `take` and `isCancelled` run under
@@ -23,7 +23,7 @@ final class BoundedPool<Element>: @unchecked Sendable {
     // @unchecked Sendable: every stored var is read and written only while `condition` is locked, and
     // elements pass between threads only through it (an element is used by one caller at a time).
 
-    /// An element checked out to the calling thread; give it back with ``checkIn(_:_:)`` once.
+    /// An element checked out to the calling thread; give it back with `checkIn(_:_:)` once.
     struct Lease {
         let element: Element
         /// The generation the element belongs to: an older one than the pool's is dropped at check-in.
