@@ -51,10 +51,7 @@ extension FMDatabasePool: KeyChangeListener {
                 // A rekey through another queue or pool of this file came in meanwhile: check again.
                 guard state.keyEpoch == epoch else { return nil }
                 state.keyProvider = provider
-                let idle = invalidateConnections()
-                state.checkedIn = [(db, state.generation)]
-                state.unannounced.insert(ObjectIdentifier(db))
-                return idle
+                return invalidateConnections(replacingThemWith: [PooledConnection(database: db, announced: false)])
             }
             guard let idle else {
                 db.closeAsOwner()
@@ -114,13 +111,10 @@ extension FMDatabasePool: KeyChangeListener {
         }
     }
 
-    /// Moves the pool to a new generation: returns the idle connections (to close outside the lock);
-    /// checked-out ones are closed at check-in. Call with the lock held.
-    private func invalidateConnections() -> [FMDatabase] {
-        state.generation += 1
-        state.unannounced.removeAll()  // Only ever idle connections, all closed by the caller.
-        state.writer = nil
-        defer { state.checkedIn.removeAll() }
-        return state.checkedIn.map(\.database)
+    /// Moves the pool to a new generation whose idle connections are `new`: returns the idle connections
+    /// before (to close outside the lock); checked-out ones are closed at check-in. Call with the lock held.
+    private func invalidateConnections(replacingThemWith new: [PooledConnection] = []) -> [FMDatabase] {
+        affinity.withLock { $0.writer = nil }
+        return connections.newGeneration(idle: new).map(\.database)
     }
 }
