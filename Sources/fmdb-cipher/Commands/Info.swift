@@ -36,7 +36,7 @@ struct Info: ParsableCommand {
             let kind = try DatabaseFiles.requireInput(database)
             var info: [String: Any] = [
                 "path": database,
-                "size": fileSize(database),
+                "size": DatabaseFiles.fileSize(database),
                 "encrypted": kind.isEncrypted,
             ]
             let header: String
@@ -50,7 +50,7 @@ struct Info: ParsableCommand {
             default: header = "encrypted (or not a database): no SQLite header"
             }
             info["header"] = header
-            var lines = ["file: \(database)", "size: \(fileSize(database)) bytes", "header: \(header)"]
+            var lines = ["file: \(database)", "size: \(DatabaseFiles.fileSize(database)) bytes", "header: \(header)"]
             // The slot file is read without a key: ids, kinds and KDFs, never a secret.
             if SlotDiscovery.hasSlotFile(database) {
                 let slotPath = KeySlots.slotFilePath(forDatabaseAt: database)

@@ -95,7 +95,7 @@ enum OpeningFlags {
                 }
                 try printJSON(recovery: recovery)
             } else if let recovery {
-                printRecoveryKey(recovery.key, slot: recovery.slot)
+                SlotChange.printRecoveryKey(recovery.key, slot: recovery.slot)
             }
         }
 
