@@ -30,19 +30,7 @@ struct KeysList: ParsableCommand {
             } catch {
                 throw CLIError.from(error, context: "keys list \(database)")
             }
-            let formatter = ISO8601DateFormatter()
-            if json {
-                try Output.json(
-                    slots.map { slot -> [String: Any] in
-                        [
-                            "id": slot.id, "kind": slot.kind.rawValue, "kdf": slot.kdf,
-                            "created": formatter.string(from: slot.created),
-                        ]
-                    })
-            } else {
-                let rows = slots.map { [String($0.id), $0.kind.rawValue, $0.kdf, formatter.string(from: $0.created)] }
-                RowFormat.table(columns: ["id", "kind", "kdf", "created"], rows: rows).forEach(Output.line)
-            }
+            try Output.report(KeySlotListReport(slots), json: json)
         }
     }
 }
