@@ -72,13 +72,3 @@ extension FMDBCipherCommand {
         message.hasPrefix("Error: ") ? "fmdb-cipher: " + message.dropFirst("Error: ".count) : message
     }
 }
-
-enum FMDBCipherVersion {
-    static let string = "1.0.0"
-    static var sqlcipher: String {
-        let db = FMDatabase()
-        defer { db.close() }
-        guard db.open() else { return "?" }
-        return db.cipherVersion ?? "?"
-    }
-}

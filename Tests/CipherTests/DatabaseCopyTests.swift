@@ -94,6 +94,42 @@ final class DatabaseCopyTests: FMDBCipherTestCase {
         XCTAssertEqual(leftovers(keeping: ["plain.db", "victim"]), [], "no DEST, no private directory")
     }
 
+    /// A copy that fails after its private directory was made, and whose clean-up cannot remove that directory
+    /// (here it holds a file the clean-up does not know), says in its error where the directory is; the error
+    /// keeps its code and kind. A failure whose clean-up succeeds says nothing of it.
+    func testAFailedCopyWhoseDirectoryStaysNamesItInItsError() throws {
+        let key = try XCTUnwrap(key)
+        let notADatabase = path("text.db")
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: notADatabase))
+        var clean = FMDatabaseCopy(from: notADatabase, keyProvider: key, to: path("clean.db"))
+        var cleanDirectory: String?
+        clean.onStage = { if case .stagingDirectory(let folder?) = $0 { cleanDirectory = folder } }
+        XCTAssertThrowsError(try clean.run()) { error in
+            let message = (error as? FMDatabaseError)?.message ?? ""
+            XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_NOTADB, "\(error)")
+            XCTAssertFalse(message.contains("private directory"), message)
+        }
+        XCTAssertNotNil(cleanDirectory, "the failure came after the private directory was made")
+
+        var copy = FMDatabaseCopy(from: notADatabase, keyProvider: key, to: path("out.db"))
+        var privateDirectory: String?
+        copy.onStage = { stage in
+            if case .stagingDirectory(let folder?) = stage {
+                privateDirectory = folder
+                let planted: Void? = try? Data("stray".utf8).write(to: URL(fileURLWithPath: folder + "/stray"))
+                XCTAssertNotNil(planted)
+            }
+        }
+        XCTAssertThrowsError(try copy.run()) { error in
+            let failure = error as? FMDatabaseError
+            XCTAssertEqual(failure?.resultCode, SQLITE_NOTADB, "the cause's code is kept: \(error)")
+            XCTAssertTrue(failure?.message.contains(privateDirectory ?? "?") == true, "\(error)")
+        }
+        let left = try XCTUnwrap(privateDirectory)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: left + "/stray"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path("out.db")), "no DEST")
+    }
+
     func testAVerificationFailureLeavesNothing() throws {
         let key = try XCTUnwrap(key)
         let plain = try makePlaintext()

@@ -274,7 +274,7 @@ final class FMDatabaseQueueCancellationTests: FMDBCipherTestCase {
         for (name, call) in calls {
             let task = Task { try await call() }
             // Cancelled once it waits in the pool for the held connection.
-            while pool.locked({ pool.state.waiting }) == 0, !held.isReleased {
+            while pool.connections.statistics.waiters == 0, !held.isReleased {
                 try await Task.sleep(nanoseconds: 1_000_000)
             }
             task.cancel()

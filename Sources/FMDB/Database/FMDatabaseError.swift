@@ -135,6 +135,25 @@ public final class FMDatabaseError: NSError, @unchecked Sendable {
         super.init(domain: FMDatabaseError.domain, code: Int(code & 0xFF), userInfo: info)
     }
 
+    /// This error with `note` appended to its message; its codes, SQL, marks and details kept.
+    func appending(_ note: String) -> FMDatabaseError {
+        var marks: [Mark] = []
+        var details: [String: String] = [:]
+        for (key, value) in userInfo {
+            if let mark = Mark(rawValue: key) {
+                if value as? Bool == true { marks.append(mark) }
+            } else if ![NSLocalizedDescriptionKey, "extendedCode", "sql", Self.keySlotFileKey].contains(key),
+                let text = value as? String
+            {
+                details[key] = text
+            }
+        }
+        // `message` and `sql` are already what may be shown.
+        return FMDatabaseError(
+            code: extendedCode, message: message + note, sql: sql, marks: marks, details: details,
+            keySlotFile: keySlotFile, messageNamesNoSQL: true)
+    }
+
     /// Not supported: these errors are not archived.
     public required init?(coder: NSCoder) {
         nil

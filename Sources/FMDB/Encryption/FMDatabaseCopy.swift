@@ -422,6 +422,16 @@ public struct FMDatabaseCopy {
         let output = try PrivateOutput(
             destination: destination, force: replacesExisting, source: source, carriesSlotFile: carriesSlotFile,
             report: report)
+        do {
+            return try copy(into: output, report: report)
+        } catch {
+            throw output.failing(error)
+        }
+    }
+
+    /// The copy's steps after its private directory is made: the slot file, the copy, its verification and
+    /// the commit.
+    private func copy(into output: PrivateOutput, report: (Stage) -> Void) throws -> Report {
         let temporary = output.file
         var result = Report()
         switch slotFile {

@@ -65,7 +65,11 @@ public final class FMPrivateFile {
             throw FMDatabaseError(code: SQLITE_MISUSE, message: "the private file was already committed or discarded")
         }
         finished = true
-        try output.commit()
+        do {
+            try output.commit()
+        } catch {
+            throw output.failing(error)
+        }
     }
 
     /// After a ``commit()`` that succeeded: nil, or the error saying that the private directory could not be

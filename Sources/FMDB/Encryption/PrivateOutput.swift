@@ -551,6 +551,17 @@ final class PrivateOutput {
     /// (``removeInterruptedCopies(of:in:report:)``).
     private(set) var leftDirectory: (path: String, reason: String)?
 
+    /// What a failed run throws instead of `error`: everything this output made is discarded first, and when
+    /// the private directory could not be removed, the error (an ``FMDatabaseError``, its code and details
+    /// kept) also says where it is and that it holds nothing of DEST.
+    func failing(_ error: Error) -> Error {
+        discard()
+        guard let left = leftDirectory, let error = error as? FMDatabaseError else { return error }
+        return error.appending(
+            "; the private directory \(left.path) could not be removed (\(left.reason)): it holds nothing of "
+                + "\(destination), and the next copy to \(destination) removes it, or remove it yourself")
+    }
+
     /// ``leftDirectory`` as an error that says it, for a caller to report (nil: nothing left).
     var leftDirectoryError: FMDatabaseError? {
         leftDirectory.map { left in

@@ -34,23 +34,31 @@ import Logging
 ///   `lastError`, and the throwing variants throw it.
 public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: every mutable stored property below (`state`, `delegateStorage`,
-    // `maximum`, `queueTimeout`) is read and written only while `condition` is locked. A checked-out
-    // FMDatabase is used only by the thread that checked it out; checked-in ones are touched only under the lock.
+    // `queueTimeout`) is read and written only while `condition` is locked; the connections themselves are
+    // counted and handed out by `connections` (its own lock, taken inside this one, never around it). A
+    // checked-out FMDatabase is used only by the thread that checked it out; idle ones only through `connections`.
 
-    struct Checkout {
+    /// An idle connection, and whether the delegate was told about it (`didAddDatabase`): not yet for the one a
+    /// keyed init opens, before any delegate can be set, nor for one a rekey or a new key provider opened. It is
+    /// told at the connection's next checkout.
+    struct PooledConnection {
         let database: FMDatabase
-        let thread: pthread_t
-        let generation: Int
+        let announced: Bool
+    }
+
+    typealias Lease = BoundedPool<PooledConnection>.Lease
+
+    /// The write-affinity policy's one value (see `takeIdle`).
+    struct WriterAffinity {
+        /// The connection the pool's last transaction or savepoint (the blocks that take turns at the write
+        /// gate) ran on: the next one prefers it, and other blocks prefer any other idle connection. nil: none,
+        /// or it is gone (weak: a freed connection is never mistaken for a new one).
+        weak var writer: FMDatabase?
     }
 
     struct State {
-        var checkedIn: [(database: FMDatabase, generation: Int)] = []
-        var checkedOut: [ObjectIdentifier: Checkout] = [:]
-        /// Connections being opened outside the lock: they count toward the limit.
-        var opening = 0
-        /// Bumped by rekey and releaseAllDatabases: connections of older generations are closed at check-in.
-        var generation = 0
         var keyProvider: (any KeyProvider)?
+        /// A rekey is waiting for the connections or running: a `replaceKeyProvider` waits for it.
         var rekeying = false
         /// A `replaceKeyProvider` is checking its provider: a rekey waits for it (and it for a rekey).
         var replacingKey = false
@@ -58,15 +66,6 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         /// queue or pool of the file): a `replaceKeyProvider` that checked its provider before checks again.
         var keyEpoch = 0
         var lastError: FMDatabaseError?
-        /// Open connections the delegate has not been told about yet (`didAddDatabase`): the one a keyed
-        /// init opens, before any delegate can be set, and one a rekey reopened. Told at their next checkout.
-        var unannounced: Set<ObjectIdentifier> = []
-        /// Calls waiting in `checkOut` for a connection (the limit reached): read by tests.
-        var waiting = 0
-        /// The connection the pool's last transaction or savepoint (the blocks that take turns at the write
-        /// gate) ran on: the next one prefers it, and other blocks prefer any other idle connection (see
-        /// `takeIdle`). nil: none, or it is gone (weak: a freed connection is never mistaken for a new one).
-        weak var writer: FMDatabase?
     }
 
     public let path: String?
@@ -77,6 +76,12 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
 
     let condition = NSCondition()
     var state = State()
+    /// The connections: idle ones, the count checked out and being opened, the limit, the waits for it, a
+    /// rekey's pause and the generation (Core/BoundedPool.swift). Its statistics are the pool's.
+    let connections = BoundedPool<PooledConnection>()
+    /// The writer affinity `takeIdle` applies (under `connections`' lock), `openNew` and key changes set: a leaf
+    /// lock, taken inside either lock and around none.
+    let affinity = Protected(WriterAffinity())
     /// The path under which the pool is in the process-wide ``KeyChangeRegistry`` (nil: not keyed, or in
     /// memory); written only by a keyed initializer.
     var keyPath: String?
@@ -85,7 +90,6 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     private let writeGate: WriteGate
     private var queueTimeout: TimeInterval?
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
-    private var maximum = 0
     /// Runs on every new connection after keying, before any block gets it (immutable).
     let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
 
@@ -129,8 +133,7 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         guard let keyProvider = configuration.keyProvider else { return }
         state.keyProvider = keyProvider
         let first = try openConnection(keyProvider: keyProvider)
-        state.checkedIn.append((first, 0))
-        state.unannounced.insert(ObjectIdentifier(first))
+        connections.add(PooledConnection(database: first, announced: false))
         keyPath = KeyChangeRegistry.registeredPath(path)
         KeyChangeRegistry.shared.register(self, path: keyPath)
     }
@@ -222,12 +225,12 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         self.logsErrors = configuration.logsErrors
         self.writeGate = WriteGate.shared(forPath: path)
         self.prepareDatabase = configuration.connectionSetUp
-        self.maximum = max(0, configuration.maximumNumberOfDatabasesToCreate)
         self.queueTimeout = configuration.transactionQueueTimeout
+        connections.limit = configuration.maximumNumberOfDatabasesToCreate
     }
 
     deinit {
-        for entry in state.checkedIn { entry.database.closeAsOwner() }
+        for entry in connections.newGeneration() { entry.database.closeAsOwner() }
     }
 
     // MARK: - Properties
@@ -240,11 +243,8 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
 
     /// The most connections the pool opens at once; 0 (the default) means no limit.
     public var maximumNumberOfDatabasesToCreate: Int {
-        get { locked { maximum } }
-        set {
-            locked { maximum = max(0, newValue) }
-            condition.broadcast()
-        }
+        get { connections.limit }
+        set { connections.limit = newValue }
     }
 
     /// How long a transaction waits for its turn behind this file's earlier pool transactions in this
@@ -263,27 +263,23 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     }
 
     /// Connections idle in the pool.
-    public var countOfCheckedInDatabases: Int { locked { state.checkedIn.count } }
+    public var countOfCheckedInDatabases: Int { connections.statistics.idle }
     /// Connections in use by blocks now.
-    public var countOfCheckedOutDatabases: Int { locked { state.checkedOut.count } }
+    public var countOfCheckedOutDatabases: Int { connections.statistics.checkedOut }
     /// All open connections of the pool.
     ///
     /// - Note: FMDB compatibility: a keyed pool opens, keys and verifies one connection at init, so
     ///   this starts at 1.
-    public var countOfOpenDatabases: Int { locked { state.checkedIn.count + state.checkedOut.count } }
+    public var countOfOpenDatabases: Int {
+        let now = connections.statistics
+        return now.idle + now.checkedOut
+    }
 
     public var lastError: Error? { locked { state.lastError } }
 
     /// Closes every checked-in connection; checked-out ones are closed when they are checked in.
     public func releaseAllDatabases() {
-        let idle: [FMDatabase] = locked {
-            state.generation += 1
-            state.unannounced.removeAll()  // Only ever idle connections, all closed here.
-            defer { state.checkedIn.removeAll() }
-            return state.checkedIn.map(\.database)
-        }
-        for db in idle { db.closeAsOwner() }
-        condition.broadcast()
+        for entry in connections.newGeneration() { entry.database.closeAsOwner() }
     }
 
     // MARK: - Checkout
@@ -294,150 +290,147 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         return try body()
     }
 
-    /// Checks a connection out for the calling thread, waiting while the limit is reached. `checksKey`:
-    /// whether an idle keyed connection is checked against the file's key first (false only before a BEGIN
-    /// that reads the header itself: see `withTransactionDatabase`). `forWrite`: for a transaction or
-    /// savepoint, which runs in its turn at the file's write gate (see `takeIdle`).
+    /// Checks a connection out for the calling thread, waiting while the limit is reached or a rekey runs:
+    /// an idle connection (checked against the file's key first when `checksKey`), or a new one. `checksKey`
+    /// is false only before a BEGIN that reads the header itself (see `withTransactionDatabase`). `forWrite`:
+    /// for a transaction or savepoint, which runs in its turn at the file's write gate (see `takeIdle`).
     /// `cancellation`: the task of a `perform` call; once it is cancelled the wait ends with
     /// `CancellationError` (its `onCancel` wakes the waiters).
     private func checkOut(
         checksKey: Bool, forWrite: Bool = false, cancellation: BlockCancellation? = nil
-    ) throws -> FMDatabase {
-        let me = pthread_self()
-        condition.lock()
-        var isNew = false
-        var announce = false
-        var candidate: (database: FMDatabase, generation: Int)?
-        while true {
-            // Checked under the pool's lock, which `wakeCancelledWaiters` takes before it broadcasts: a
-            // cancellation that lands after this check finds this call waiting, and wakes it. First in the
-            // loop: a call cancelled before it got a connection neither takes one nor opens one (a key
-            // derivation) only to throw.
-            if cancellation?.isCancelled == true {
-                condition.unlock()
-                throw CancellationError()
-            }
-            if !state.rekeying, let entry = takeIdle(forWrite: forWrite) {
-                // Checked out in the same critical section that took it from `checkedIn`: between the two
-                // it would count toward neither, and another caller could open a connection past the limit.
-                state.checkedOut[ObjectIdentifier(entry.database)] = Checkout(
-                    database: entry.database, thread: me, generation: entry.generation)
-                announce = state.unannounced.remove(ObjectIdentifier(entry.database)) != nil
-                candidate = entry
-                break
-            }
-            let total = state.checkedIn.count + state.checkedOut.count + state.opening
-            if !state.rekeying, maximum == 0 || total < maximum {
-                state.opening += 1
-                isNew = true
-                announce = true
-                break
-            }
-            if !state.rekeying, !state.checkedOut.isEmpty, state.opening == 0,
-                state.checkedOut.values.allSatisfy({ pthread_equal($0.thread, me) != 0 })
-            {
-                condition.unlock()
+    ) throws -> Lease {
+        // Cancellation is tested under the connections' lock, which `wakeCancelledWaiters` takes before it
+        // wakes them: a cancellation that lands after the test finds this call waiting, and wakes it. Tested
+        // first: a call cancelled before it got a connection neither takes one nor opens one (a key
+        // derivation) only to throw.
+        let checkout = try connections.checkOut(
+            isCancelled: { cancellation?.isCancelled == true },
+            take: { takeIdle(from: &$0, forWrite: forWrite) },
+            onDeadlock: { limit in
                 programmingError(
-                    "FMDatabasePool: every connection (maximumNumberOfDatabasesToCreate = \(maximum)) is held by this "
+                    "FMDatabasePool: every connection (maximumNumberOfDatabasesToCreate = \(limit)) is held by this "
                         + "thread, in an enclosing pool block: this nested call could never be served. Raise the "
                         + "limit, or use the database of the enclosing block."
                 )
-            }
-            state.waiting += 1
-            condition.wait()
-            state.waiting -= 1
+            })
+        let delegate = locked { delegateStorage }
+        let lease: Lease
+        switch checkout {
+        case .idle(let idle): lease = try admit(idle, checksKey: checksKey, forWrite: forWrite, delegate: delegate)
+        case .create(let permit): lease = try openNew(with: permit, forWrite: forWrite, delegate: delegate)
         }
-        var generation = state.generation
-        var provider = state.keyProvider
-        let delegate = delegateStorage
-        condition.unlock()
+        let db = lease.element.database
+        db.checkedOut = true
+        if !lease.element.announced { delegate?.databasePool(self, didAddDatabase: db) }
+        return lease
+    }
 
-        let db: FMDatabase
-        let failure = provider == nil || !checksKey ? nil : candidate?.database.keyCheckFailureBeforeBlock()
-        if let candidate, failure == nil {
-            db = candidate.database
-        } else {
-            if let candidate, let failure {
-                // This connection cannot read the file under its key any more (rekeyed elsewhere since it
-                // last read it, or unreadable): it is dropped whatever code SQLCipher reports on it, and a
-                // new connection takes its place. Under another key, every idle one, keyed as it was, is
-                // dropped too and the provider reads its source again. No block has run on it, so none is
-                // run again.
-                candidate.database.closeAsOwner()
-                locked {
-                    state.checkedOut.removeValue(forKey: ObjectIdentifier(candidate.database))
-                    state.opening += 1
-                }
-                isNew = true
-                announce = true
-                keyChanged(failure)
-                (generation, provider) = locked { (state.generation, state.keyProvider) }
-            }
-            do {
-                do {
-                    db = try openConnection(keyProvider: provider)
-                } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && provider != nil {
-                    // The file is under a key this provider did not give (rekeyed elsewhere, seen here
-                    // before any idle connection met it): the provider reads its source again, once.
-                    keyChanged(.anotherKey)
-                    (generation, provider) = locked { (state.generation, state.keyProvider) }
-                    db = try openConnection(keyProvider: provider)
-                }
-            } catch {
-                locked { state.opening -= 1 }
-                condition.broadcast()
-                throw error
-            }
+    /// An idle connection for a block: when it cannot read the file under its key any more, a new connection
+    /// takes its place.
+    private func admit(
+        _ lease: Lease, checksKey: Bool, forWrite: Bool, delegate: (any FMDatabasePoolDelegate)?
+    ) throws -> Lease {
+        let db = lease.element.database
+        if checksKey, locked({ state.keyProvider != nil }), let failure = db.keyCheckFailureBeforeBlock() {
+            // This connection cannot read the file under its key any more (rekeyed elsewhere since it last
+            // read it, or unreadable): it is dropped whatever code SQLCipher reports on it, and a new connection
+            // takes its place (its permit, without waiting again). Under another key, every idle one, keyed as
+            // it was, is dropped too and the provider reads its source again. No block has run on it, so none
+            // is run again.
+            db.closeAsOwner()
+            let permit = connections.exchange(lease)
+            keyChanged(failure)
+            return try openNew(with: permit, forWrite: forWrite, delegate: delegate)
         }
         db.lend()
-        if let delegate, !delegate.databasePool(self, shouldAddDatabaseToPool: db) {
+        do {
+            try offer(db, to: delegate)
+        } catch {
             db.closeAsOwner()
-            locked {
-                if isNew { state.opening -= 1 } else { state.checkedOut.removeValue(forKey: ObjectIdentifier(db)) }
+            connections.checkIn(lease, .discard)
+            throw error
+        }
+        return lease
+    }
+
+    /// Opens a connection with the permit to create one, and offers it to the delegate; gives the permit back
+    /// when either fails.
+    private func openNew(
+        with permit: BoundedPool<PooledConnection>.Permit, forWrite: Bool, delegate: (any FMDatabasePoolDelegate)?
+    ) throws -> Lease {
+        let (db, generation): (FMDatabase, Int)
+        do {
+            (db, generation) = try openWithCurrentKey()
+            db.lend()
+            do {
+                try offer(db, to: delegate)
+            } catch {
+                db.closeAsOwner()
+                throw error
             }
-            condition.broadcast()
+        } catch {
+            connections.abandon(permit)
+            throw error
+        }
+        let lease = connections.lease(
+            PooledConnection(database: db, announced: false), with: permit, generation: generation)
+        if forWrite { affinity.withLock { $0.writer = db } }
+        return lease
+    }
+
+    /// Opens a connection with the pool's key provider, and returns it with the generation read with that
+    /// provider (a key change since makes it dropped at check-in). When the file is under a key the provider
+    /// did not give (rekeyed elsewhere, seen here before any idle connection met it), the provider reads its
+    /// source again, once.
+    private func openWithCurrentKey() throws -> (FMDatabase, generation: Int) {
+        var (generation, provider) = locked { (connections.generation, state.keyProvider) }
+        do {
+            return (try openConnection(keyProvider: provider), generation)
+        } catch FMResultCode.notADatabase where provider != nil {
+            keyChanged(.anotherKey)
+            (generation, provider) = locked { (connections.generation, state.keyProvider) }
+            return (try openConnection(keyProvider: provider), generation)
+        }
+    }
+
+    /// Asks the delegate whether a connection may serve a block (FMDB's `shouldAddDatabaseToPool`).
+    private func offer(_ db: FMDatabase, to delegate: (any FMDatabasePoolDelegate)?) throws {
+        if let delegate, !delegate.databasePool(self, shouldAddDatabaseToPool: db) {
             throw FMDatabaseError.misuse(
                 "The pool's delegate refused the connection (shouldAddDatabaseToPool returned false).")
         }
-        if isNew {
-            locked {
-                state.opening -= 1
-                state.checkedOut[ObjectIdentifier(db)] = Checkout(database: db, thread: me, generation: generation)
-                if forWrite { state.writer = db }
-            }
-        }
-        db.checkedOut = true
-        if announce { delegate?.databasePool(self, didAddDatabase: db) }
-        return db
     }
 
-    /// Takes an idle connection out of `checkedIn`: the most recently checked in (as FMDB), except that a
+    /// Takes an idle connection out of `idle`: the most recently checked in (as FMDB), except that a
     /// transaction or savepoint (the blocks that take turns at the write gate, one at a time) takes the
-    /// connection the last one ran on, and any other block an idle connection other than that one. Call
-    /// with the lock held.
+    /// connection the last one ran on, and any other block an idle connection other than that one. Runs under
+    /// the connections' lock (the pool's policy for `BoundedPool.checkOut`).
     ///
     /// Why: a write on one connection makes every other connection of the file drop its page cache at its
     /// next transaction (SQLite sees the WAL changed), and on a keyed file each page read again is
     /// authenticated and decrypted. Writes that keep to one connection find their pages in its cache, as a
     /// single writer connection's do (GRDB's pool, raw C services); measured in BENCHMARKS.md, W6.
-    private func takeIdle(forWrite: Bool) -> (database: FMDatabase, generation: Int)? {
-        let count = state.checkedIn.count
-        if count > 1, let writer = state.writer,
-            let index = state.checkedIn.lastIndex(where: { $0.database === writer })
-        {
-            if forWrite {
-                return state.checkedIn.remove(at: index)
+    private func takeIdle(from idle: inout [PooledConnection], forWrite: Bool) -> PooledConnection? {
+        affinity.withLock { affinity in
+            let count = idle.count
+            if count > 1, let writer = affinity.writer,
+                let index = idle.lastIndex(where: { $0.database === writer })
+            {
+                if forWrite {
+                    return idle.remove(at: index)
+                }
+                if index == count - 1 { return idle.remove(at: count - 2) }
             }
-            if index == count - 1 { return state.checkedIn.remove(at: count - 2) }
+            guard let entry = idle.popLast() else { return nil }
+            if forWrite { affinity.writer = entry.database }
+            return entry
         }
-        guard let entry = state.checkedIn.popLast() else { return nil }
-        if forWrite { state.writer = entry.database }
-        return entry
     }
 
     /// Checks a connection back in: closes result sets and rolls back a transaction the block left
     /// open; closes it instead when the pool moved to a new generation (rekey, release).
-    private func checkIn(_ db: FMDatabase) {
+    private func checkIn(_ lease: Lease) {
+        let db = lease.element.database
         db.checkedOut = false
         db.cleanUpAfterBlock(owner: "FMDatabasePool")
         if db.isOpen, locked({ state.keyProvider != nil }), let failure = db.keyCheckFailureAfterBlock() {
@@ -445,21 +438,15 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
             keyChanged(failure)
         }
         db.takeBack()
-        let stale: Bool = locked {
-            let checkout = state.checkedOut.removeValue(forKey: ObjectIdentifier(db))
-            let stale = checkout.map { $0.generation != state.generation } ?? true
-            if !stale, db.isOpen { state.checkedIn.append((db, state.generation)) }
-            return stale
-        }
-        if stale { db.closeAsOwner() }
-        condition.broadcast()
+        let kept = connections.checkIn(
+            lease, db.isOpen ? .reuse(PooledConnection(database: db, announced: true)) : .discard)
+        if !kept, db.isOpen { db.closeAsOwner() }
     }
 
-    /// Wakes the calls waiting for a connection, so a cancelled one stops waiting (see `checkOut`). Taking
-    /// the lock first orders this after a waiter's check of its cancellation.
+    /// Wakes the calls waiting for a connection or for their turn, so a cancelled one stops waiting (see
+    /// `checkOut`).
     private func wakeCancelledWaiters() {
-        locked {}
-        condition.broadcast()
+        connections.wakeWaiters()
         writeGate.wakeWaiters()
     }
 
@@ -481,16 +468,17 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         blockStarted: (() -> Bool)? = nil, checksKey: Bool = true, forWrite: Bool = false,
         cancellation: BlockCancellation? = nil, _ body: (FMDatabase) throws -> T
     ) throws -> T {
-        let db: FMDatabase
+        let lease: Lease
         do {
-            db = try checkOut(checksKey: checksKey, forWrite: forWrite, cancellation: cancellation)
+            lease = try checkOut(checksKey: checksKey, forWrite: forWrite, cancellation: cancellation)
         } catch is CancellationError {
             throw CancellationError()  // The caller's own doing: not the pool's lastError.
         } catch {
             record(error, logs: false)
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
         }
-        defer { checkIn(db) }
+        defer { checkIn(lease) }
+        let db = lease.element.database
         do {
             return try body(db)
         } catch let error as FMDatabaseError where FMDatabase.mayMeanKeyOrFileChanged(error.resultCode) {

@@ -16,32 +16,36 @@ extension FMDatabasePool: KeyChangeListener {
     /// ones open with the new key. Nil `busyTimeout`: `FMDatabase.sharedRekeyBusyTimeout`.
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try provider.checkRekeySettings(against: locked { state.keyProvider })
-        let me = pthread_self()
-        condition.lock()
-        if state.checkedOut.values.contains(where: { pthread_equal($0.thread, me) != 0 }) {
-            condition.unlock()
+        if connections.isHeldByCurrentThread {
             programmingError(
                 "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked "
                     + "in, so it would deadlock."
             )
         }
-        while state.rekeying || state.replacingKey || !state.checkedOut.isEmpty || state.opening > 0 {
-            condition.wait()
+        // Once no other key change runs and every connection is checked in: checkouts then wait until the
+        // rekey is done. Until then a `replaceKeyProvider` may go first (one a block calls must not wait for it).
+        var pooled: [PooledConnection]?
+        while pooled == nil {
+            pooled = locked {
+                while state.rekeying || state.replacingKey { condition.wait() }
+                guard let idle = connections.pauseIfDrained() else { return nil }
+                state.rekeying = true
+                return idle
+            }
+            if pooled == nil { connections.waitUntilDrained() }
         }
-        state.rekeying = true
-        let idle = state.checkedIn.map(\.database)
-        state.checkedIn.removeAll()
-        let wasUnannounced = idle.first.map { state.unannounced.contains(ObjectIdentifier($0)) } ?? false
-        state.unannounced.removeAll()
-        let oldProvider = state.keyProvider
-        condition.unlock()
-        // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
-        // the algorithms): the new provider keeps those of the provider it replaces (checked above).
-        let provider = provider.keepingFileSettings(of: oldProvider)
+        let wasUnannounced = pooled?.first.map { !$0.announced } ?? false
+        let idle = (pooled ?? []).map(\.database)
+        var resumed = false
         defer {
+            if !resumed { connections.resume() }
             locked { state.rekeying = false }
             condition.broadcast()
         }
+        let oldProvider = locked { state.keyProvider }
+        // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
+        // the algorithms): the new provider keeps those of the provider it replaces (checked above).
+        let provider = provider.keepingFileSettings(of: oldProvider)
         for db in idle.dropFirst() { db.closeAsOwner() }
         let db: FMDatabase
         var announced = false
@@ -71,10 +75,10 @@ extension FMDatabasePool: KeyChangeListener {
         locked {
             state.keyProvider = provider
             state.keyEpoch += 1
-            state.generation += 1
-            state.checkedIn = db.isOpen ? [(db, state.generation)] : []
-            if db.isOpen, !announced { state.unannounced.insert(ObjectIdentifier(db)) }
+            connections.resume(
+                newGeneration: true, idle: db.isOpen ? [PooledConnection(database: db, announced: announced)] : [])
         }
+        resumed = true
         KeyChangeRegistry.shared.announce(provider, rekeyed: rekeyed, from: self)
         return outcome
     }
@@ -99,10 +103,7 @@ extension FMDatabasePool: KeyChangeListener {
                 // A rekey through another queue or pool of this file came in meanwhile: check again.
                 guard state.keyEpoch == epoch else { return nil }
                 state.keyProvider = provider
-                let idle = invalidateConnections()
-                state.checkedIn = [(db, state.generation)]
-                state.unannounced.insert(ObjectIdentifier(db))
-                return idle
+                return invalidateConnections(replacingThemWith: [PooledConnection(database: db, announced: false)])
             }
             guard let idle else {
                 db.closeAsOwner()
@@ -162,13 +163,10 @@ extension FMDatabasePool: KeyChangeListener {
         }
     }
 
-    /// Moves the pool to a new generation: returns the idle connections (to close outside the lock);
-    /// checked-out ones are closed at check-in. Call with the lock held.
-    private func invalidateConnections() -> [FMDatabase] {
-        state.generation += 1
-        state.unannounced.removeAll()  // Only ever idle connections, all closed by the caller.
-        state.writer = nil
-        defer { state.checkedIn.removeAll() }
-        return state.checkedIn.map(\.database)
+    /// Moves the pool to a new generation whose idle connections are `new`: returns the idle connections
+    /// before (to close outside the lock); checked-out ones are closed at check-in. Call with the lock held.
+    private func invalidateConnections(replacingThemWith new: [PooledConnection] = []) -> [FMDatabase] {
+        affinity.withLock { $0.writer = nil }
+        return connections.newGeneration(idle: new).map(\.database)
     }
 }

@@ -69,18 +69,16 @@ enum OpeningFlags {
                     + flags.joined(separator: " "))
         }
 
-        /// The `--json` object: `path`, `open_with` (the flags besides the key, `[]` for none), `kdf` (as
-        /// `--kdf` spells it), `format` (3 or 4), `cipher_page_size`, `kdf_iter` (SQLCipher's iterations for a
-        /// passphrase it derives itself, else null) and `key_slots` (the slot file's path, or null).
-        var object: [String: Any] {
-            let slotted = kdf.opensSlot
-            return [
-                "path": path, "open_with": flags, "kdf": kdf.rawValue,
-                "format": format.rawValue,
-                "cipher_page_size": settings.pageSize ?? OpeningFlags.defaultPageSize(format),
-                "kdf_iter": kdf == .passphrase ? (settings.kdfIterations ?? format.kdfIterations) : NSNull(),
-                "key_slots": slotted ? KeySlots.slotFilePath(forDatabaseAt: path) : NSNull(),
-            ]
+        /// The `--json` object (`WrittenFileReport`): `path`, `open_with` (the flags besides the key, `[]` for
+        /// none), `kdf` (as `--kdf` spells it), `format` (3 or 4), `cipher_page_size`, `kdf_iter` (SQLCipher's
+        /// iterations for a passphrase it derives itself, else null) and `key_slots` (the slot file's path, or
+        /// null).
+        var object: WrittenFileReport {
+            WrittenFileReport(
+                path: path, openWith: flags, kdf: kdf.rawValue, format: format.rawValue,
+                cipherPageSize: settings.pageSize ?? OpeningFlags.defaultPageSize(format),
+                kdfIter: kdf == .passphrase ? (settings.kdfIterations ?? format.kdfIterations) : nil,
+                keySlots: kdf.opensSlot ? KeySlots.slotFilePath(forDatabaseAt: path) : nil)
         }
 
         /// What a command that wrote the file says: the note of the flags that open it, then the `--json`
@@ -95,7 +93,7 @@ enum OpeningFlags {
                 }
                 try printJSON(recovery: recovery)
             } else if let recovery {
-                printRecoveryKey(recovery.key, slot: recovery.slot)
+                SlotChange.printRecoveryKey(recovery.key, slot: recovery.slot)
             }
         }
 
@@ -107,7 +105,7 @@ enum OpeningFlags {
                 return
             }
             var object = self.object
-            object["recovery_slot"] = recovery.slot.id
+            object.recoverySlot = recovery.slot.id
             try Output.json(object, secretMember: "recovery_key") { write in
                 recovery.key.withFormattedText { write($0, "the recovery key") }
             }

@@ -176,8 +176,3 @@ final class ProgressReporter: @unchecked Sendable {
         }
     }
 }
-
-/// The size of a file, or 0.
-func fileSize(_ path: String) -> Int64 {
-    ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
-}

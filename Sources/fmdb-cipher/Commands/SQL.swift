@@ -126,7 +126,7 @@ struct SQL: ParsableCommand {
                     } catch {
                         // The empty file this run made goes again (a slotted key, say, refuses to create a database).
                         db.close()
-                        if fileSize(database) == 0 { unlink(database) }
+                        if DatabaseFiles.fileSize(database) == 0 { unlink(database) }
                         throw CLIError.from(error, context: database)
                     }
                 }

@@ -157,7 +157,8 @@ struct Rekey: ParsableCommand {
             let rekeyStarting = { (opened: CipherFormat?) in
                 format = opened
                 progress.start(
-                    "rekey", totalBytes: Double(fileSize(database)), measure: RekeyProgress(database).measure)
+                    "rekey", totalBytes: Double(DatabaseFiles.fileSize(database)),
+                    measure: RekeyProgress(database).measure)
             }
             // The library's safe rekey: which key opens the file afterwards is checked on a fresh
             // connection, so a throw always means "not done, the old key still opens it".
@@ -280,42 +281,5 @@ struct Rekey: ParsableCommand {
     /// the rekey then reports what stands in its way, a damaged file as damaged).
     static func opens(_ database: String, with provider: any KeyProvider, settings: CipherSettings) -> Bool {
         check(database, with: provider, settings: settings) == .opens
-    }
-}
-
-/// What checking whether a key opens every page of a database found; "could not check" is its own answer.
-enum KeyCheck: Equatable {
-    case opens
-    /// The key is refused, or pages fail their check (SQLITE_NOTADB, SQLITE_CORRUPT, integrity problems).
-    case doesNotOpen
-    /// A lock, an I/O error, anything else: which key opens the file is not known.
-    case couldNotCheck(String)
-
-    init(_ error: any Error, _ database: String) {
-        let said = error as? CLIError ?? CLIError.fromOpened(error, context: database, keyed: true)
-        self = said.code == Exit.wrongKey ? .doesNotOpen : .couldNotCheck(said.message)
-    }
-}
-/// How far a rekey has got, from outside SQLCipher: it writes every page once, through the rollback journal
-/// (each page's old content, before it changes it) or the WAL (the new pages), so their growth over the
-/// database's size is the fraction done, read from the file sizes without a call into SQLite.
-struct RekeyProgress: Sendable {
-    let database: String
-    let total: Double
-    let journalAtStart: Int64
-    let walAtStart: Int64
-
-    init(_ database: String) {
-        self.database = database
-        total = max(Double(fileSize(database)), 1)
-        journalAtStart = fileSize(database + "-journal")
-        walAtStart = fileSize(database + "-wal")
-    }
-
-    /// The fraction written so far, 0 to 0.99 (1 is said when the rekey is done).
-    @Sendable func measure() -> Double? {
-        let written =
-            max(fileSize(database + "-journal") - journalAtStart, 0) + max(fileSize(database + "-wal") - walAtStart, 0)
-        return min(Double(written) / total, 0.99)
     }
 }

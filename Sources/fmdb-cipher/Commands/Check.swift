@@ -97,14 +97,8 @@ struct Check: ParsableCommand {
                     throw CLIError.from(error, context: database)
                 }
             }
-            if json {
-                try Output.json([
-                    "path": database, "ok": problems.isEmpty, "problems": problems,
-                    "cipher_integrity_check": cipherCheck,
-                ])
-            } else {
-                Output.line(problems.isEmpty ? "ok" : problems.joined(separator: "\n"))
-            }
+            try Output.report(
+                CheckReport(path: database, problems: problems, cipherIntegrityCheck: cipherCheck), json: json)
             if declined {
                 Output.message(
                     "fmdb-cipher: \(database): integrity checked by SQLite; SQLCipher's page check is not available "

@@ -27,28 +27,42 @@ enum Output {
         write(Data(text.utf8), to: STDERR_FILENO, what: "a prompt")
     }
 
-    /// Pretty, stable JSON (sorted keys) for scripts.
-    static func json(_ value: Any) throws {
-        let data = try JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys])
-        write(data + Data("\n".utf8), to: STDOUT_FILENO, what: "the output")
+    /// Pretty, stable JSON (sorted keys) for scripts: `value`'s `Encodable` form.
+    static func json(_ value: some Encodable) throws {
+        write(try encoded(value) + Data("\n".utf8), to: STDOUT_FILENO, what: "the output")
+    }
+
+    /// `report` as JSON (`json`, as `json(_:)` prints it) or as its text lines.
+    static func report(_ report: some Report, json: Bool) throws {
+        if json {
+            try self.json(report)
+        } else {
+            report.lines.forEach(line)
+        }
     }
 
     /// `object` as `json(_:)` prints it, with one more member `name` whose string value `secret` writes
     /// straight from the caller's wiped memory (its text must need no JSON escaping, as a recovery key's
     /// letters, digits and hyphens do not): no copy of the secret is made. The member comes last.
     static func json(
-        _ object: [String: Any], secretMember name: String,
+        _ object: some Encodable, secretMember name: String,
         secret: ((UnsafeRawBufferPointer, String) -> Void) -> Void
     ) throws {
-        var text = String(
-            decoding: try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]),
-            as: UTF8.self)
+        var text = String(decoding: try encoded(object), as: UTF8.self)
         guard text.hasSuffix("}") else { throw CLIError("cannot write the JSON object", code: Exit.failure) }
         text.removeLast()
         while text.last?.isWhitespace == true { text.removeLast() }
         write(Data((text + ",\n  \"\(name)\" : \"").utf8), to: STDOUT_FILENO, what: "the output")
         secret { bytes, what in record(writeAll(STDOUT_FILENO, bytes), what: what) }
         write(Data("\"\n}\n".utf8), to: STDOUT_FILENO, what: "the output")
+    }
+
+    /// The JSON every command prints: pretty, keys sorted (scripts and tests compare it as text), `/` in a
+    /// string escaped as `\/` (as the tool's JSON always had it).
+    private static func encoded(_ value: some Encodable) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return try encoder.encode(value)
     }
 
     /// A secret (`what`: "the recovery key", "the data key") and a newline on standard output, straight from
@@ -100,46 +114,5 @@ enum Output {
             written += n
         }
         return nil
-    }
-}
-
-/// A value of a result column, as the formats show it.
-enum CellValue {
-    case null, integer(Int64), real(Double), text(String), blob(Data)
-
-    init(_ rs: FMResultSet, _ index: Int32) {
-        switch rs.type(forColumnIndex: index) {
-        case .null: self = .null
-        case .integer: self = .integer(rs.longLongInt(forColumnIndex: index))
-        case .float: self = .real(rs.double(forColumnIndex: index))
-        case .text: self = .text(rs.string(forColumnIndex: index) ?? "")
-        case .blob: self = .blob(rs.data(forColumnIndex: index) ?? Data())
-        }
-    }
-
-    /// For tables and CSV: NULL is empty, BLOBs are x'hex'.
-    var display: String {
-        switch self {
-        case .null: return ""
-        case .integer(let v): return String(v)
-        case .real(let v): return String(v)
-        case .text(let v): return v
-        case .blob(let v): return Hex.blobLiteral(v)
-        }
-    }
-}
-
-/// A small aligned table (info's table list); `sql` streams its rows through RowWriter.
-enum RowFormat {
-    static func table(columns: [String], rows: [[String]]) -> [String] {
-        var widths = columns.map(\.count)
-        for row in rows {
-            for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) }
-        }
-        func pad(_ cells: [String]) -> String {
-            cells.enumerated().map { i, cell in cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
-                .joined(separator: "  ").replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
-        }
-        return [pad(columns), widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")] + rows.map(pad)
     }
 }

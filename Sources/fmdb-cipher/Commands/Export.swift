@@ -219,7 +219,7 @@ struct Export: ParsableCommand {
         }
         let oldSecret = try (key.kdf == .raw ? KDF.slotRaw : KDF.slot).slotSecret(material)
         do {
-            let slot = try reportingSlotWarnings {
+            let slot = try SlotChange.reportingWarnings {
                 try KeySlots.addSlot(to: destination, unlockingWith: newSecret, newSecret: oldSecret)
             }
             Output.message(
