@@ -285,6 +285,22 @@ final class BoundedPoolTests: XCTestCase {
         XCTAssertEqual(pool.statistics.idle, 1)
     }
 
+    /// Elements checked out before a new generation count toward the limit until they come back: a new
+    /// generation's idle elements past the limit are handed back to be closed, not kept.
+    func testANewGenerationKeepsNoIdleElementPastTheLimit() throws {
+        let pool = Pool(limit: 2)
+        let first = try lease(pool, creating: 1)
+        XCTAssertEqual(pool.newGeneration(idle: [2, 3]), [3], "one place is taken by the lease from before")
+        let second = try lease(pool, creating: 9)
+        XCTAssertEqual(second.element, 2)
+        XCTAssertEqual(pool.newGeneration(idle: [4]), [4], "both places are taken")
+        XCTAssertEqual(pool.statistics.idle, 0)
+        XCTAssertFalse(pool.checkIn(first, .reuse(first.element)))
+        XCTAssertFalse(pool.checkIn(second, .reuse(second.element)))
+        XCTAssertEqual(pool.newGeneration(idle: [5, 6, 7]), [7], "nothing out: the limit alone")
+        XCTAssertEqual(Pool().newGeneration(idle: [1, 2, 3]), [], "no limit: all kept")
+    }
+
     func testAnExchangeKeepsThePlaceForAReplacement() throws {
         let pool = Pool(limit: 1)
         let out = try lease(pool, creating: 1)

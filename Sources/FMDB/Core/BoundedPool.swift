@@ -232,13 +232,18 @@ final class BoundedPool<Element>: @unchecked Sendable {
     }
 
     /// Starts a new generation: the idle elements are returned (for the caller to close) and replaced by
-    /// `idle`, and elements checked out now are dropped when they come back.
+    /// `idle`, and elements checked out now are dropped when they come back. Those still count toward the
+    /// limit until then: of `idle`, only as many are kept as the limit leaves room for, and the rest are
+    /// returned too (otherwise each new generation while blocks run would add elements past the limit).
     func newGeneration(idle newIdle: [Element] = []) -> [Element] {
         let old: [Element] = locked {
             counters.generation += 1
-            counters.discards += idle.count
-            defer { idle = newIdle }
-            return idle
+            let room =
+                counters.limit == 0 ? newIdle.count : max(0, counters.limit - holders.count - counters.creating)
+            let surplus = Array(newIdle.dropFirst(room))
+            counters.discards += idle.count + surplus.count
+            defer { idle = Array(newIdle.prefix(room)) }
+            return idle + surplus
         }
         condition.broadcast()
         return old
