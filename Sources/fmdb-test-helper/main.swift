@@ -241,8 +241,9 @@ case "migrate-race":
     do {
         // The other process holds the write lock while it migrates: wait for it as long as it takes.
         let queue = try FMDatabaseQueue(
-            path: args[1], keyProvider: try RawKeyProvider(material: material(args[2]))
-        ) { db in db.maxBusyRetryTimeInterval = 60 }
+            path: args[1],
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try RawKeyProvider(material: material(args[2])), busyTimeout: 60))
         say("ready")
         _ = readLine()
         try migrator.migrate(queue)
@@ -340,7 +341,7 @@ case "transaction-fault":
         }
         db.close()
     case let form where form.hasPrefix("queue."):
-        guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { exit(3) }
+        guard let queue = try? FMDatabaseQueue(path: path, configuration: .init(logsErrors: false)) else { exit(3) }
         switch form {
         case "queue.inTransaction": queue.inTransaction { db, _ in block(db) }
         case "queue.inDeferredTransaction": queue.inDeferredTransaction { db, _ in block(db) }
@@ -357,8 +358,7 @@ case "transaction-fault":
         if form.hasSuffix("Transaction"), !form.hasSuffix("performTransaction") { seen.reported = queue.lastError }
         queue.close()
     case let form where form.hasPrefix("pool."):
-        let pool = FMDatabasePool(
-            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
+        guard let pool = try? FMDatabasePool(path: path, configuration: .init(logsErrors: false)) else { exit(3) }
         switch form {
         case "pool.inTransaction": pool.inTransaction { db, _ in block(db) }
         case "pool.inDeferredTransaction": pool.inDeferredTransaction { db, _ in block(db) }
@@ -377,13 +377,12 @@ case "transaction-fault":
         var migrator = FMDatabaseMigrator()
         migrator.registerMigration("fill") { db in block(db) }
         if form == "migrator(queue)" {
-            guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { exit(3) }
+            guard let queue = try? FMDatabaseQueue(path: path, configuration: .init(logsErrors: false)) else { exit(3) }
             do { try migrator.migrate(queue) } catch { seen.reported = error }
             if (try? migrator.appliedMigrations(queue)) != [] { seen.recorded = 1 }
             queue.close()
         } else {
-            let pool = FMDatabasePool(
-                path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
+            guard let pool = try? FMDatabasePool(path: path, configuration: .init(logsErrors: false)) else { exit(3) }
             do { try migrator.migrate(pool) } catch { seen.reported = error }
             if (try? migrator.appliedMigrations(pool)) != [] { seen.recorded = 1 }
             pool.releaseAllDatabases()
@@ -430,10 +429,10 @@ case "service":
             if slotted { return KeySlotKeyProvider(secret: .passphrase(text)) }
             return try RawKeyProvider(material: material(text))
         }
-        pool = try FMDatabasePool(path: args[1], keyProvider: provider, logsErrors: false) { db in
-            db.maxBusyRetryTimeInterval = 10
-        }
-        pool.maximumNumberOfDatabasesToCreate = 4
+        pool = try FMDatabasePool(
+            path: args[1],
+            configuration: FMDatabaseConfiguration(
+                keyProvider: provider, logsErrors: false, busyTimeout: 10, maximumNumberOfDatabasesToCreate: 4))
         try pool.inDatabase { db in
             try db.executeUpdate("CREATE TABLE IF NOT EXISTS acks (id INTEGER PRIMARY KEY, payload BLOB)", values: nil)
         }

@@ -62,9 +62,9 @@ final class ArticleExamplesTests: FMDBCipherTestCase {
         let path = directory.path("prepared.sqlite")
         let provider = try XCTUnwrap(StorageMode.encrypted.keyProvider)
         // Article:
-        let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
-            try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-        }
+        var configuration = FMDatabaseConfiguration(keyProvider: provider)
+        configuration.prepareDatabase = { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil) }
+        let pool = try FMDatabasePool(path: path, configuration: configuration)
         // End of the article's block.
         defer { pool.releaseAllDatabases() }
         pool.maximumNumberOfDatabasesToCreate = 2
@@ -97,7 +97,8 @@ final class ArticleExamplesTests: FMDBCipherTestCase {
     // committed, and the error says so (any other error would leave the block and fail the test).
     // swift-format-ignore
     func testQueuesArticleRolledBackTransaction() throws {
-        let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("notes.sqlite"), logsErrors: false))
+        let quiet = FMDatabaseConfiguration(logsErrors: false)
+        let queue = try FMDatabaseQueue(path: directory.path("notes.sqlite"), configuration: quiet)
         defer { queue.close() }
         try queue.inDatabase { db in
             try db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")

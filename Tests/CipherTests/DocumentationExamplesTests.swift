@@ -192,10 +192,10 @@ final class DocumentationExamplesTests: FMDBCipherTestCase {
 
     // FMDB.docc/RunningAService.md: the SIGHUP handler's reload, after a rekey made elsewhere.
     func testRunningAServiceReloadsTheKeyFile() throws {
-        func reloadDatabaseKey(_ pool: FMDatabasePool, keyFilePath: String, logger: Logger) {
+        func reloadDatabaseKey(_ writer: some FMDatabaseWriter, keyFilePath: String, logger: Logger) {
             do {
                 let key = try KeyMaterial.read(from: .file(path: keyFilePath), describedAs: "database key")
-                try pool.replaceKeyProvider(RawKeyProvider(material: key))
+                try writer.replaceKeyProvider(RawKeyProvider(material: key))
                 logger.info("database key reloaded")
             } catch {
                 logger.error("database key not reloaded; the old one stays in use: \(error)")

@@ -98,7 +98,8 @@ final class KeySlotRefusalTests: FMDBCipherTestCase {
         let kdf = KeySlotKDF.scrypt(n: KeySlotKDF.minimumScryptN)
         try KeySlots.createDatabase(at: path, secret: .passphrase("alpha"), kdf: kdf)
         let provider = KeySlotKeyProvider(secret: .passphrase("alpha"))
-        let pool = try FMDatabasePool(path: path, keyProvider: provider, logger: LogCapture().logger())
+        let pool = try FMDatabasePool(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: provider, logger: LogCapture().logger()))
         pool.inDatabase { db in XCTAssertTrue(db.executeUpdate("create table t (a)")) }
         try KeySlots.changeSlot(of: path, from: .passphrase("alpha"), to: .passphrase("gamma"), kdf: kdf)
         pool.inDatabase { db in XCTAssertTrue(db.executeUpdate("insert into t values (1)")) }

@@ -75,8 +75,9 @@ final class LentConnectionTests: FMDBCipherTestCase {
     func testEscapedConnectionUseIsLoggedLoudlyInEveryFormAndFailsWithMisuse() throws {
         let capture = LogCapture()
         let queue = try FMDatabaseQueue(
-            path: directory.path("logged.db"), keyProvider: XCTUnwrap(StorageMode.encrypted.keyProvider),
-            logger: capture.logger())
+            path: directory.path("logged.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
         let leaked = try XCTUnwrap(queue.inDatabase { $0 })
         XCTAssertTrue(leaked.logsErrors)
         let loud = "used outside the queue/pool block it was lent to (it escaped the block): refused with SQLITE_MISUSE"

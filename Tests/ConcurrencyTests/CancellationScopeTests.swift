@@ -26,7 +26,8 @@ final class CancellationScopeTests: FMDBCipherTestCase {
     }
 
     func testAPoolCallCancelledAsItGetsItsConnectionDoesNotRunItsBlock() async throws {
-        let pool = FMDatabasePool(path: directory.path("hand-over.db"), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: directory.path("hand-over.db"), configuration: FMDatabaseConfiguration(logsErrors: false))
         pool.inDatabase { db in XCTAssertTrue(db.executeUpdate("create table t (v integer)")) }
         let delegate = CancelAtHandOver()
         pool.delegate = delegate
@@ -51,8 +52,9 @@ final class CancellationScopeTests: FMDBCipherTestCase {
     /// database was closed does not open it again (no key derivation, no `prepareDatabase`) only to throw.
     func testAQueueCallCancelledBeforeItStartsOpensNoConnection() async throws {
         let opened = Locked(0)
-        let queue = try XCTUnwrap(
-            FMDatabaseQueue(path: directory.path("closed.db")) { _ in opened.withLock { $0 += 1 } })
+        let queue = try FMDatabaseQueue(
+            path: directory.path("closed.db"),
+            configuration: FMDatabaseConfiguration(prepareDatabase: { _ in opened.withLock { $0 += 1 } }))
         XCTAssertEqual(opened.withLock { $0 }, 1, "the connection the init opened")
         queue.close()
         let task = Task {
@@ -71,7 +73,8 @@ final class CancellationScopeTests: FMDBCipherTestCase {
     /// A call cancelled while its block ran: its long statement is stopped, and the next use of the
     /// connection (a synchronous block, which installs no cancellation of its own) runs to the end.
     func testACancelledCallLeavesNoCancellationOnItsConnection() async throws {
-        let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("after.db"), logsErrors: false))
+        let queue = try FMDatabaseQueue(
+            path: directory.path("after.db"), configuration: FMDatabaseConfiguration(logsErrors: false))
         let started = Locked(false)
         let cancelSent = Locked(false)
         let sql = Self.countTo100000

@@ -22,7 +22,9 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
         try holder.setKey(using: KeyChangeCoordinationTests.provider(1))
         XCTAssertTrue(holder.beginImmediateTransaction())
         let queue = try FMDatabaseQueue(
-            path: path, keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false)
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false))
         defer { queue.close() }
         XCTAssertThrowsError(
             try queue.inDatabase { db in
@@ -36,7 +38,9 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
     func testAPoolTransactionThatWaitedPastItsQueueTimeoutIsTransient() throws {
         let path = try makeKeyed("gate.db")
         let pool = try FMDatabasePool(
-            path: path, keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false)
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false))
         defer { pool.releaseAllDatabases() }
         pool.transactionQueueTimeout = 0
         let started = DispatchSemaphore(value: 0)
@@ -58,7 +62,9 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
     func testSQLConstraintAndWrongKeyErrorsArePermanent() throws {
         let path = try makeKeyed("permanent.db")
         let queue = try FMDatabaseQueue(
-            path: path, keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false)
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false))
         defer { queue.close() }
         XCTAssertThrowsError(
             try queue.inDatabase { db in try db.executeUpdate("insert into nope values (1)", values: nil) }
@@ -70,7 +76,10 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
             try queue.inDatabase { db in try db.executeUpdate("insert into t values (1)", values: nil) }
         ) { XCTAssertEqual(FMErrorDisposition($0), .permanent, "\($0)") }
         XCTAssertThrowsError(
-            try FMDatabaseQueue(path: path, keyProvider: KeyChangeCoordinationTests.provider(9), logsErrors: false)
+            try FMDatabaseQueue(
+                path: path,
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: KeyChangeCoordinationTests.provider(9), logsErrors: false))
         ) { XCTAssertEqual(FMErrorDisposition($0), .permanent, "a wrong key: \($0)") }
         XCTAssertEqual(FMErrorDisposition(NSError(domain: "elsewhere", code: Int(SQLITE_BUSY))), .permanent)
     }
@@ -79,7 +88,9 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
     func testARolledBackTransactionHasItsCausesDisposition() throws {
         let path = try makeKeyed("rolledback.db")
         let queue = try FMDatabaseQueue(
-            path: path, keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false)
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false))
         defer { queue.close() }
         try queue.inDatabase { db in try db.executeUpdate("insert into t values (1)", values: nil) }
         XCTAssertThrowsError(
@@ -97,7 +108,9 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
     func testACancelledCallAndAnInterruptedStatementAreCancelled() async throws {
         let path = try makeKeyed("cancelled.db")
         let pool = try FMDatabasePool(
-            path: path, keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false)
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false))
         defer { pool.releaseAllDatabases() }
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
@@ -117,7 +130,9 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
     func testABlockStoppedByAKeyChangeElsewhereIsConnectionReplaced() async throws {
         let path = try makeKeyed("replaced.db")
         let pool = try FMDatabasePool(
-            path: path, keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false)
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: KeyChangeCoordinationTests.provider(1), logsErrors: false))
         defer { pool.releaseAllDatabases() }
         let block: @Sendable (FMDatabase) throws -> Int32 = { db in
             try db.executeUpdate("insert into t values (7)", values: nil)
@@ -156,7 +171,10 @@ final class ErrorDispositionTests: FMDBCipherTestCase {
         let poolOutcome = try await pool.rekey(using: KeyChangeCoordinationTests.provider(3))
         XCTAssertEqual(poolOutcome, .done)
         XCTAssertThrowsError(
-            try FMDatabaseQueue(path: path, keyProvider: KeyChangeCoordinationTests.provider(2), logsErrors: false),
+            try FMDatabaseQueue(
+                path: path,
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: KeyChangeCoordinationTests.provider(2), logsErrors: false)),
             "the old key no longer opens the file")
         let reopened = try FMDatabaseQueue(path: path, keyProvider: KeyChangeCoordinationTests.provider(3))
         reopened.close()

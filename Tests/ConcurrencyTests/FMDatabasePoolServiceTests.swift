@@ -102,12 +102,14 @@ final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
     func testPrepareDatabaseSetsUpEveryConnectionBeforeItsFirstBlock() async throws {
         let prepared = Locked(0)
         let pool = try FMDatabasePool(
-            path: directory.path("prepare.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
-        ) { db in
-            XCTAssertEqual(db.int(forQuery: "PRAGMA temp_store"), 2, "keyed before it is set up")
-            try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-            prepared.withLock { $0 += 1 }
-        }
+            path: directory.path("prepare.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+                prepareDatabase: { db in
+                    XCTAssertEqual(db.int(forQuery: "PRAGMA temp_store"), 2, "keyed before it is set up")
+                    try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+                    prepared.withLock { $0 += 1 }
+                }))
         XCTAssertEqual(prepared.withLock { $0 }, 1, "the connection the init opened")
         let off = try await blocksWithForeignKeysOff(pool)
         XCTAssertEqual(off, 0)
@@ -120,8 +122,10 @@ final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
     func testPrepareDatabaseThatThrowsAtInitFailsTheInit() throws {
         XCTAssertThrowsError(
             try FMDatabasePool(
-                path: directory.path("throws.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
-            ) { _ in throw SetUpFailed() }
+                path: directory.path("throws.db"),
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+                    prepareDatabase: { _ in throw SetUpFailed() }))
         ) { error in
             XCTAssertTrue(error is SetUpFailed, "\(error)")
         }
@@ -130,13 +134,15 @@ final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
     func testConnectionWhosePrepareDatabaseThrowsIsNotUsed() throws {
         let calls = Locked(0)
         let pool = try FMDatabasePool(
-            path: directory.path("second.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
-        ) { _ in
-            let call = calls.withLock {
-                $0 += 1; return $0
-            }
-            if call == 2 { throw SetUpFailed() }
-        }
+            path: directory.path("second.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+                prepareDatabase: { _ in
+                    let call = calls.withLock {
+                        $0 += 1; return $0
+                    }
+                    if call == 2 { throw SetUpFailed() }
+                }))
         var ranNested = false
         pool.inDatabase { _ in
             do {
@@ -157,10 +163,12 @@ final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
 
     func testRekeyKeepsEveryConnectionSetUp() async throws {
         let pool = try FMDatabasePool(
-            path: directory.path("rekey.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
-        ) { db in
-            try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-        }
+            path: directory.path("rekey.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+                prepareDatabase: { db in
+                    try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+                }))
         _ = try await blocksWithForeignKeysOff(pool)
         try await pool.rekey(using: PassphraseKeyProvider("new key"))
         let off = try await blocksWithForeignKeysOff(pool)
@@ -172,8 +180,9 @@ final class FMDatabasePoolServiceTests: FMDBCipherTestCase {
     func testAnErrorTheCallerCatchesIsNotAlsoLogged() async throws {
         let capture = LogCapture()
         let pool = try FMDatabasePool(
-            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
-            logger: capture.logger())
+            path: directory.path("once.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
         try pool.inDatabase { db in
             try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil);
             try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)

@@ -17,7 +17,9 @@ final class FMDatabaseQueueRolledBackTransactionTests: FMDBCipherTestCase {
         -> Form
     {
         { path, block in
-            guard let queue = FMDatabaseQueue(path: path, logsErrors: false) else { return nil }
+            guard
+                let queue = try? FMDatabaseQueue(path: path, configuration: FMDatabaseConfiguration(logsErrors: false))
+            else { return nil }
             defer { queue.close() }
             return await body(queue, block)
         }
@@ -29,8 +31,11 @@ final class FMDatabaseQueueRolledBackTransactionTests: FMDBCipherTestCase {
         -> Form
     {
         { path, block in
-            let pool = FMDatabasePool(
-                path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
+            guard
+                let pool = try? FMDatabasePool(
+                    path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil,
+                    configuration: FMDatabaseConfiguration(logsErrors: false))
+            else { return nil }
             defer { pool.releaseAllDatabases() }
             return await body(pool, block)
         }
@@ -142,7 +147,7 @@ final class FMDatabaseQueueRolledBackTransactionTests: FMDBCipherTestCase {
     func testTheQueuesBlockFormLogsTheRollbackAsAFailedTransaction() throws {
         let path = makeDatabase("logged.db")
         let capture = LogCapture()
-        let queue = try XCTUnwrap(FMDatabaseQueue(path: path, logger: capture.logger()))
+        let queue = try FMDatabaseQueue(path: path, configuration: FMDatabaseConfiguration(logger: capture.logger()))
         defer { queue.close() }
         queue.inTransaction { db, _ in TransactionRollbackTrigger.raiseRollback.runBlock(on: db, .init()) }
         XCTAssertEqual((queue.lastError as? FMDatabaseError)?.transactionWasRolledBack, true)
@@ -156,9 +161,10 @@ final class FMDatabaseQueueRolledBackTransactionTests: FMDBCipherTestCase {
     /// (a Bool form not looked at). The later statement is refused, and `CancellationError` means what it says.
     func testACancelledTransactionWhoseBlockGoesOnCommitsNothing() async throws {
         let path = makeDatabase("cancelled.db")
-        let queue = try XCTUnwrap(FMDatabaseQueue(path: path, logsErrors: false))
-        let pool = FMDatabasePool(
-            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logsErrors: false)
+        let queue = try FMDatabaseQueue(path: path, configuration: FMDatabaseConfiguration(logsErrors: false))
+        let pool = try FMDatabasePool(
+            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil,
+            configuration: FMDatabaseConfiguration(logsErrors: false))
         defer {
             queue.close()
             pool.releaseAllDatabases()

@@ -10,11 +10,13 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
     func testPrepareDatabaseSetsUpTheConnectionEachTimeItOpens() throws {
         let prepared = Locked(0)
         let queue = try FMDatabaseQueue(
-            path: directory.path("prepare.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)
-        ) { db in
-            try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-            prepared.withLock { $0 += 1 }
-        }
+            path: directory.path("prepare.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+                prepareDatabase: { db in
+                    try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
+                    prepared.withLock { $0 += 1 }
+                }))
         XCTAssertEqual(prepared.withLock { $0 }, 1)
         queue.inDatabase { db in XCTAssertEqual(db.int(forQuery: "PRAGMA foreign_keys"), 1) }
         queue.close()
@@ -31,17 +33,25 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
     func testPrepareDatabaseThatThrowsFailsTheCallThatNeededTheConnection() throws {
         let path = directory.path("throws.db")
         XCTAssertThrowsError(
-            try FMDatabaseQueue(path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) { _ in
-                throw SetUpFailed()
-            }
+            try FMDatabaseQueue(
+                path: path,
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+                    prepareDatabase: { _ in
+                        throw SetUpFailed()
+                    }))
         ) { error in
             XCTAssertTrue(error is SetUpFailed, "\(error)")
         }
         let fail = Locked(false)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider)) {
-            _ in
-            if fail.withLock({ $0 }) { throw SetUpFailed() }
-        }
+        let queue = try FMDatabaseQueue(
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
+                prepareDatabase: {
+                    _ in
+                    if fail.withLock({ $0 }) { throw SetUpFailed() }
+                }))
         queue.close()
         fail.withLock { $0 = true }
         var ran = false
@@ -68,8 +78,9 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
     func testAnErrorTheCallerCatchesIsNotAlsoLogged() async throws {
         let capture = LogCapture()
         let queue = try FMDatabaseQueue(
-            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
-            logger: capture.logger())
+            path: directory.path("once.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
         try queue.inDatabase { db in
             try db.executeUpdate("CREATE TABLE t (a UNIQUE)", values: nil);
             try db.executeUpdate("INSERT INTO t VALUES (1)", values: nil)
@@ -91,9 +102,10 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
 
         let quiet = LogCapture()
         let silent = try FMDatabaseQueue(
-            path: directory.path("once.db"), keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider),
-            logger: quiet.logger(),
-            logsErrors: false)
+            path: directory.path("once.db"),
+            configuration: FMDatabaseConfiguration(
+                keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: quiet.logger(), logsErrors: false
+            ))
         silent.inDatabase { db in
             XCTAssertFalse(db.logsErrors, "the setting reaches the connection")
             XCTAssertFalse(db.executeUpdate("INSERT INTO t VALUES (1)"))
@@ -109,10 +121,14 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
         let path = directory.path("no-such-dir/x.db")
         XCTAssertThrowsError(
             try FMDatabaseQueue(
-                path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
+                path: path,
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger())))
         XCTAssertThrowsError(
             try FMDatabasePool(
-                path: path, keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger()))
+                path: path,
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: try XCTUnwrap(StorageMode.encrypted.keyProvider), logger: capture.logger())))
         XCTAssertEqual(errorLines(capture), [])
     }
 
@@ -132,7 +148,7 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
         db.close()
     }
 
-    // MARK: - Every initializer takes the logger, logsErrors and prepareDatabase
+    // MARK: - Every configuration initializer applies the logger, logsErrors and prepareDatabase
 
     /// Checks that `logger`, `logsErrors` (false) and `prepareDatabase` given to an initializer reached the
     /// connection a block gets: foreign keys on, nothing logged for a failed FMDB form, the trace in `capture`.
@@ -155,8 +171,9 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
         XCTAssertTrue(lines.contains { $0.contains("traced") }, "\(what): the logger reaches the connection: \(lines)")
     }
 
-    /// Every initializer of the queue and the pool, keyed or not, path or URL, takes `logger`,
-    /// `logsErrors` and `prepareDatabase`; their defaults are FMDB's (label "fmdb", errors logged).
+    /// Every configuration initializer of the queue and the pool, keyed or not, path or URL, applies the
+    /// configuration's `logger`, `logsErrors` and `prepareDatabase`; FMDB's initializers keep FMDB's defaults
+    /// (label "fmdb", errors logged).
     func testEveryInitializerTakesALoggerLogsErrorsAndPrepareDatabase() throws {
         let capture = LogCapture()
         let logger = capture.logger(label: "settings")
@@ -169,43 +186,24 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
         let provider = try XCTUnwrap(StorageMode.encrypted.keyProvider)
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
 
-        let queues: [(String, FMDatabaseQueue?)] = [
-            ("queue()", FMDatabaseQueue(logger: logger, logsErrors: false, prepareDatabase: prepare)),
-            ("queue(path:)", FMDatabaseQueue(path: plain, logger: logger, logsErrors: false, prepareDatabase: prepare)),
-            (
-                "queue(url:)",
-                FMDatabaseQueue(url: plainURL, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
-            (
-                "queue(path:flags:)",
-                FMDatabaseQueue(path: plain, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
-            (
-                "queue(url:flags:)",
-                FMDatabaseQueue(
-                    url: plainURL, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
+        let settings = FMDatabaseConfiguration(logger: logger, logsErrors: false, prepareDatabase: prepare)
+        var keyed = settings
+        keyed.keyProvider = provider
+        let queues: [(String, FMDatabaseQueue)] = [
+            ("queue(path: nil)", try FMDatabaseQueue(path: nil, configuration: settings)),
+            ("queue(path:)", try FMDatabaseQueue(path: plain, configuration: settings)),
+            ("queue(url:)", try FMDatabaseQueue(url: plainURL, configuration: settings)),
             (
                 "queue(path:flags:vfs:)",
-                FMDatabaseQueue(
-                    path: plain, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
+                try FMDatabaseQueue(path: plain, flags: flags, vfs: nil, configuration: settings)
             ),
             (
                 "queue(url:flags:vfs:)",
-                FMDatabaseQueue(
-                    url: plainURL, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
+                try FMDatabaseQueue(url: plainURL, flags: flags, vfs: nil, configuration: settings)
             ),
-            (
-                "queue(url:keyProvider:)",
-                try FMDatabaseQueue(
-                    url: keyedURL, keyProvider: provider, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
+            ("queue(url:) keyed", try FMDatabaseQueue(url: keyedURL, configuration: keyed)),
         ]
         for (what, queue) in queues {
-            guard let queue = queue else {
-                XCTFail("\(what): no queue")
-                continue
-            }
             checkSettingsReach(
                 { body in queue.inDatabase { db in body(db) } }, label: queue.logger.label,
                 logsErrors: queue.logsErrors, capture: capture, what)
@@ -213,32 +211,15 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
         }
 
         let pools: [(String, FMDatabasePool)] = [
-            ("pool()", FMDatabasePool(logger: logger, logsErrors: false, prepareDatabase: prepare)),
-            ("pool(path:)", FMDatabasePool(path: plain, logger: logger, logsErrors: false, prepareDatabase: prepare)),
-            ("pool(url:)", FMDatabasePool(url: plainURL, logger: logger, logsErrors: false, prepareDatabase: prepare)),
-            (
-                "pool(path:flags:)",
-                FMDatabasePool(path: plain, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
-            (
-                "pool(url:flags:)",
-                FMDatabasePool(url: plainURL, flags: flags, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
-            (
-                "pool(path:flags:vfs:)",
-                FMDatabasePool(
-                    path: plain, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
+            ("pool(path: nil)", try FMDatabasePool(path: nil, configuration: settings)),
+            ("pool(path:)", try FMDatabasePool(path: plain, configuration: settings)),
+            ("pool(url:)", try FMDatabasePool(url: plainURL, configuration: settings)),
+            ("pool(path:flags:vfs:)", try FMDatabasePool(path: plain, flags: flags, vfs: nil, configuration: settings)),
             (
                 "pool(url:flags:vfs:)",
-                FMDatabasePool(
-                    url: plainURL, flags: flags, vfs: nil, logger: logger, logsErrors: false, prepareDatabase: prepare)
+                try FMDatabasePool(url: plainURL, flags: flags, vfs: nil, configuration: settings)
             ),
-            (
-                "pool(url:keyProvider:)",
-                try FMDatabasePool(
-                    url: keyedURL, keyProvider: provider, logger: logger, logsErrors: false, prepareDatabase: prepare)
-            ),
+            ("pool(url:) keyed", try FMDatabasePool(url: keyedURL, configuration: keyed)),
         ]
         for (what, pool) in pools {
             checkSettingsReach(
@@ -258,9 +239,14 @@ final class FMDatabaseQueueServiceTests: FMDBCipherTestCase {
         pool.inDatabase { db in XCTAssertTrue(db.logsErrors) }
     }
 
-    /// An unkeyed queue whose `prepareDatabase` throws at init is not made (nil), as when its open fails.
-    func testAnUnkeyedQueueWhosePrepareDatabaseThrowsIsNil() {
-        XCTAssertNil(
-            FMDatabaseQueue(path: directory.path("unkeyed-throws.db"), logsErrors: false) { _ in throw SetUpFailed() })
+    /// An unkeyed queue whose `prepareDatabase` throws at init is not made: the initializer throws that error,
+    /// as when its open fails.
+    func testAnUnkeyedQueueWhosePrepareDatabaseThrowsIsNotMade() {
+        XCTAssertThrowsError(
+            try FMDatabaseQueue(
+                path: directory.path("unkeyed-throws.db"),
+                configuration: FMDatabaseConfiguration(logsErrors: false, prepareDatabase: { _ in throw SetUpFailed() })
+            )
+        ) { XCTAssertTrue($0 is SetUpFailed, "\($0)") }
     }
 }

@@ -174,7 +174,8 @@ final class KeyChangeAcrossReplacementTests: FMDBCipherTestCase {
         try make(a, old, journalMode: "delete", rows: 2)
         try make(b, new, journalMode: "delete", rows: 3)
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: a)
-        let pool = try FMDatabasePool(path: link, keyProvider: old, logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: link, configuration: FMDatabaseConfiguration(keyProvider: old, logsErrors: false))
         defer { pool.releaseAllDatabases() }
         XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 2)
         try FileManager.default.removeItem(atPath: link)

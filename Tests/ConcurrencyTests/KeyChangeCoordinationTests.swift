@@ -78,8 +78,9 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         let path = try makeKeyed()
         let harness = Harness(path: path)
         let pool = try FMDatabasePool(
-            path: path, keyProvider: harness.makeProvider(), logsErrors: false,
-            prepareDatabase: { try harness.prepare($0) })
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: harness.makeProvider(), logsErrors: false, prepareDatabase: { try harness.prepare($0) }))
         pool.releaseAllDatabases()  // The next block needs a new connection: prepareDatabase runs.
         harness.armed.withLock { $0 = true }
         let runs = Locked(0)
@@ -114,16 +115,18 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         let armed = Locked(false)
         let provider = try ReloadableKeyProvider { try Self.provider(keyByte.withLock { $0 }) }
         let pool = try FMDatabasePool(
-            path: path, keyProvider: provider, logsErrors: false,
-            prepareDatabase: { _ in
-                guard
-                    armed.withLock({ armed in
-                        defer { armed = false }; return armed
-                    })
-                else { return }
-                try Self.rekeyElsewhere(path, from: 2, to: 3)  // a second rotation, before this BEGIN
-                keyByte.withLock { $0 = 3 }
-            })
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: provider, logsErrors: false,
+                prepareDatabase: { _ in
+                    guard
+                        armed.withLock({ armed in
+                            defer { armed = false }; return armed
+                        })
+                    else { return }
+                    try Self.rekeyElsewhere(path, from: 2, to: 3)  // a second rotation, before this BEGIN
+                    keyByte.withLock { $0 = 3 }
+                }))
         pool.inDatabase { db in db.crashOnErrors = true }  // the idle connection, under key 1
         try Self.rekeyElsewhere(path, from: 1, to: 2)
         keyByte.withLock { $0 = 2 }
@@ -142,8 +145,9 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         let path = try makeKeyed()
         let harness = Harness(path: path)
         let queue = try FMDatabaseQueue(
-            path: path, keyProvider: harness.makeProvider(), logsErrors: false,
-            prepareDatabase: { try harness.prepare($0) })
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: harness.makeProvider(), logsErrors: false, prepareDatabase: { try harness.prepare($0) }))
         queue.close()  // The next call opens a new connection: prepareDatabase runs.
         harness.armed.withLock { $0 = true }
         let runs = Locked(0)
@@ -231,7 +235,8 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     func makePoolWithAnIdleConnectionUnderTheOldKey(_ name: String) throws -> FMDatabasePool {
         let path = try makeKeyed(name)
         let harness = Harness(path: path)
-        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: harness.makeProvider(), logsErrors: false))
         XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
         XCTAssertEqual(pool.countOfCheckedInDatabases, 1)
         try Self.rekeyElsewhere(path, from: 1, to: 2)
@@ -293,7 +298,8 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     func makeQueueWithAConnectionUnderTheOldKey(_ name: String) throws -> FMDatabaseQueue {
         let path = try makeKeyed(name)
         let harness = Harness(path: path)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        let queue = try FMDatabaseQueue(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: harness.makeProvider(), logsErrors: false))
         XCTAssertEqual(queue.inDatabase { db in db.int(forQuery: "select count(*) from t") }, 0)
         try Self.rekeyElsewhere(path, from: 1, to: 2)
         harness.keyByte.withLock { $0 = 2 }
@@ -343,8 +349,10 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     ) throws {
         let path = try makeKeyed()
         let harness = Harness(path: path)
-        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: harness.makeProvider(), logsErrors: false))
+        let queue = try FMDatabaseQueue(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: harness.makeProvider(), logsErrors: false))
         try withKeyCheckInterval(keyCheckInterval) { try body(path, harness, pool, queue) }
     }
 
@@ -431,8 +439,10 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
     /// the key check (its statement is cached on the connection from the first check on).
     func testNoKeyCheckRunsBeforeAnImmediateOrExclusiveTransaction() throws {
         let path = try makeKeyed()
-        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: Self.provider(1), logsErrors: false))
+        let queue = try FMDatabaseQueue(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: Self.provider(1), logsErrors: false))
         let checkSQL = "PRAGMA schema_version"
         for kind in [FMDBTransactionKind.immediate, .exclusive, .immediate] {
             try pool.inTransaction(kind) { db in XCTAssertNil(db.statementCache.take(checkSQL), "pool \(kind)") }
@@ -444,7 +454,8 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
 
     func testAQueuePerformTransactionStoppedByAKeyChangeElsewhereThrowsTheKeyChangedError() async throws {
         let path = try makeKeyed()
-        let queue = try FMDatabaseQueue(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        let queue = try FMDatabaseQueue(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: Self.provider(1), logsErrors: false))
         let runs = Locked(0)
         do {
             try await queue.performTransaction(.deferred) { db in
@@ -471,15 +482,19 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         let holding = DispatchSemaphore(value: 0)
         let rekeyed = DispatchSemaphore(value: 0)
         let hold = Locked(false)
-        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false) { _ in
-            guard
-                hold.withLock({ hold in
-                    defer { hold = false }; return hold
-                })
-            else { return }
-            holding.signal()
-            _ = rekeyed.wait(timeout: .now() + 3)
-        }
+        let pool = try FMDatabasePool(
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: Self.provider(1), logsErrors: false,
+                prepareDatabase: { _ in
+                    guard
+                        hold.withLock({ hold in
+                            defer { hold = false }; return hold
+                        })
+                    else { return }
+                    holding.signal()
+                    _ = rekeyed.wait(timeout: .now() + 3)
+                }))
         hold.withLock { $0 = true }
         let replaced = Locked<String?>(nil)
         let finished = DispatchSemaphore(value: 0)
@@ -505,16 +520,21 @@ final class KeyChangeCoordinationTests: FMDBCipherTestCase {
         let holding = DispatchSemaphore(value: 0)
         let rekeyed = DispatchSemaphore(value: 0)
         let hold = Locked(false)
-        let queue = try FMDatabaseQueue(path: path, keyProvider: Self.provider(1), logsErrors: false) { _ in
-            guard
-                hold.withLock({ hold in
-                    defer { hold = false }; return hold
-                })
-            else { return }
-            holding.signal()
-            rekeyed.wait()
-        }
-        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        let queue = try FMDatabaseQueue(
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: Self.provider(1), logsErrors: false,
+                prepareDatabase: { _ in
+                    guard
+                        hold.withLock({ hold in
+                            defer { hold = false }; return hold
+                        })
+                    else { return }
+                    holding.signal()
+                    rekeyed.wait()
+                }))
+        let pool = try FMDatabasePool(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: Self.provider(1), logsErrors: false))
         hold.withLock { $0 = true }
         let replaced = Locked<Int?>(nil)
         let finished = DispatchSemaphore(value: 0)

@@ -21,7 +21,8 @@ final class KeyChangeDropsEveryConnectionTests: FMDBCipherTestCase {
         }
         setUp.close()
         let harness = Coordination.Harness(path: path)
-        let pool = try FMDatabasePool(path: path, keyProvider: harness.makeProvider(), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: harness.makeProvider(), logsErrors: false))
         let before = FMDatabase.keyCheckInterval.exchange(3_600_000_000_000, ordering: .relaxed)
         defer { FMDatabase.keyCheckInterval.store(before, ordering: .relaxed) }
         // Two connections, then each checked before a block (nested: each block takes another one).

@@ -8,7 +8,9 @@ import XCTest
 final class PoolLimitAcrossKeyChangesTests: FMDBCipherTestCase {
     func testAReplacementWhileABlockRunsOpensNoConnectionPastTheLimit() throws {
         let provider = try KeyChangeCoordinationTests.provider(1)
-        let pool = try FMDatabasePool(path: directory.path("limit.db"), keyProvider: provider, logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: directory.path("limit.db"),
+            configuration: FMDatabaseConfiguration(keyProvider: provider, logsErrors: false))
         pool.maximumNumberOfDatabasesToCreate = 1
         try pool.inDatabase { db in try db.executeUpdate("CREATE TABLE t (v INTEGER)", values: nil) }
 

@@ -13,7 +13,8 @@ final class PoolRekeyWaitTests: FMDBCipherTestCase {
 
     func testABlockCanReplaceTheKeyProviderWhileARekeyWaitsForIt() throws {
         let path = directory.path("rekey-waits.db")
-        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: Self.provider(1), logsErrors: false))
         try pool.inDatabase { db in try db.executeUpdate("create table t (v integer)", values: nil) }
         let inBlock = DispatchSemaphore(value: 0)
         let blockDone = DispatchSemaphore(value: 0)

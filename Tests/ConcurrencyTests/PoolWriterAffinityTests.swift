@@ -7,7 +7,8 @@ import XCTest
 /// writer from then on, and with two idle connections (the fewest that leave a choice) reads take the other.
 final class PoolWriterAffinityTests: FMDBCipherTestCase {
     func testTheConnectionTheFirstTransactionOpenedStaysTheWriterAndReadsTakeTheOther() throws {
-        let pool = FMDatabasePool(path: directory.path("affinity.db"), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: directory.path("affinity.db"), configuration: FMDatabaseConfiguration(logsErrors: false))
         XCTAssertEqual(pool.countOfOpenDatabases, 0)
         var writer: ObjectIdentifier?
         try pool.inTransaction(.immediate) { db in

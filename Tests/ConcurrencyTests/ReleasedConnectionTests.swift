@@ -7,7 +7,8 @@ import XCTest
 /// is refused: a connection the program still holds a reference to is closed, not left open.
 final class ReleasedConnectionTests: FMDBCipherTestCase {
     func testThePoolClosesTheConnectionsItReleases() throws {
-        let pool = FMDatabasePool(path: directory.path("pool.db"), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: directory.path("pool.db"), configuration: FMDatabaseConfiguration(logsErrors: false))
         var held: FMDatabase?
         pool.inDatabase { db in held = db }
         XCTAssertEqual(held?.isOpen, true)
@@ -17,7 +18,8 @@ final class ReleasedConnectionTests: FMDBCipherTestCase {
     }
 
     func testTheQueueClosesItsConnectionWhenClosed() throws {
-        let queue = try XCTUnwrap(FMDatabaseQueue(path: directory.path("queue.db"), logsErrors: false))
+        let queue = try FMDatabaseQueue(
+            path: directory.path("queue.db"), configuration: FMDatabaseConfiguration(logsErrors: false))
         var held: FMDatabase?
         queue.inDatabase { db in held = db }
         XCTAssertEqual(held?.isOpen, true)

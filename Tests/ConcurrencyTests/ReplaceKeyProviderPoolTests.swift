@@ -43,9 +43,13 @@ final class ReplaceKeyProviderPoolTests: FMDBCipherTestCase {
     func testAReplacementWaitsForTheRekeyOfThePool() throws {
         let path = try makeKeyed("waits.db")
         let hold = Hold()
-        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false) { db in
-            hold.prepare(db)
-        }
+        let pool = try FMDatabasePool(
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: Self.provider(1), logsErrors: false,
+                prepareDatabase: { db in
+                    hold.prepare(db)
+                }))
         pool.releaseAllDatabases()  // The rekey opens its connection, through prepareDatabase.
         hold.armed.withLock { $0 = true }
         let rekeyError = Locked<String?>(nil)
@@ -80,10 +84,15 @@ final class ReplaceKeyProviderPoolTests: FMDBCipherTestCase {
     func testAReplacementChecksAgainWhenTheFileIsRekeyedElsewhereMeanwhile() throws {
         let path = try makeKeyed("again.db")
         let hold = Hold()
-        let pool = try FMDatabasePool(path: path, keyProvider: Self.provider(1), logsErrors: false) { db in
-            hold.prepare(db)
-        }
-        let queue = try FMDatabaseQueue(path: path, keyProvider: Self.provider(1), logsErrors: false)
+        let pool = try FMDatabasePool(
+            path: path,
+            configuration: FMDatabaseConfiguration(
+                keyProvider: Self.provider(1), logsErrors: false,
+                prepareDatabase: { db in
+                    hold.prepare(db)
+                }))
+        let queue = try FMDatabaseQueue(
+            path: path, configuration: FMDatabaseConfiguration(keyProvider: Self.provider(1), logsErrors: false))
         hold.armed.withLock { $0 = true }
         let replaced = Locked<Int?>(nil)
         let finished = DispatchSemaphore(value: 0)
@@ -114,7 +123,8 @@ final class ReplaceKeyProviderPoolTests: FMDBCipherTestCase {
     /// The connection the replacement opened and keeps is announced before its first block.
     func testTheConnectionAReplacementKeepsIsAnnouncedToTheDelegate() throws {
         let pool = try FMDatabasePool(
-            path: try makeKeyed("announce.db"), keyProvider: Self.provider(1), logsErrors: false)
+            path: try makeKeyed("announce.db"),
+            configuration: FMDatabaseConfiguration(keyProvider: Self.provider(1), logsErrors: false))
         let recorder = Recorder()
         pool.delegate = recorder
         pool.inDatabase { db in XCTAssertEqual(db.int(forQuery: "select count(*) from t"), 0) }

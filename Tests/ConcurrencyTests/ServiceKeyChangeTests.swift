@@ -339,10 +339,16 @@ final class ServiceKeyChangeTests: FMDBCipherTestCase {
         for (what, provider) in providers {
             XCTAssertTrue(provider.requiresExistingDatabase, what)
             let path = folder + "/app.db"
-            XCTAssertThrowsError(try FMDatabaseQueue(path: path, keyProvider: provider, logsErrors: false), what) {
+            XCTAssertThrowsError(
+                try FMDatabaseQueue(
+                    path: path, configuration: FMDatabaseConfiguration(keyProvider: provider, logsErrors: false)), what
+            ) {
                 XCTAssertEqual(nsError($0).code, Int(SQLITE_CANTOPEN), "\(what): \($0)")
             }
-            XCTAssertThrowsError(try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false), what) {
+            XCTAssertThrowsError(
+                try FMDatabasePool(
+                    path: path, configuration: FMDatabaseConfiguration(keyProvider: provider, logsErrors: false)), what
+            ) {
                 XCTAssertEqual(nsError($0).code, Int(SQLITE_CANTOPEN), "\(what): \($0)")
             }
             XCTAssertEqual(watch.created(), [], "\(what): no file was ever created")

@@ -154,9 +154,9 @@ final class ReadmeQueueAndPoolExamplesTests: FMDBCipherTestCase {
         // README: a pool whose connections are set up before any block gets them
         do {
             let provider = PBKDF2KeyProvider(passphrase: "a new passphrase")
-            let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
-                try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-            }
+            var configuration = FMDatabaseConfiguration(keyProvider: provider)
+            configuration.prepareDatabase = { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil) }
+            let pool = try FMDatabasePool(path: path, configuration: configuration)
             XCTAssertEqual(pool.inDatabase { db in db.int(forQuery: "PRAGMA foreign_keys") }, 1)
             pool.releaseAllDatabases()
         }

@@ -328,7 +328,7 @@ case ("pool", "pool"):
 
 case ("keycheck", "schema-version"):
     // The cost of the check a keyed queue or pool makes before each block (is the file under another key?
-    // QueueAndPool/KeyChangeRegistry.swift: `PRAGMA schema_version` on the connection, its header page
+    // QueueAndPool/KeyChanges/FMDatabase+KeyCheck.swift: `PRAGMA schema_version` on the connection, its header page
     // cached), next to the W3 lookup it guards: BENCH_LOOKUPS lookups by id, then as many checks.
     let db = openDatabase()
     var lcg = LCG(state: 7)
@@ -399,9 +399,14 @@ case ("service", "pool"), ("service", "slots"):
             _ = try KeySlots.addSlot(
                 to: path, unlockingWith: .passphrase("service"), newSecret: .passphrase("operator"), kdf: slotKDF)
             pool = try FMDatabasePool(
-                path: path, keyProvider: KeySlotKeyProvider(secret: .passphrase("service")), prepareDatabase: setUp)
+                path: path,
+                configuration: FMDatabaseConfiguration(
+                    keyProvider: KeySlotKeyProvider(secret: .passphrase("service")), prepareDatabase: setUp))
         } else if mode == "encrypted" {
-            pool = try FMDatabasePool(path: path, keyProvider: RawKeyProvider(key: rawKey), prepareDatabase: setUp)
+            pool = try FMDatabasePool(
+                path: path,
+                configuration: FMDatabaseConfiguration(keyProvider: RawKeyProvider(key: rawKey), prepareDatabase: setUp)
+            )
         } else {
             pool = FMDatabasePool(path: path)
             pool.delegate = serviceSetUp  // Every connection gets synchronous = NORMAL, as in the other programs.

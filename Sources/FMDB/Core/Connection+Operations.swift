@@ -169,7 +169,7 @@ extension Connection {
     func readSchemaVerifyingKey(plaintextHeader: Bool) throws {
         do {
             _ = try pragmaText("SELECT count(*) FROM sqlite_master")
-        } catch let error as FMDatabaseError where plaintextHeader && error.resultCode == SQLITE_ERROR {
+        } catch let error as FMDatabaseError where plaintextHeader && error.hasCode(.error) {
             throw FMDatabaseError(
                 code: SQLITE_NOTADB,
                 message: "file is not a database (wrong key, or the plaintext header size or salt given is not the "
@@ -180,9 +180,9 @@ extension Connection {
     /// What an error met while keying and reading a file says about the key: only SQLITE_NOTADB says
     /// "does not open"; a lock says nothing yet; anything else says nothing at all.
     static func classify(_ error: FMDatabaseError) -> KeyProbe {
-        switch error.resultCode {
-        case SQLITE_NOTADB: return .doesNotOpen(error)
-        case SQLITE_BUSY, SQLITE_LOCKED: return .locked
+        switch error.resultCodeValue {
+        case .notADatabase: return .doesNotOpen(error)
+        case .busy, .locked: return .locked
         default: return .couldNotCheck(error)
         }
     }

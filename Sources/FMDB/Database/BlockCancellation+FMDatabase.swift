@@ -5,3 +5,9 @@ extension BlockCancellation {
         try run(interrupting: db.interruptHandle, body)
     }
 }
+
+extension FMDatabase {
+    /// A handle another thread may use to interrupt this connection (a queue's or pool's `interrupt()`, a
+    /// cancelled task's `BlockCancellation`); nil when closed.
+    var interruptHandle: InterruptHandle? { connection?.interruptHandle }
+}

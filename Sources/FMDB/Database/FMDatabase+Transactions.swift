@@ -66,19 +66,6 @@ extension FMDatabase {
         if !formConnection.isTransactionAborted, connection === formConnection, isInTransaction { rollback() }
     }
 
-    /// Runs `body`, a queue's or pool's transaction on this connection, with its BEGIN serving as the
-    /// connection's key check when `beginChecksKey` (immediate and exclusive transactions: see `record`).
-    func withBeginAsKeyCheck<T>(_ beginChecksKey: Bool, _ body: () throws -> T) rethrows -> T {
-        beginProbesKey = beginChecksKey
-        defer { beginProbesKey = false }
-        return try body()
-    }
-
-    /// How many BEGINs a queue or pool transaction makes when each meets the file under a key changed
-    /// elsewhere (before its block runs): one for an idle connection still under an old key, and one for
-    /// each key change that lands while BEGIN waits for the write lock.
-    static let transactionAttemptsAcrossKeyChanges = 4
-
     /// FMDB's transaction block shape: begin, run, commit unless `rollback` was set.
     /// The block is not called when BEGIN fails.
     ///

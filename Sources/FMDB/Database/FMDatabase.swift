@@ -52,7 +52,7 @@ public final class FMDatabase {
     var beginProbesKey = false
     /// When this keyed connection last read the file under its key before a block (`DispatchTime` uptime
     /// nanoseconds; 0: never, or it met another key since), for the per-block key check
-    /// (QueueAndPool/KeyChangeRegistry.swift).
+    /// (QueueAndPool/KeyChanges/FMDatabase+KeyCheck.swift).
     var keyConfirmedAt: UInt64 = 0
     /// What the key check found when this connection failed it (it is then replaced, and never read again
     /// under its key: SQLCipher 4.7 and later keep a failed page read for the connection's life).

@@ -62,14 +62,13 @@ public enum FMErrorDisposition: Sendable, Hashable, CustomStringConvertible {
             self = .connectionReplaced
             return
         }
-        let error = error as NSError
-        guard error.domain == FMDatabaseError.domain else {
+        guard let code = FMResultCode(error) else {
             self = .permanent
             return
         }
-        switch Int32(truncatingIfNeeded: error.code) & 0xFF {
-        case SQLITE_BUSY, SQLITE_PROTOCOL: self = .transient
-        case SQLITE_INTERRUPT: self = .cancelled
+        switch code {
+        case .busy, FMResultCode(rawValue: SQLITE_PROTOCOL): self = .transient
+        case .interrupted: self = .cancelled
         default: self = .permanent
         }
     }

@@ -99,4 +99,11 @@ public struct FMResultCode: RawRepresentable, Hashable, Sendable, CustomStringCo
 extension FMDatabaseError {
     /// The error's code as an ``FMResultCode``, for `switch` and `~=`.
     public var resultCodeValue: FMResultCode { FMResultCode(rawValue: extendedCode) }
+
+    /// Whether the error's code matches one of `codes` (`~=`: a primary code matches its extended codes),
+    /// where a `catch` clause also needs the error: `catch let error as FMDatabaseError where
+    /// error.hasCode(.busy, .locked)`.
+    func hasCode(_ codes: FMResultCode...) -> Bool {
+        codes.contains { $0 ~= resultCodeValue }
+    }
 }

@@ -71,7 +71,7 @@ extension FMDatabase {
                 keySettings = applied
                 if let salt, candidates.count > 1 { CipherFormatHints.remember(format, forSalt: salt) }
                 return
-            } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB {
+            } catch let error as FMDatabaseError where error.hasCode(.notADatabase) {
                 failure = error
             } catch {
                 if isFileBacked { try? reopenConnection(key: nil) }

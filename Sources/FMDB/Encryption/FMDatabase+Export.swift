@@ -109,7 +109,7 @@ extension FMDatabase {
             do {
                 try connection.attachEncrypted(path: path, schema: name, key: key.sqlcipherKeyBytes())
                 return
-            } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB {
+            } catch let error as FMDatabaseError where error.hasCode(.notADatabase) {
                 failure = error
             }
         }

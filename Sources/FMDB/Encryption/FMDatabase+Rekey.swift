@@ -208,7 +208,7 @@ extension FMDatabase {
                 verdict = .neitherKeyOpens(error)
             case (let oldKeyOpens, _):
                 let cause =
-                    newKeyOpens.verdict.error.flatMap { $0.resultCode == SQLITE_NOTADB ? nil : $0 }
+                    newKeyOpens.verdict.error.flatMap { $0.hasCode(.notADatabase) ? nil : $0 }
                     ?? oldKeyOpens.verdict.error
                     ?? FMDatabaseError(code: SQLITE_ERROR, message: "the file could not be read")
                 verdict = .unchecked(cause)
@@ -240,7 +240,7 @@ extension FMDatabase {
             // The connection stays closed: writing under a key that may be the wrong one would corrupt the file.
             keySettings = settings
             throw FMDatabaseError(
-                code: cause.resultCode == SQLITE_NOTADB ? SQLITE_IOERR : cause.extendedCode,
+                code: cause.hasCode(.notADatabase) ? SQLITE_IOERR : cause.extendedCode,
                 message:
                     "After the rekey, which key opens the database could not be checked (\(cause.message)): it opens "
                     + "with the old key or the new one, and the rekey cannot have mixed them. Try each key once the "
@@ -285,14 +285,11 @@ extension FMDatabase {
             // EXCLUSIVE, as the rekey's commit needs: a reader's shared lock blocks it in rollback-journal mode.
             try connection.execute("BEGIN EXCLUSIVE")
             try connection.execute("ROLLBACK")
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_BUSY || error.resultCode == SQLITE_LOCKED
-        {
+        } catch let error as FMDatabaseError where error.hasCode(.busy, .locked) {
             return FMDatabaseError(
                 code: SQLITE_BUSY,
                 message: "The rekey did not take (the database is locked by another connection)" + suffix)
-        } catch let error as FMDatabaseError
-            where [SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR].contains(error.resultCode)
-        {
+        } catch let error as FMDatabaseError where error.hasCode(.readOnly, .full, .ioError) {
             return FMDatabaseError(
                 code: error.resultCode, message: "The rekey did not take (\(error.message))" + suffix)
         } catch {

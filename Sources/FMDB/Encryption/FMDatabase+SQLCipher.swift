@@ -114,7 +114,7 @@ extension FMDatabase {
     ) throws {
         do {
             _ = try settings.choiceStatements()
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_FORMAT {
+        } catch let error as FMDatabaseError where error.hasCode(.format) {
             guard case .encryptedWithPlaintextHeader = kind, let path, let salt = settings.salt,
                 settings.format == nil
             else { throw error }
@@ -241,7 +241,7 @@ extension FMDatabase {
     func verifyKey(on connection: Connection, plaintextHeader: Bool = false) throws {
         do {
             try connection.readSchemaVerifyingKey(plaintextHeader: plaintextHeader)
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB {
+        } catch let error as FMDatabaseError where error.hasCode(.notADatabase) {
             if plaintextHeader { throw error }
             throw FMDatabaseError(
                 code: SQLITE_NOTADB,

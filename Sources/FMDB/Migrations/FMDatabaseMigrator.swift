@@ -1,7 +1,7 @@
 import Foundation
 
 /// Ordered, named schema migrations, registered in code and applied once each, through a keyed
-/// ``FMDatabaseQueue`` or ``FMDatabasePool``.
+/// ``FMDatabaseQueue`` or ``FMDatabasePool`` (any ``FMDatabaseWriter``).
 ///
 /// Each migration runs in its own immediate transaction, followed by `PRAGMA foreign_key_check`, and is
 /// recorded in the table `fmdb_migrations` of the database in the same transaction: a migration either
@@ -71,11 +71,14 @@ public struct FMDatabaseMigrator: Sendable {
         registered.append(Migration(identifier: identifier, migrate: migrate))
     }
 
-    /// Applies, in order, every registered migration the database has not recorded yet.
+    /// Applies, in order, every registered migration the database has not recorded yet, each in an immediate
+    /// transaction of the queue or pool (a pool's waits its turn behind the file's other pool transactions).
     ///
     /// ```swift
     /// try migrator.migrate(queue)
+    /// try migrator.migrate(pool)
     /// ```
+    /// - Parameter writer: The queue or pool of the database.
     /// - Throws: `SQLITE_ERROR` when the database records a migration this migrator does not know
     ///   (nothing runs then); `SQLITE_CONSTRAINT` when a migration leaves a foreign key violation (that
     ///   migration is rolled back); what a migration throws (it is rolled back); an error whose
@@ -83,44 +86,8 @@ public struct FMDatabaseMigrator: Sendable {
     ///   back after one of its statements failed, even one the migration caught (it is neither applied nor
     ///   recorded); or the database's error.
     ///   Migrations applied before the failing one stay applied.
-    public func migrate(_ queue: FMDatabaseQueue) throws {
-        try run { body in try queue.inTransaction(.immediate, body) }
-    }
-
-    /// Applies, in order, every registered migration the database has not recorded yet, each in a pool
-    /// transaction (which waits its turn behind the pool's other transactions).
-    ///
-    /// ```swift
-    /// try migrator.migrate(pool)
-    /// ```
-    /// - Throws: as the queue's form: `SQLITE_ERROR` for a migration this migrator does not know, `SQLITE_CONSTRAINT`
-    ///   for a foreign key violation, what a migration throws, or the database's error.
-    public func migrate(_ pool: FMDatabasePool) throws {
-        try run { body in try pool.inTransaction(.immediate, body) }
-    }
-
-    /// The identifiers of the migrations the database records as applied, in the order they were applied.
-    ///
-    /// ```swift
-    /// let applied = try migrator.appliedMigrations(queue)
-    /// ```
-    public func appliedMigrations(_ queue: FMDatabaseQueue) throws -> [String] {
-        try queue.inDatabase { db in try Self.applied(db) }
-    }
-
-    /// The identifiers of the migrations the database records as applied, in the order they were applied.
-    ///
-    /// ```swift
-    /// let applied = try migrator.appliedMigrations(pool)
-    /// ```
-    public func appliedMigrations(_ pool: FMDatabasePool) throws -> [String] {
-        try pool.inDatabase { db in try Self.applied(db) }
-    }
-
-    // MARK: - Running
-
-    private func run(_ inTransaction: ((FMDatabase) throws -> Void) throws -> Void) throws {
-        try inTransaction { db in
+    public func migrate(_ writer: any FMDatabaseWriter) throws {
+        try writer.inTransaction(.immediate) { db in
             try db.executeUpdate(
                 "CREATE TABLE IF NOT EXISTS \(Self.tableName) "
                     + "(identifier TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL)",
@@ -128,7 +95,7 @@ public struct FMDatabaseMigrator: Sendable {
             try refuseUnknown(Self.applied(db))
         }
         for migration in registered {
-            try inTransaction { db in
+            try writer.inTransaction(.immediate) { db in
                 // Checked again inside the write lock: another process may have applied it meanwhile.
                 let applied = try Self.applied(db)
                 try refuseUnknown(applied)
@@ -141,6 +108,18 @@ public struct FMDatabaseMigrator: Sendable {
             }
         }
     }
+
+    /// The identifiers of the migrations the database records as applied, in the order they were applied.
+    ///
+    /// ```swift
+    /// let applied = try migrator.appliedMigrations(queue)
+    /// ```
+    /// - Parameter writer: The queue or pool of the database.
+    public func appliedMigrations(_ writer: any FMDatabaseWriter) throws -> [String] {
+        try writer.inDatabase { db in try Self.applied(db) }
+    }
+
+    // MARK: - Checks
 
     private func refuseUnknown(_ applied: [String]) throws {
         let known = Set(migrations)

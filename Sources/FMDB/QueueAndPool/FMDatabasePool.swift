@@ -32,7 +32,7 @@ import Logging
 ///   connection cannot be opened; here the call waits for a connection, and when none can be opened
 ///   (or the delegate refuses it) the block is not called, the error is logged and kept in
 ///   `lastError`, and the throwing variants throw it.
-public final class FMDatabasePool: @unchecked Sendable {
+public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: every mutable stored property below (`state`, `delegateStorage`,
     // `queueTimeout`) is read and written only while `condition` is locked; the connections themselves are
     // counted and handed out by `connections` (its own lock, taken inside this one, never around it). A
@@ -68,23 +68,10 @@ public final class FMDatabasePool: @unchecked Sendable {
         var lastError: FMDatabaseError?
     }
 
-    /// The path given at init (nil: in-memory).
     public let path: String?
-    /// `path` as a log line or an error shows it (a `file:` URI without its query, which may hold a key).
-    var shownPath: String { SQLRedaction.loggablePath(path ?? ":memory:") }
-    /// The `sqlite3_open_v2` flags given at init.
     public let openFlags: Int32
-    /// The VFS name given at init.
     public let vfsName: String?
-    /// Where the pool and its connections log (each connection's `FMDatabase/logger`).
     public let logger: Logger
-    /// Whether the pool logs the errors its FMDB forms meet and do not throw, and each connection's
-    /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
-    /// logged: the caller has them. True unless the initializer was given false.
-    ///
-    /// ```swift
-    /// let pool = try FMDatabasePool(path: path, keyProvider: provider, logsErrors: false)
-    /// ```
     public let logsErrors: Bool
 
     let condition = NSCondition()
@@ -96,7 +83,7 @@ public final class FMDatabasePool: @unchecked Sendable {
     /// lock, taken inside either lock and around none.
     let affinity = Protected(WriterAffinity())
     /// The path under which the pool is in the process-wide ``KeyChangeRegistry`` (nil: not keyed, or in
-    /// memory); written only by the keyed initializer.
+    /// memory); written only by a keyed initializer.
     var keyPath: String?
     /// The file's first-come, first-served queue for transactions, shared by every pool on the file in
     /// this process (Core/WriteGate.swift); immutable, Sendable.
@@ -104,132 +91,24 @@ public final class FMDatabasePool: @unchecked Sendable {
     private var queueTimeout: TimeInterval?
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
     /// Runs on every new connection after keying, before any block gets it (immutable).
-    private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
 
     // MARK: - Initializers
 
-    /// An in-memory database (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at `path`, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        path: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at a file URL, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        url: URL?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        path: String?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors, prepareDatabase: prepareDatabase
-        )
-    }
-
-    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        url: URL?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// A pool that opens connections lazily, when blocks need them.
+    /// A pool set up by `configuration`: keyed (its first connection opened, keyed and verified now, and kept
+    /// checked in for use) when the configuration has a key provider, otherwise opening connections lazily,
+    /// when blocks need them. Every later connection is keyed when the pool opens it.
+    ///
+    /// The configuration's `prepareDatabase` runs once on each new connection, after it is keyed and verified:
+    /// on the one this initializer opens, on each one the pool opens later, and on one a rekey had to reopen.
+    /// Unlike a delegate set after init, it cannot miss a connection. It runs on the thread that opens the
+    /// connection, outside the pool's lock; it must not call the pool.
     ///
     /// ```swift
-    /// let pool = FMDatabasePool(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil, logger: Logger(label: "store"),
-    ///                           logsErrors: false) { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values:
-    /// nil) }
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - path: The database file; nil for an in-memory database.
-    ///   - flags: `sqlite3_open_v2` flags.
-    ///   - vfs: The VFS name, or nil for the default.
-    ///   - logger: Where the pool and its connections log (default: label "fmdb", as FMDB).
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up each new connection before any block gets it; nil sets up nothing. When
-    ///     it throws, the connection is closed and not used, and the call that needed it gets the error. It
-    ///     runs on the thread that opens the connection, outside the pool's lock; it must not call the pool.
-    /// - Note: FMDB compatibility: `logger`, `logsErrors` and `prepareDatabase` are Swift-native additions;
-    ///   their defaults behave as FMDB.
-    public init(
-        path: String?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.path = path
-        self.openFlags = flags
-        self.vfsName = vfs
-        self.logger = logger
-        self.logsErrors = logsErrors
-        self.writeGate = WriteGate.shared(forPath: path)
-        self.prepareDatabase = prepareDatabase
-    }
-
-    /// A database at a file URL, opened with `flags` and a VFS (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init(
-        url: URL?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: vfs, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// A keyed pool: opens, keys and verifies one connection at init (kept checked in for use), and
-    /// keys every later connection when it opens it.
-    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error otherwise.
-    public convenience init(
-        path: String?,
-        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-        vfs: String? = nil,
-        keyProvider: any KeyProvider
-    ) throws {
-        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
-    }
-
-    /// A keyed pool whose every connection is set up by `prepareDatabase` before any block gets it, and
-    /// logs to `logger`.
-    ///
-    /// `prepareDatabase` runs once on each new connection, after it is keyed and verified: on the one
-    /// this initializer opens, on each one the pool opens later, and on one a rekey had to reopen. Put
-    /// per-connection settings there (`PRAGMA foreign_keys`, custom functions, `busy_timeout`): unlike a
-    /// delegate set after init, it cannot miss a connection. When it throws, the connection is closed
-    /// and not used, and the caller gets the error (this initializer, or the call that needed the
-    /// connection). It runs on the thread that opens the connection, outside the pool's lock; it must not
-    /// call the pool.
-    ///
-    /// ```swift
-    /// let pool = try FMDatabasePool(path: path, keyProvider: provider) { db in
-    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-    /// }
+    /// var configuration = FMDatabaseConfiguration(keyProvider: provider)
+    /// configuration.maximumNumberOfDatabasesToCreate = 8
+    /// configuration.prepareDatabase = { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil) }
+    /// let pool = try FMDatabasePool(path: path, configuration: configuration)
     /// ```
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
@@ -238,30 +117,20 @@ public final class FMDatabasePool: @unchecked Sendable {
     ///   - path: The database file; nil for an in-memory database.
     ///   - flags: `sqlite3_open_v2` flags.
     ///   - vfs: The VFS name, or nil for the default.
-    ///   - keyProvider: Supplies the key of every connection.
-    ///   - logger: Where the pool and its connections log.
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up each new connection; nil sets up nothing.
+    ///   - configuration: The key provider, logging, connection set-up and limits (the starting values of
+    ///     ``maximumNumberOfDatabasesToCreate`` and ``transactionQueueTimeout``).
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
-    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`). FMDB's
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration`). FMDB's
     ///   `databasePool(_:didAddDatabase:)` is also told about every connection here, including the one
     ///   this initializer opened, at its first checkout.
-    public init(
+    public convenience init(
         path: String?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        self.path = path
-        self.openFlags = flags
-        self.vfsName = vfs
-        self.logger = logger
-        self.logsErrors = logsErrors
-        self.writeGate = WriteGate.shared(forPath: path)
-        self.prepareDatabase = prepareDatabase
+        self.init(unopenedPath: path, flags: flags, vfs: vfs, configuration: configuration)
+        guard let keyProvider = configuration.keyProvider else { return }
         state.keyProvider = keyProvider
         let first = try openConnection(keyProvider: keyProvider)
         connections.add(PooledConnection(database: first, announced: false))
@@ -269,20 +138,95 @@ public final class FMDatabasePool: @unchecked Sendable {
         KeyChangeRegistry.shared.register(self, path: keyPath)
     }
 
-    /// The keyed initializer, for a file URL (see
-    /// ``init(path:flags:vfs:keyProvider:logger:logsErrors:prepareDatabase:)``).
+    /// A pool set up by `configuration`, for a file URL (see ``init(path:flags:vfs:configuration:)``).
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        try self.init(
-            path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: configuration)
+    }
+
+    /// A keyed pool: opens, keys and verifies one connection at init (kept checked in for use), and
+    /// keys every later connection when it opens it: ``init(path:flags:vfs:configuration:)`` with only a key
+    /// provider.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error otherwise.
+    public convenience init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// The keyed initializer, for a file URL (see ``init(path:flags:vfs:keyProvider:)``).
+    public convenience init(
+        url: URL?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// An in-memory database (see ``init(path:flags:vfs:)``).
+    public convenience init() {
+        self.init(path: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at `path`, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init(path: String?) {
+        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at a file URL, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init(url: URL?) {
+        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init(path: String?, flags: Int32) {
+        self.init(path: path, flags: flags, vfs: nil)
+    }
+
+    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init(url: URL?, flags: Int32) {
+        self.init(path: url?.path, flags: flags, vfs: nil)
+    }
+
+    /// A pool that opens connections lazily, when blocks need them (``init(path:flags:vfs:configuration:)``
+    /// sets up logging, each connection and the limits).
+    ///
+    /// ```swift
+    /// let pool = FMDatabasePool(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    public convenience init(path: String?, flags: Int32, vfs: String?) {
+        self.init(unopenedPath: path, flags: flags, vfs: vfs, configuration: FMDatabaseConfiguration())
+    }
+
+    /// A database at a file URL, opened with `flags` and a VFS (see ``init(path:flags:vfs:)``).
+    public convenience init(url: URL?, flags: Int32, vfs: String?) {
+        self.init(path: url?.path, flags: flags, vfs: vfs)
+    }
+
+    /// The one designated initializer: sets up the pool without opening anything.
+    init(unopenedPath path: String?, flags: Int32, vfs: String?, configuration: FMDatabaseConfiguration) {
+        self.path = path
+        self.openFlags = flags
+        self.vfsName = vfs
+        self.logger = configuration.logger
+        self.logsErrors = configuration.logsErrors
+        self.writeGate = WriteGate.shared(forPath: path)
+        self.prepareDatabase = configuration.connectionSetUp
+        self.queueTimeout = configuration.transactionQueueTimeout
+        connections.limit = configuration.maximumNumberOfDatabasesToCreate
     }
 
     deinit {
@@ -331,7 +275,6 @@ public final class FMDatabasePool: @unchecked Sendable {
         return now.idle + now.checkedOut
     }
 
-    /// The last error met while supplying a database to a block, or nil.
     public var lastError: Error? { locked { state.lastError } }
 
     /// Closes every checked-in connection; checked-out ones are closed when they are checked in.
@@ -345,41 +288,6 @@ public final class FMDatabasePool: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return try body()
-    }
-
-    /// Opens, keys and sets up (`prepareDatabase`) a new connection; closes it when any step fails, and
-    /// removes the files it created when the database did not exist.
-    func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
-        try FMDatabase.openShared(
-            path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
-            logsErrors: logsErrors,
-            prepare: { try self.prepareDatabase?($0) })
-    }
-
-    /// Runs `prepareDatabase` on a connection new to the pool; closes it when that throws.
-    private func prepare(_ db: FMDatabase) throws {
-        guard let prepareDatabase else { return }
-        do {
-            try prepareDatabase(db)
-        } catch {
-            db.closeAsOwner()
-            throw error
-        }
-    }
-
-    /// Keeps an error for `lastError` (not logged: see `logUnthrown`).
-    @discardableResult
-    private func record(_ error: Error) -> FMDatabaseError {
-        let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
-        locked { state.lastError = value }
-        return value
-    }
-
-    /// Logs an error an FMDB form met and could not hand to its caller, when `logsErrors`.
-    private func logUnthrown(_ error: Error, _ what: String = "could not supply a database") {
-        guard logsErrors else { return }
-        let message = (error as? FMDatabaseError)?.message ?? "\(error)"
-        logger.error("FMDatabasePool \(what) for \(shownPath): \(message)")
     }
 
     /// Checks a connection out for the calling thread, waiting while the limit is reached or a rekey runs:
@@ -478,7 +386,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         var (generation, provider) = locked { (connections.generation, state.keyProvider) }
         do {
             return (try openConnection(keyProvider: provider), generation)
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && provider != nil {
+        } catch FMResultCode.notADatabase where provider != nil {
             keyChanged(.anotherKey)
             (generation, provider) = locked { (connections.generation, state.keyProvider) }
             return (try openConnection(keyProvider: provider), generation)
@@ -566,7 +474,7 @@ public final class FMDatabasePool: @unchecked Sendable {
         } catch is CancellationError {
             throw CancellationError()  // The caller's own doing: not the pool's lastError.
         } catch {
-            record(error)
+            record(error, logs: false)
             throw error  // As thrown: what `prepareDatabase` threw reaches the caller unwrapped.
         }
         defer { checkIn(lease) }
@@ -680,18 +588,15 @@ public final class FMDatabasePool: @unchecked Sendable {
                         {
                             throw error  // BEGIN may have met another key: withTransactionDatabase checks.
                         } catch {
-                            record(error)
-                            logUnthrown(error, "transaction failed")
+                            record(error, "transaction failed")
                         }
                     }
                 } catch {
                     record(error)
-                    logUnthrown(error)
                 }
             }
         } catch {
-            record(error)  // The gate refused: a nested transaction, or transactionQueueTimeout ran out.
-            logUnthrown(error, "could not start a transaction")
+            record(error, "could not start a transaction")  // The gate refused: nested, or timed out.
         }
     }
 
@@ -703,128 +608,9 @@ public final class FMDatabasePool: @unchecked Sendable {
                 try withDatabase(forWrite: true) { db in db.inSavePoint { rollback in block(db, rollback) } }
             }
         } catch {
-            record(error)
+            record(error, logs: false)
             return error
         }
-    }
-
-    /// Changes the key of the database and of every connection of the pool: waits until every
-    /// connection is checked in (new checkouts wait meanwhile), rekeys on one connection outside any
-    /// transaction with a busy timeout, verifies the new key on a fresh connection, checkpoints the
-    /// WAL (TRUNCATE), and closes every other connection so later ones open with the new key. The pool
-    /// switches to the new provider from the moment the key changed, even when only the checkpoint is
-    /// pending (`.checkpointPending`).
-    ///
-    /// ```swift
-    /// let outcome = try pool.rekey(using: newProvider)
-    /// ```
-    /// The busy timeout is at least 5 seconds (or the connections' `maxBusyRetryTimeInterval` when
-    /// longer); ``rekey(using:busyTimeout:)-6dsx1`` sets it.
-    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
-    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
-    ///   keeps using it.
-    @discardableResult
-    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
-        try rekey(using: provider, busyTimeout: nil)
-    }
-
-    /// ``rekey(using:)-4q591`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
-    /// wait for other connections' locks (other processes', and connections outside this pool). NaN,
-    /// zero and negatives do not wait; infinity is SQLite's longest, about 24.8 days, for which the pool's
-    /// checkouts wait too. The check of which key opens the file afterwards still waits at least 1 second
-    /// per attempt.
-    ///
-    /// ```swift
-    /// let outcome = try pool.rekey(using: newProvider, busyTimeout: 30)
-    /// ```
-    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
-    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the pool
-    ///   keeps using it.
-    @discardableResult
-    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval) throws -> FMRekeyOutcome {
-        try rekey(using: provider, busyTimeout: Optional(busyTimeout))
-    }
-
-    private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
-        try provider.checkRekeySettings(against: locked { state.keyProvider })
-        if connections.isHeldByCurrentThread {
-            programmingError(
-                "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked "
-                    + "in, so it would deadlock."
-            )
-        }
-        // Once no other key change runs and every connection is checked in: checkouts then wait until the
-        // rekey is done. Until then a `replaceKeyProvider` may go first (one a block calls must not wait for it).
-        var pooled: [PooledConnection]?
-        while pooled == nil {
-            pooled = locked {
-                while state.rekeying || state.replacingKey { condition.wait() }
-                guard let idle = connections.pauseIfDrained() else { return nil }
-                state.rekeying = true
-                return idle
-            }
-            if pooled == nil { connections.waitUntilDrained() }
-        }
-        let wasUnannounced = pooled?.first.map { !$0.announced } ?? false
-        let idle = (pooled ?? []).map(\.database)
-        var resumed = false
-        defer {
-            if !resumed { connections.resume() }
-            locked { state.rekeying = false }
-            condition.broadcast()
-        }
-        let oldProvider = locked { state.keyProvider }
-        // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
-        // the algorithms): the new provider keeps those of the provider it replaces (checked above).
-        let provider = provider.keepingFileSettings(of: oldProvider)
-        for db in idle.dropFirst() { db.closeAsOwner() }
-        let db: FMDatabase
-        var announced = false
-        // Not a connection to a file no longer at the path (replaced since it opened): the rekey is for the
-        // file at the path.
-        if let first = idle.first, first.isOpen, !first.mainFileHasMoved() {
-            db = first
-            announced = !wasUnannounced
-        } else {
-            idle.first?.closeAsOwner()
-            db = try openConnection(keyProvider: oldProvider)
-        }
-        db.lend()
-        let connectionBefore = db.connection.map(ObjectIdentifier.init)
-        let outcome: FMRekeyOutcome
-        do {
-            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
-        } catch {
-            db.closeAsOwner()
-            throw record(error)
-        }
-        // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` and the
-        // delegate set on the old one is gone, so the new one is set up and announced again. When that
-        // fails, the key did change: the connection is dropped, and the next checkout opens a new one.
-        if db.isOpen, db.connection.map(ObjectIdentifier.init) != connectionBefore {
-            announced = false
-            do {
-                try prepare(db)
-            } catch {
-                logger.warning(
-                    """
-                    After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was \
-                    closed: \(error)
-                    """
-                )
-            }
-        }
-        let rekeyed = db.rekeyedFileIdentity(path: keyPath)
-        db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
-        locked {
-            state.keyProvider = provider
-            state.keyEpoch += 1
-            connections.resume(
-                newGeneration: true, idle: db.isOpen ? [PooledConnection(database: db, announced: announced)] : [])
-        }
-        resumed = true
-        KeyChangeRegistry.shared.announce(provider, rekeyed: rekeyed, from: self)
-        return outcome
     }
 
     // MARK: - Swift-native API
@@ -840,126 +626,54 @@ public final class FMDatabasePool: @unchecked Sendable {
         }
     }
 
-    /// Runs a throwing `block` with a connection and returns its result.
     @discardableResult
     @_disfavoredOverload
     public func inDatabase<T>(_ block: (FMDatabase) throws -> T) throws -> T {
         try withDatabase(block)
     }
 
-    /// Runs `block` in a transaction: commits when it returns, rolls back when it throws. Queues behind the
-    /// file's earlier transactions in this process (first come, first served), then takes a connection.
-    ///
-    /// ```swift
-    /// let id = try pool.inTransaction(.immediate) { db in
-    ///     try db.executeUpdate("INSERT INTO t (v) VALUES (?)", values: ["x"])
-    ///     return db.lastInsertRowId
-    /// }
-    /// ```
-    /// - Throws: the error that kept the transaction from starting (`SQLITE_BUSY` from another process, no
-    ///   connection, `SQLITE_MISUSE` for a pool transaction nested on the same thread), BEGIN's or COMMIT's
-    ///   error, or what `block` throws (after rolling back).
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
-        try inTurn {
-            try withTransactionDatabase(kind) { db, markStarted in
-                try db.inTransaction(kind) { db in
-                    markStarted()
-                    return try block(db)
-                }
-            }
-        }
+        try runTransaction(kind, block)
     }
 
-    /// Runs `block` with a connection without blocking the calling task (the wait for a connection and
-    /// the work happen on a Dispatch thread).
-    ///
-    /// ```swift
-    /// let count = try await pool.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
-    /// ```
-    ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
-    /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
-    /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
-    /// it returned or threw). A call cancelled while it waits for a connection (the pool at
-    /// ``maximumNumberOfDatabasesToCreate``) stops waiting and throws `CancellationError` at once, without
-    /// running the block. What
-    /// the block wrote before the interrupt stays written: use ``performTransaction(_:_:)`` to undo it. The
-    /// connection goes back to the pool, usable.
-    ///
-    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
-    ///
-    /// - Throws: `CancellationError` when the task was cancelled, the block's error, or the error met
-    ///   supplying a connection.
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
-        let cancellation = BlockCancellation()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async {
-                    // The connection is checked in before the task resumes.
-                    let result = Result {
-                        try self.withDatabase(cancellation: cancellation) { db in
-                            try cancellation.run(on: db) { try block(db) }
-                        }
-                    }
-                    continuation.resume(with: result)
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
-            self.wakeCancelledWaiters()
-        }
+        try await performBlock(block)
     }
 
-    /// `inTransaction(_:_:)` without blocking the calling task.
-    ///
-    /// ```swift
-    /// try await pool.performTransaction(.immediate) { db in
-    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
-    /// }
-    /// ```
-    ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
-    /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
-    /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
-    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn behind the file's other
-    /// transactions, or for a connection, stops waiting at once and throws without beginning a transaction.
-    /// The connection goes back to the pool, usable.
-    ///
-    /// An interrupted write makes SQLite roll the whole transaction back at once: the statements the block
-    /// runs after it fail without reaching SQLite (code 516, `SQLITE_ABORT_ROLLBACK`), so nothing of the block
-    /// is committed even when it goes on (see ``FMDatabase/inTransaction(_:_:)``).
-    ///
-    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
-    ///
-    /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), or what
-    ///   ``inTransaction(_:_:)`` throws.
     public func performTransaction<T: Sendable>(
-        _ kind: FMDBTransactionKind = .exclusive,
-        _ block: @escaping @Sendable (FMDatabase) throws -> T
+        _ kind: FMDBTransactionKind = .exclusive, _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        let cancellation = BlockCancellation()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async {
-                    let result = Result {
-                        try self.inTurn(cancellation: cancellation) {
-                            try self.withTransactionDatabase(kind, cancellation: cancellation) { db, markStarted in
-                                if cancellation.isCancelled { throw CancellationError() }
-                                return try db.inTransaction(kind) { db in
-                                    markStarted()
-                                    return try cancellation.run(on: db) { try block(db) }
-                                }
-                            }
-                        }
-                    }
-                    continuation.resume(with: result)
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
-            self.wakeCancelledWaiters()
+        try await performTransactionBlock(kind, block)
+    }
+}
+
+extension FMDatabasePool: DatabaseWriterCore {
+    func storeLastError(_ error: FMDatabaseError) {
+        locked { state.lastError = error }
+    }
+
+    /// On a Dispatch thread, which waits there for a connection (the caller's `QueuedCall` is resumed at once
+    /// when its task is cancelled before the work starts).
+    func scheduleAsync(_ work: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().async(execute: work)
+    }
+
+    func wakeWaitersAfterCancellation() {
+        wakeCancelledWaiters()
+    }
+
+    func withConnection<T>(cancellation: BlockCancellation?, _ body: (FMDatabase) throws -> T) throws -> T {
+        try withDatabase(cancellation: cancellation, body)
+    }
+
+    func withTransactionConnection<T>(
+        _ kind: FMDBTransactionKind, cancellation: BlockCancellation?,
+        _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
+    ) throws -> T {
+        try inTurn(cancellation: cancellation) {
+            try withTransactionDatabase(kind, cancellation: cancellation, body)
         }
     }
 }

@@ -29,182 +29,50 @@ import Logging
 ///   called either. Result sets left open by a block are closed after it (FMDB only warned), except
 ///   reusable ones from `FMDatabase.prepare(_:)`; a transaction left open by a block is rolled back, with
 ///   a warning, as the pool does (FMDB's queue left it open for the next block).
-public final class FMDatabaseQueue: @unchecked Sendable {
+public final class FMDatabaseQueue: FMDatabaseWriter, @unchecked Sendable {
     // @unchecked Sendable. Lock invariant: `database` and `keyProvider` are read and written only on
     // `dispatchQueue` (a serial queue), so one thread at a time touches the FMDatabase. `lastErrorBox`
     // and `interruptTarget` are `Protected` (lock-guarded), readable from any thread.
 
-    /// The path given at init (nil: in-memory).
     public let path: String?
-    /// `path` as a log line or an error shows it (a `file:` URI without its query, which may hold a key).
-    var shownPath: String { SQLRedaction.loggablePath(path ?? ":memory:") }
-    /// The flags given at init.
     public let openFlags: Int32
-    /// The VFS name given at init.
     public let vfsName: String?
-    /// Where the queue and its connection log (the connection's `FMDatabase/logger`).
     public let logger: Logger
-    /// Whether the queue logs the errors its FMDB forms meet and do not throw, and the connection's
-    /// starting `FMDatabase/logsErrors`. Errors a throwing form throws, or `inSavePoint` returns, are never
-    /// logged: the caller has them. True unless the initializer was given false.
-    ///
-    /// ```swift
-    /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider, logsErrors: false)
-    /// ```
     public let logsErrors: Bool
 
     private let dispatchQueue: DispatchQueue
     private let queueKey = DispatchSpecificKey<ObjectIdentifier>()
-    private var database: FMDatabase?
-    private var keyProvider: (any KeyProvider)?
+    var database: FMDatabase?
+    var keyProvider: (any KeyProvider)?
     /// Runs on the connection each time the queue opens it, after keying, before any block (immutable).
-    private let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
     private let lastErrorBox = Protected<FMDatabaseError?>(nil)
     /// A provider handed over by a rekey through another queue or pool on the same file, taken up by
     /// the next call on the queue (`Protected`: set from any thread).
-    private let adoptedProvider = Protected<(any KeyProvider)?>(nil)
+    let adoptedProvider = Protected<(any KeyProvider)?>(nil)
     /// How many providers rekeys through other queues or pools handed over (`Protected`: set from any
     /// thread): a `replaceKeyProvider` that checked its provider before one landed checks it again.
-    private let adoptions = Protected(0)
-    /// The path under which the queue is in the process-wide ``KeyChangeRegistry``; written only by the keyed
+    let adoptions = Protected(0)
+    /// The path under which the queue is in the process-wide ``KeyChangeRegistry``; written only by a keyed
     /// initializer.
-    private var keyPath: String?
-    private let interruptTarget = Protected<InterruptHandle?>(nil)
+    var keyPath: String?
+    let interruptTarget = Protected<InterruptHandle?>(nil)
 
-    /// The last error met while supplying a database to a block (open, key, BEGIN), or nil.
     public var lastError: Error? { lastErrorBox.withLock { $0 } }
 
     // MARK: - Initializers
 
-    /// An in-memory database.
+    /// A queue set up by `configuration`: its connection opened now, and keyed and verified when the
+    /// configuration has a key provider. A pool's limits in the configuration do not apply to a queue.
     ///
-    /// - Parameters:
-    ///   - logger: Where the queue and its connection log (default: label "fmdb", as FMDB).
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
-    public convenience init(
-        logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        // Opening an in-memory database only fails when memory is exhausted (or `prepareDatabase` throws:
-        // the next call opens it again, and gets the error).
-        self.init(
-            uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, keyProvider: nil,
-            logger: logger, logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-        _ = try? onQueue { try self.openDatabase() }
-    }
-
-    /// A database at `path`, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        path: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at a file URL, read-write, created if needed (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        url: URL?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil, logger: logger,
-            logsErrors: logsErrors, prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        path: String?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        url: URL?, flags: Int32, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// Opens the database at init; nil when it cannot be opened (or `prepareDatabase` threw: the error is
-    /// logged when `logsErrors`).
+    /// The configuration's `prepareDatabase` runs each time the queue opens its connection, after it is keyed
+    /// and verified: at this initializer, when a call reopens it after ``close()``, and when a rekey had to
+    /// reopen it. It runs on the queue: it must not call the queue.
     ///
     /// ```swift
-    /// let queue = FMDatabaseQueue(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil, logger: Logger(label: "store"),
-    ///                             logsErrors: false) { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values:
-    /// nil) }
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - path: The database file; nil for an in-memory database.
-    ///   - flags: `sqlite3_open_v2` flags.
-    ///   - vfs: The VFS name, or nil for the default.
-    ///   - logger: Where the queue and its connection log (default: label "fmdb", as FMDB).
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up the connection each time it is opened, before any block gets it; nil sets
-    ///     up nothing. It runs on the queue: it must not call the queue.
-    /// - Note: FMDB compatibility: `logger`, `logsErrors` and `prepareDatabase` are Swift-native additions;
-    ///   their defaults behave as FMDB.
-    public convenience init?(
-        path: String?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: nil, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-        do {
-            try onQueue { try self.openDatabase() }
-        } catch {
-            record(error)
-            return nil
-        }
-    }
-
-    /// A database at a file URL, opened with `flags` and a VFS (see
-    /// ``init(path:flags:vfs:logger:logsErrors:prepareDatabase:)``).
-    public convenience init?(
-        url: URL?, flags: Int32, vfs: String?, logger: Logger = Logger(label: "fmdb"), logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
-    ) {
-        self.init(
-            path: url?.path, flags: flags, vfs: vfs, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
-    }
-
-    /// Opens, keys and verifies the database at init.
-    /// - Throws: `FMDatabaseError`: code 26 for a wrong key (or a plaintext file), the open error otherwise.
-    public convenience init(
-        path: String?,
-        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-        vfs: String? = nil,
-        keyProvider: any KeyProvider
-    ) throws {
-        try self.init(path: path, flags: flags, vfs: vfs, keyProvider: keyProvider, prepareDatabase: nil)
-    }
-
-    /// A keyed queue whose connection is set up by `prepareDatabase` before any block gets it, and logs
-    /// to `logger`.
-    ///
-    /// `prepareDatabase` runs each time the queue opens its connection, after it is keyed and verified:
-    /// at this initializer, when a call reopens it after ``close()``, and when a rekey had to reopen it.
-    /// Put per-connection settings there (`PRAGMA foreign_keys`, custom functions). When it throws, the
-    /// connection is closed and not used, and the caller gets the error (this initializer, or the call
-    /// that needed the connection). It runs on the queue: it must not call the queue.
-    ///
-    /// ```swift
-    /// let queue = try FMDatabaseQueue(path: path, keyProvider: provider) { db in
-    ///     try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil)
-    /// }
+    /// var configuration = FMDatabaseConfiguration(keyProvider: provider)
+    /// configuration.prepareDatabase = { db in try db.executeUpdate("PRAGMA foreign_keys = ON", values: nil) }
+    /// let queue = try FMDatabaseQueue(path: path, configuration: configuration)
     /// ```
     ///
     /// Related SQLite documentation: <https://www.sqlite.org/foreignkeys.html#fk_enable>
@@ -213,65 +81,122 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     ///   - path: The database file; nil for an in-memory database.
     ///   - flags: `sqlite3_open_v2` flags.
     ///   - vfs: The VFS name, or nil for the default.
-    ///   - keyProvider: Supplies the key.
-    ///   - logger: Where the queue and its connection log.
-    ///   - logsErrors: Whether the FMDB forms log the errors they do not throw (``logsErrors``).
-    ///   - prepareDatabase: Sets up the connection each time it is opened; nil sets up nothing.
+    ///   - configuration: The key provider, logging and connection set-up.
     /// - Throws: `FMDatabaseError`: code 26 for a wrong key, the open error, or what `prepareDatabase` threw.
-    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration.prepareDatabase`).
+    /// - Note: FMDB compatibility: a Swift-native addition (GRDB's `Configuration`). Unlike FMDB's failable
+    ///   initializers, an open error is thrown, not returned as nil.
     public convenience init(
         path: String?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        self.init(
-            uncheckedPath: path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger,
-            logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, configuration: configuration)
         try onQueue { try self.openDatabase() }
+        guard configuration.keyProvider != nil else { return }
         keyPath = KeyChangeRegistry.registeredPath(path)
         KeyChangeRegistry.shared.register(self, path: keyPath)
     }
 
-    /// The keyed initializer, for a file URL (see
-    /// ``init(path:flags:vfs:keyProvider:logger:logsErrors:prepareDatabase:)``).
+    /// A queue set up by `configuration`, for a file URL (see ``init(path:flags:vfs:configuration:)``).
     public convenience init(
         url: URL?,
         flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
         vfs: String? = nil,
-        keyProvider: any KeyProvider,
-        logger: Logger = Logger(label: "fmdb"),
-        logsErrors: Bool = true,
-        prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
+        configuration: FMDatabaseConfiguration
     ) throws {
-        try self.init(
-            path: url?.path, flags: flags, vfs: vfs, keyProvider: keyProvider, logger: logger, logsErrors: logsErrors,
-            prepareDatabase: prepareDatabase)
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: configuration)
+    }
+
+    /// Opens, keys and verifies the database at init: ``init(path:flags:vfs:configuration:)`` with only a
+    /// key provider.
+    /// - Throws: `FMDatabaseError`: code 26 for a wrong key (or a plaintext file), the open error otherwise.
+    public convenience init(
+        path: String?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// The keyed initializer, for a file URL (see ``init(path:flags:vfs:keyProvider:)``).
+    public convenience init(
+        url: URL?,
+        flags: Int32 = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        vfs: String? = nil,
+        keyProvider: any KeyProvider
+    ) throws {
+        try self.init(path: url?.path, flags: flags, vfs: vfs, configuration: .init(keyProvider: keyProvider))
+    }
+
+    /// An in-memory database.
+    public convenience init() {
+        // Opening an in-memory database only fails when memory is exhausted: the next call opens it again,
+        // and gets the error.
+        self.init(
+            uncheckedPath: nil, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil,
+            configuration: FMDatabaseConfiguration())
+        _ = try? onQueue { try self.openDatabase() }
+    }
+
+    /// A database at `path`, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init?(path: String?) {
+        self.init(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at a file URL, read-write, created if needed (see ``init(path:flags:vfs:)``).
+    public convenience init?(url: URL?) {
+        self.init(path: url?.path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs: nil)
+    }
+
+    /// A database at `path`, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init?(path: String?, flags: Int32) {
+        self.init(path: path, flags: flags, vfs: nil)
+    }
+
+    /// A database at a file URL, opened with `flags` (see ``init(path:flags:vfs:)``).
+    public convenience init?(url: URL?, flags: Int32) {
+        self.init(path: url?.path, flags: flags, vfs: nil)
+    }
+
+    /// Opens the database at init; nil when it cannot be opened (the error is kept in `lastError` and logged).
+    /// ``init(path:flags:vfs:configuration:)`` sets up logging and each connection, and throws the error.
+    ///
+    /// ```swift
+    /// guard let queue = FMDatabaseQueue(path: path, flags: SQLITE_OPEN_READWRITE, vfs: nil) else { return }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - path: The database file; nil for an in-memory database.
+    ///   - flags: `sqlite3_open_v2` flags.
+    ///   - vfs: The VFS name, or nil for the default.
+    public convenience init?(path: String?, flags: Int32, vfs: String?) {
+        self.init(uncheckedPath: path, flags: flags, vfs: vfs, configuration: FMDatabaseConfiguration())
+        do {
+            try onQueue { try self.openDatabase() }
+        } catch {
+            record(error)
+            return nil
+        }
+    }
+
+    /// A database at a file URL, opened with `flags` and a VFS (see ``init(path:flags:vfs:)``).
+    public convenience init?(url: URL?, flags: Int32, vfs: String?) {
+        self.init(path: url?.path, flags: flags, vfs: vfs)
     }
 
     /// The one designated initializer: sets up the queue without opening anything.
-    init(
-        uncheckedPath path: String?, flags: Int32, vfs: String?, keyProvider: (any KeyProvider)?,
-        logger: Logger, logsErrors: Bool, prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
-    ) {
+    init(uncheckedPath path: String?, flags: Int32, vfs: String?, configuration: FMDatabaseConfiguration) {
         self.path = path
         self.openFlags = flags
         self.vfsName = vfs
-        self.logger = logger
-        self.logsErrors = logsErrors
+        self.logger = configuration.logger
+        self.logsErrors = configuration.logsErrors
         self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
-        self.keyProvider = keyProvider
-        self.prepareDatabase = prepareDatabase
+        self.keyProvider = configuration.keyProvider
+        self.prepareDatabase = configuration.connectionSetUp
         dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
-    }
-
-    /// Opens (and keys) the connection at init.
-    func openNow() throws {
-        try onQueue { try self.openDatabase() }
     }
 
     deinit {
@@ -283,7 +208,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// Runs `body` on the serial queue, refusing re-entrant calls (they would deadlock).
     @discardableResult
-    private func onQueue<T>(_ body: () throws -> T) rethrows -> T {
+    func onQueue<T>(_ body: () throws -> T) rethrows -> T {
         if DispatchQueue.getSpecific(key: queueKey) == ObjectIdentifier(self) {
             programmingError(
                 "FMDatabaseQueue: a call was made from inside a block of the same queue, which would deadlock. "
@@ -299,8 +224,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
 
     /// The open database, opening and keying it when needed. `checksKey`: whether an open keyed connection
     /// is checked against the file's key first (false only before a BEGIN that reads the header itself: see
-    /// `runTransaction`). Runs on the queue.
-    private func openDatabase(checksKey: Bool = true) throws -> FMDatabase {
+    /// `withTransactionConnection`). Runs on the queue.
+    func openDatabase(checksKey: Bool = true) throws -> FMDatabase {
         if let adopted = adoptedProvider.withLock({ state in
             defer { state = nil }; return state
         }) {
@@ -319,15 +244,11 @@ public final class FMDatabaseQueue: @unchecked Sendable {
             keyChanged(failure)
         }
         // Opened, keyed and set up; on failure closed, and what it created removed when the file was new.
-        let open = {
-            try FMDatabase.openShared(
-                path: self.path, flags: self.openFlags, vfs: self.vfsName, keyProvider: self.keyProvider,
-                logger: self.logger, logsErrors: self.logsErrors, prepare: { try self.prepareDatabase?($0) })
-        }
+        let open = { try self.openConnection(keyProvider: self.keyProvider) }
         let db: FMDatabase
         do {
             db = try open()
-        } catch let error as FMDatabaseError where error.resultCode == SQLITE_NOTADB && keyProvider != nil {
+        } catch FMResultCode.notADatabase where keyProvider != nil {
             // The file is under a key the provider did not give (rekeyed elsewhere while the queue was
             // closed): the provider reads its source again, once.
             keyChanged(.anotherKey)
@@ -339,27 +260,6 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         return db
     }
 
-    /// Runs `prepareDatabase` on a newly opened connection; closes it when that throws.
-    private func prepare(_ db: FMDatabase) throws {
-        guard let prepareDatabase else { return }
-        do {
-            try prepareDatabase(db)
-        } catch {
-            db.closeAsOwner()
-            throw error
-        }
-    }
-
-    /// Keeps an error for `lastError`, and logs it when `logs` and `logsErrors` (the FMDB forms that
-    /// cannot hand it to their caller).
-    /// `what` names what failed in the log line.
-    private func record(_ error: Error, logs: Bool = true, _ what: String = "could not supply a database") {
-        let value = (error as? FMDatabaseError) ?? FMDatabaseError(code: SQLITE_ERROR, message: "\(error)")
-        lastErrorBox.withLock { $0 = value }
-        guard logs, logsErrors else { return }
-        logger.error("FMDatabaseQueue \(what) for \(shownPath): \(value.message)")
-    }
-
     /// After a block: close result sets it left open, roll back a transaction it left open (as the pool
     /// does), each with a warning.
     private func tidy(_ db: FMDatabase) {
@@ -368,44 +268,8 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         db.takeBack()
     }
 
-    /// The connection failed its key check (`failure`: the file is under a key it does not hold, rekeyed
-    /// or its data key rotated elsewhere, or it cannot read the file any more): it is closed, whatever code
-    /// SQLCipher reports on it, and the provider reads its source again (``KeyProvider/reloadKey()``)
-    /// before the next one opens. Runs on the queue.
-    private func keyChanged(_ failure: KeyCheckFailure) {
-        closeDatabase()
-        switch failure {
-        case .anotherKey:
-            logger.warning(
-                """
-                FMDatabaseQueue: \(shownPath) is under a key its connection does not hold (rekeyed \
-                elsewhere); it is reopened with the key provider asked again.
-                """
-            )
-        case .unreadable(let code):
-            logger.warning(
-                """
-                FMDatabaseQueue: its connection could no longer read \(shownPath) (code \(code)); it is \
-                reopened with the key provider asked again.
-                """
-            )
-        case .replaced:
-            logger.warning(
-                """
-                FMDatabaseQueue: the file its connection opened is no longer the one at \(shownPath) \
-                (replaced or removed); it is reopened at the path with the key provider asked again.
-                """
-            )
-        }
-        do {
-            try keyProvider?.reloadKey()
-        } catch {
-            logger.error("FMDatabaseQueue: the key provider could not read its source again: \(error)")
-        }
-    }
-
     /// Closes the connection; the next call opens a new one. Runs on the queue.
-    private func closeDatabase() {
+    func closeDatabase() {
         interruptTarget.withLock { $0 = nil }
         database?.closeAsOwner()
         database = nil
@@ -432,8 +296,9 @@ public final class FMDatabaseQueue: @unchecked Sendable {
     /// An immediate or exclusive BEGIN starts a read of the file at once, which reads the header page under
     /// the connection's key (SQLITE_NOTADB under another): it is its own key check, so the connection is
     /// not checked before it. A deferred BEGIN reads nothing, so its connection is checked first.
-    private func runTransaction<T>(
-        _ kind: FMDBTransactionKind, _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
+    func withTransactionConnection<T>(
+        _ kind: FMDBTransactionKind, cancellation: BlockCancellation?,
+        _ body: (FMDatabase, _ markStarted: () -> Void) throws -> T
     ) throws -> T {
         var started = false
         let attempts = FMDatabase.transactionAttemptsAcrossKeyChanges
@@ -507,7 +372,7 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         onQueue {
             var started = false
             do {
-                try runTransaction(kind) { db, markStarted in
+                try withTransactionConnection(kind, cancellation: nil) { db, markStarted in
                     try db.runTransaction(kind: kind) { db, rollback in
                         started = true
                         markStarted()
@@ -548,147 +413,6 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
-    /// Changes the key with SQLCipher's rekey, safely (`FMDatabase.rekeySafely`): on the queue (so outside
-    /// any block and any transaction), with a busy timeout of at least 5 seconds (or the connection's
-    /// `maxBusyRetryTimeInterval` when longer; ``rekey(using:busyTimeout:)-8npe5`` sets it); which key opens the
-    /// file afterwards is checked on a fresh connection, and the WAL is checkpointed (TRUNCATE) so no page
-    /// under the old key stays behind. The queue reopens with the new provider from the moment the key
-    /// changed, even when only the checkpoint is pending.
-    ///
-    /// ```swift
-    /// if case .checkpointPending(let error) = try queue.rekey(using: newProvider) {
-    ///     print("rekeyed; the WAL checkpoint is pending: \(error.message)")
-    /// }
-    /// ```
-    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
-    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the
-    ///   queue keeps the old provider.
-    @discardableResult
-    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
-        try rekey(using: provider, busyTimeout: nil)
-    }
-
-    /// ``rekey(using:)-4weg9`` with the busy timeout given: how long the rekey and then its WAL checkpoint each
-    /// wait for other connections' locks (this process's included). NaN, zero and negatives do not wait;
-    /// infinity is SQLite's longest, about 24.8 days. The check of which key opens the file afterwards
-    /// still waits at least 1 second per attempt.
-    ///
-    /// ```swift
-    /// let outcome = try queue.rekey(using: newProvider, busyTimeout: 30)
-    /// ```
-    /// - Returns: `.done`, or `.checkpointPending` (the key did change).
-    /// - Throws: when the rekey did not take; the database then still opens with the old key, and the
-    ///   queue keeps the old provider.
-    @discardableResult
-    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval) throws -> FMRekeyOutcome {
-        try rekey(using: provider, busyTimeout: Optional(busyTimeout))
-    }
-
-    private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
-        try onQueue {
-            // A rekey changes the key, never the settings the file was written with (a plaintext header, its
-            // salt, the algorithms): the new provider keeps those of the provider it replaces.
-            try provider.checkRekeySettings(against: keyProvider)
-            let provider = provider.keepingFileSettings(of: keyProvider)
-            var db = try openDatabase()
-            if db.mainFileHasMoved() {
-                // The connection reads a file no longer at the path (replaced since its last key check): the
-                // rekey is for the file at the path, on a connection that opens it.
-                keyChanged(.replaced)
-                db = try openDatabase()
-            }
-            let connectionBefore = db.connection.map(ObjectIdentifier.init)
-            let outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
-            keyProvider = provider
-            // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` set
-            // on the old one is gone. When setting up the new one fails, it is closed (the key did change),
-            // and the next call reopens and sets it up again, or reports why not.
-            if db.isOpen, db.connection.map(ObjectIdentifier.init) != connectionBefore {
-                do {
-                    try prepare(db)
-                } catch {
-                    logger.warning(
-                        """
-                        After the rekey, the reopened connection could not be set up (prepareDatabase threw); it was \
-                        closed: \(error)
-                        """
-                    )
-                }
-            }
-            if !db.isOpen {
-                // The rekey took but the connection could not be reopened: the next call reopens it.
-                database = nil
-                interruptTarget.withLock { $0 = nil }
-            } else {
-                interruptTarget.withLock { $0 = db.interruptHandle }
-            }
-            KeyChangeRegistry.shared.announce(provider, rekeyed: db.rekeyedFileIdentity(path: keyPath), from: self)
-            return outcome
-        }
-    }
-
-    // MARK: - Key changes made elsewhere
-
-    /// Hands the queue a new key provider, for a database whose key changed outside this process (an
-    /// operator's `fmdb-cipher rekey`, a new key file): a typical SIGHUP handler. (A systemd credential is
-    /// written when the service starts and not again at `systemctl reload`: a new one needs a restart.)
-    ///
-    /// The provider is checked first, on a new connection that must open and read the file (and is set
-    /// up with `prepareDatabase`); when it does not, this throws and the queue keeps its provider and
-    /// connection. When it does, that connection replaces the queue's. It runs on the queue, after the
-    /// block running now: it must not be called from a block of the queue. A rekey through another queue
-    /// or pool of the file that lands meanwhile makes it check the provider again, against the file as
-    /// that rekey left it.
-    ///
-    /// ```swift
-    /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
-    /// reload.setEventHandler {
-    ///     do {
-    ///         let key = try KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key")
-    ///         try queue.replaceKeyProvider(RawKeyProvider(material: key))
-    ///     } catch {
-    ///         logger.error("the new key does not open the database; the old one stays in use: \(error)")
-    ///     }
-    /// }
-    /// ```
-    ///
-    /// To change the key of the database itself, use ``rekey(using:)-4weg9``.
-    ///
-    /// - Parameter provider: The provider of the key the database is under now.
-    /// - Throws: `FMDatabaseError`: code 26 when its key does not open the database, the open error, or
-    ///   what `prepareDatabase` threw. Nothing changed then.
-    /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
-    public func replaceKeyProvider(_ provider: any KeyProvider) throws {
-        try onQueue {
-            // The file's settings stay what they were unless the new provider carries its own.
-            let provider = provider.keepingCipherSettings(of: keyProvider)
-            while true {
-                let before = adoptions.withLock { $0 }
-                let db = try FMDatabase.openShared(
-                    path: path, flags: openFlags, vfs: vfsName, keyProvider: provider, logger: logger,
-                    logsErrors: logsErrors,
-                    prepare: { try self.prepareDatabase?($0) })
-                // A rekey through another queue or pool of the file landed while this provider was checked:
-                // check it again against the file as that left it. When it fails, the provider the rekey
-                // handed over stays pending and the next call takes it up.
-                let landed: Bool = adoptions.withLock { count in
-                    guard count == before else { return true }
-                    adoptedProvider.withLock { $0 = nil }
-                    return false
-                }
-                guard !landed else {
-                    db.closeAsOwner()
-                    continue
-                }
-                closeDatabase()
-                keyProvider = provider
-                database = db
-                interruptTarget.withLock { $0 = db.interruptHandle }
-                return
-            }
-        }
-    }
-
     // MARK: - Swift-native API
 
     /// Runs `block` with the database on the queue and returns its result; nil when no database could
@@ -707,152 +431,46 @@ public final class FMDatabaseQueue: @unchecked Sendable {
         }
     }
 
-    /// Runs a throwing `block` with the database on the queue and returns its result.
-    ///
-    /// ```swift
-    /// let names: [String] = try queue.inDatabase { db in
-    ///     let rs = try db.executeQuery("SELECT name FROM people", values: nil)
-    ///     var names: [String] = []
-    ///     while rs.next() { names.append(rs.string(forColumnIndex: 0) ?? "") }
-    ///     return names
-    /// }
-    /// ```
-    /// - Throws: the block's error, or the error met opening or keying the database.
     @discardableResult
     @_disfavoredOverload
     public func inDatabase<T>(_ block: (FMDatabase) throws -> T) throws -> T {
-        try onQueue {
-            let db = try openDatabase()
-            defer { tidy(db) }
-            return try run(db) { try block(db) }
-        }
+        try onQueue { try withConnection(cancellation: nil, block) }
     }
 
-    /// Runs `block` in a transaction and returns its result: commits when it returns, rolls back when
-    /// it throws (and rethrows).
-    ///
-    /// ```swift
-    /// try queue.inTransaction(.immediate) { db in
-    ///     try db.executeUpdate("UPDATE accounts SET balance = balance - 10 WHERE id = ?", values: [1])
-    ///     try db.executeUpdate("UPDATE accounts SET balance = balance + 10 WHERE id = ?", values: [2])
-    /// }
-    /// ```
     @discardableResult
     public func inTransaction<T>(_ kind: FMDBTransactionKind, _ block: (FMDatabase) throws -> T) throws -> T {
-        try onQueue {
-            try runTransaction(kind) { db, markStarted in
-                try db.inTransaction(kind) { db in
-                    markStarted()
-                    return try block(db)
-                }
-            }
-        }
+        try onQueue { try runTransaction(kind, block) }
     }
 
-    /// Runs `block` on the queue without blocking the calling task: the work is scheduled on the
-    /// queue's own thread, and the task is resumed with the result.
-    ///
-    /// ```swift
-    /// let count = try await queue.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
-    /// ```
-    ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`), and every
-    /// statement the block starts afterwards (SQLite's progress handler, asked every 1,000 steps): they fail
-    /// with `SQLITE_INTERRUPT`, and the call throws `CancellationError` once the block has returned (whatever
-    /// it returned or threw). A call cancelled while it waits for its turn on the queue throws
-    /// `CancellationError` at once and never runs the block. What the block wrote before the interrupt stays
-    /// written: use ``performTransaction(_:_:)`` to undo it. The connection stays usable.
-    ///
-    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
-    ///
-    /// - Throws: `CancellationError` when the task was cancelled, the block's error, or the error met
-    ///   opening or keying the database.
     @discardableResult
     public func perform<T: Sendable>(_ block: @escaping @Sendable (FMDatabase) throws -> T) async throws -> T {
-        let cancellation = BlockCancellation()
-        let call = QueuedCall<T>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                call.attach(continuation)
-                dispatchQueue.async {
-                    guard call.start() else { return }  // Cancelled while it waited for the turn.
-                    // The connection is tidied (result sets closed, a transaction left open rolled back)
-                    // before the task resumes.
-                    let result = Result { () throws -> T in
-                        let db = try self.openDatabase()
-                        defer { self.tidy(db) }
-                        return try self.run(db) { try cancellation.run(on: db) { try block(db) } }
-                    }
-                    call.finish(result)
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
-            call.cancel()
-        }
+        try await performBlock(block)
     }
 
-    /// `inTransaction(_:_:)` without blocking the calling task.
-    ///
-    /// ```swift
-    /// try await queue.performTransaction(.immediate) { db in
-    ///     try db.executeUpdate("INSERT INTO t VALUES (?)", values: [1])
-    /// }
-    /// ```
-    ///
-    /// Cancelling the task interrupts the statement the block is running (`sqlite3_interrupt`) and every
-    /// statement it starts afterwards (SQLite's progress handler, asked every 1,000 steps), rolls the
-    /// transaction back, and throws `CancellationError`; a cancellation that comes after the block returned
-    /// and before COMMIT rolls back too. A call cancelled while it waits for its turn throws
-    /// `CancellationError` at once and never begins a transaction. The connection stays usable.
-    ///
-    /// An interrupted write makes SQLite roll the whole transaction back at once: the statements the block
-    /// runs after it fail without reaching SQLite (code 516, `SQLITE_ABORT_ROLLBACK`), so nothing of the block
-    /// is committed even when it goes on (see ``FMDatabase/inTransaction(_:_:)``).
-    ///
-    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/interrupt.html>
-    ///
-    /// - Throws: `CancellationError` when the task was cancelled (nothing was committed), BEGIN's or
-    ///   COMMIT's error, what `block` throws (after rolling back), or an error whose
-    ///   ``FMDatabaseError/transactionWasRolledBack`` is true when SQLite rolled the transaction back after a
-    ///   statement of the block failed.
     public func performTransaction<T: Sendable>(
-        _ kind: FMDBTransactionKind = .exclusive,
-        _ block: @escaping @Sendable (FMDatabase) throws -> T
+        _ kind: FMDBTransactionKind = .exclusive, _ block: @escaping @Sendable (FMDatabase) throws -> T
     ) async throws -> T {
-        let cancellation = BlockCancellation()
-        let call = QueuedCall<T>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                call.attach(continuation)
-                dispatchQueue.async {
-                    guard call.start() else { return }  // Cancelled while it waited for the turn.
-                    let result = Result { () throws -> T in
-                        try self.runTransaction(kind) { db, markStarted in
-                            if cancellation.isCancelled { throw CancellationError() }
-                            return try db.inTransaction(kind) { db in
-                                markStarted()
-                                return try cancellation.run(on: db) { try block(db) }
-                            }
-                        }
-                    }
-                    call.finish(result)
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
-            call.cancel()
-        }
+        try await performTransactionBlock(kind, block)
     }
 }
 
-extension FMDatabaseQueue: KeyChangeListener {
-    /// A rekey through another queue or pool of this process on the same file (``KeyChangeRegistry``):
-    /// the next call drops the connection keyed before and keys a new one with `provider`.
-    func adoptKeyProvider(_ provider: any KeyProvider) {
-        adoptions.withLock { count in
-            adoptedProvider.withLock { $0 = provider }
-            count += 1
-        }
+extension FMDatabaseQueue: DatabaseWriterCore {
+    func storeLastError(_ error: FMDatabaseError) {
+        lastErrorBox.withLock { $0 = error }
+    }
+
+    /// On the queue's own thread, after the blocks called before (the caller's `QueuedCall` is resumed at
+    /// once when its task is cancelled before then).
+    func scheduleAsync(_ work: @escaping @Sendable () -> Void) {
+        dispatchQueue.async(execute: work)
+    }
+
+    func wakeWaitersAfterCancellation() {}
+
+    /// Runs on the queue.
+    func withConnection<T>(cancellation: BlockCancellation?, _ body: (FMDatabase) throws -> T) throws -> T {
+        let db = try openDatabase()
+        defer { tidy(db) }
+        return try run(db) { try body(db) }
     }
 }

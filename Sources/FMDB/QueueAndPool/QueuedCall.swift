@@ -1,8 +1,9 @@
 import Foundation
 
-/// The continuation of one queue `perform` / `performTransaction` call, waiting for the queue's turn: a
-/// cancellation that comes before the turn resumes the caller at once with `CancellationError`, and the
-/// turn, when it comes, does nothing. Once the turn has started, the call ends as its block does.
+/// The continuation of one queue or pool `perform` / `performTransaction` call, waiting for its work's turn
+/// (on the queue, or on a Dispatch thread for a pool): a cancellation that comes before the turn resumes the
+/// caller at once with `CancellationError`, and the turn, when it comes, does nothing. Once the turn has
+/// started, the call ends as its block does.
 ///
 /// Sendable: its one mutable value is `Protected`.
 final class QueuedCall<T: Sendable>: Sendable {

@@ -1,36 +1,88 @@
 import Foundation
 
 extension FMDatabasePool: KeyChangeListener {
-    /// Hands the pool a new key provider, for a database whose key changed outside this process (an
-    /// operator's `fmdb-cipher rekey`, a new key file): a typical SIGHUP handler. (A systemd credential is
-    /// written when the service starts and not again at `systemctl reload`: a new one needs a restart.)
-    ///
-    /// The provider is checked first, on a new connection that must open and read the file (and is set
-    /// up with `prepareDatabase`); when it does not, this throws and the pool keeps its provider and
-    /// connections. When it does, the pool keys every later connection with it: that connection is
-    /// checked in for the next block, idle connections are closed now and checked-out ones when their
-    /// blocks return. Running blocks are not interrupted. A ``rekey(using:)-4q591`` of this pool and this call
-    /// wait for each other, and a rekey through another queue or pool of the file that lands meanwhile
-    /// makes it check the provider again: the provider kept is always one that opens the file as it is.
-    ///
-    /// ```swift
-    /// let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .main)
-    /// reload.setEventHandler {
-    ///     do {
-    ///         let key = try KeyMaterial.read(from: .file(path: "/etc/app/db.key"), describedAs: "database key")
-    ///         try pool.replaceKeyProvider(RawKeyProvider(material: key))
-    ///     } catch {
-    ///         logger.error("the new key does not open the database; the old one stays in use: \(error)")
-    ///     }
-    /// }
-    /// ```
-    ///
-    /// To change the key of the database itself, use ``rekey(using:)-4q591``.
-    ///
-    /// - Parameter provider: The provider of the key the database is under now.
-    /// - Throws: `FMDatabaseError`: code 26 when its key does not open the database, the open error, or
-    ///   what `prepareDatabase` threw. Nothing changed then.
-    /// - Note: FMDB compatibility: FMDB has no key providers; this is an addition.
+    @discardableResult
+    public func rekey(using provider: any KeyProvider) throws -> FMRekeyOutcome {
+        try rekey(using: provider, busyTimeout: nil)
+    }
+
+    @discardableResult
+    public func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval) throws -> FMRekeyOutcome {
+        try rekey(using: provider, busyTimeout: Optional(busyTimeout))
+    }
+
+    /// `FMDatabaseWriter.rekey(using:busyTimeout:)`: waits until every connection is checked in (new checkouts
+    /// wait meanwhile), rekeys on one of them outside any transaction, and closes every other one so later
+    /// ones open with the new key. Nil `busyTimeout`: `FMDatabase.sharedRekeyBusyTimeout`.
+    private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
+        try provider.checkRekeySettings(against: locked { state.keyProvider })
+        if connections.isHeldByCurrentThread {
+            programmingError(
+                "FMDatabasePool.rekey was called from inside a pool block: it waits for every connection to be checked "
+                    + "in, so it would deadlock."
+            )
+        }
+        // Once no other key change runs and every connection is checked in: checkouts then wait until the
+        // rekey is done. Until then a `replaceKeyProvider` may go first (one a block calls must not wait for it).
+        var pooled: [PooledConnection]?
+        while pooled == nil {
+            pooled = locked {
+                while state.rekeying || state.replacingKey { condition.wait() }
+                guard let idle = connections.pauseIfDrained() else { return nil }
+                state.rekeying = true
+                return idle
+            }
+            if pooled == nil { connections.waitUntilDrained() }
+        }
+        let wasUnannounced = pooled?.first.map { !$0.announced } ?? false
+        let idle = (pooled ?? []).map(\.database)
+        var resumed = false
+        defer {
+            if !resumed { connections.resume() }
+            locked { state.rekeying = false }
+            condition.broadcast()
+        }
+        let oldProvider = locked { state.keyProvider }
+        // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
+        // the algorithms): the new provider keeps those of the provider it replaces (checked above).
+        let provider = provider.keepingFileSettings(of: oldProvider)
+        for db in idle.dropFirst() { db.closeAsOwner() }
+        let db: FMDatabase
+        var announced = false
+        // Not a connection to a file no longer at the path (replaced since it opened): the rekey is for the
+        // file at the path.
+        if let first = idle.first, first.isOpen, !first.mainFileHasMoved() {
+            db = first
+            announced = !wasUnannounced
+        } else {
+            idle.first?.closeAsOwner()
+            db = try openConnection(keyProvider: oldProvider)
+        }
+        db.lend()
+        let connectionBefore = db.connection.map(ObjectIdentifier.init)
+        let outcome: FMRekeyOutcome
+        do {
+            outcome = try db.rekeySafely(using: provider, busyTimeout: busyTimeout ?? db.sharedRekeyBusyTimeout)
+        } catch {
+            db.closeAsOwner()
+            throw record(error, logs: false)
+        }
+        // The rekey may have reopened the connection (a new SQLite handle): what `prepareDatabase` and the
+        // delegate set on the old one is gone, so the new one is set up and announced again.
+        if setUpAfterRekey(db, connectionBefore: connectionBefore) { announced = false }
+        let rekeyed = db.rekeyedFileIdentity(path: keyPath)
+        db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
+        locked {
+            state.keyProvider = provider
+            state.keyEpoch += 1
+            connections.resume(
+                newGeneration: true, idle: db.isOpen ? [PooledConnection(database: db, announced: announced)] : [])
+        }
+        resumed = true
+        KeyChangeRegistry.shared.announce(provider, rekeyed: rekeyed, from: self)
+        return outcome
+    }
+
     public func replaceKeyProvider(_ provider: any KeyProvider) throws {
         // One key change of the pool at a time: a rekey of this pool and a replacement wait for each other,
         // so the provider the pool keeps was checked against the file as the other one left it.

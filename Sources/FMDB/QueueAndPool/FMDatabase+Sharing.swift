@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 
-/// What `FMDatabaseQueue` and `FMDatabasePool` share: the one way they open a connection, and the one
+/// What `FMDatabaseQueue` and `FMDatabasePool` share on a connection: the one way they open it, and the one
 /// clean-up after a block.
 extension FMDatabase {
     /// Opens a connection for a queue or a pool: in multi-thread mode (the owner hands it to one thread
@@ -47,18 +47,6 @@ extension FMDatabase {
         return db
     }
 
-    /// A connection the library opens for its own work (a rotation's rekey, a copy, a key probe, a new
-    /// slotted database): it reports every error to the library code that opened it, which throws or
-    /// returns it to its caller, so the connection itself logs nothing (`logsErrors` off, its logger at
-    /// `critical`). Every such connection is made here: none prints a line the caller did not ask for
-    /// (`fmdb-cipher` shows only its own messages).
-    static func internalConnection(path: String) -> FMDatabase {
-        let db = FMDatabase(path: path)
-        db.logsErrors = false
-        db.logger.logLevel = .critical
-        return db
-    }
-
     /// After a queue or pool block: closes the result sets it left open (not the reusable ones from
     /// `prepare(_:)`, which live until their own `close()`) and rolls back a transaction it left open,
     /// logging a warning for each, so the next block starts clean. `owner` names the caller in the log.
@@ -72,7 +60,4 @@ extension FMDatabase {
             rollback()
         }
     }
-
-    /// A handle another thread may use to interrupt this connection; nil when closed.
-    var interruptHandle: InterruptHandle? { connection?.interruptHandle }
 }

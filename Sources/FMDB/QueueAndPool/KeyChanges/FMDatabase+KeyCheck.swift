@@ -1,110 +1,16 @@
 import Foundation
 import Synchronization
 
-/// A queue or pool that can be told its database file was rekeyed through another queue or pool of
-/// this process.
-protocol KeyChangeListener: AnyObject, Sendable {
-    /// The file is under `provider`'s key from now on: drop the connections keyed before, key new ones
-    /// with it. Called on the rekeying caller's thread, outside any lock of the rekeying queue or pool.
-    func adoptKeyProvider(_ provider: any KeyProvider)
-}
-
-/// Every keyed queue and pool of this process, by the path their connections open: a rekey through one of
-/// them (`rekey(using:)`) hands the new provider to the others whose path leads to the file that was
-/// rekeyed, whose connections would otherwise meet the file under a key they do not hold.
-///
-/// The registry follows the path, not a file identity taken once. When the rekey is announced, the file at
-/// the rekeying member's path and the file at each other member's path are looked up again (stat(2):
-/// device and inode, so two spellings of one path, a symbolic link or a hard link are the same file): a
-/// member is told exactly when its path leads to the rekeyed file now. So queues and pools made before and
-/// after the file at a path was replaced (a restore from a backup, an export renamed over it, a migration in
-/// place) hear each other's rekeys, and a member whose path now leads to another file (the old one renamed
-/// away, or another file renamed over it) is not handed a provider meant for a file it no longer opens.
-/// A connection opened before the replacement still reads the old file; it is found by the key check before
-/// a block (``KeyCheckFailure/replaced``) and a rekey never runs on it.
-///
-/// Sendable: `members` is read and written only inside `Protected`.
-final class KeyChangeRegistry: Sendable {
-    struct FileIdentity: Hashable, Sendable {
-        let device: UInt64
-        let inode: UInt64
-
-        /// The identity of the file at `path` now; nil for a file that is not there.
-        init?(path: String) {
-            var info = stat()
-            guard stat(path, &info) == 0 else { return nil }
-            device = UInt64(info.st_dev)
-            inode = UInt64(info.st_ino)
-        }
-    }
-
-    private struct Member {
-        weak var listener: (any KeyChangeListener)?
-        /// The absolute path the member's connections open.
-        let path: String
-    }
-
-    static let shared = KeyChangeRegistry()
-
-    private let members = Protected<[Member]>([])
-
-    /// The path under which a queue or pool opened on `path` is registered: nil for an in-memory
-    /// database or a URI (nothing to share); a relative path made absolute against the working directory
-    /// now, as SQLite opens it.
-    static func registeredPath(_ path: String?) -> String? {
-        guard let path, !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return nil }
-        if path.hasPrefix("/") { return path }
-        return FileManager.default.currentDirectoryPath + "/" + path
-    }
-
-    /// Adds `listener`, whose connections open `path` (from ``registeredPath(_:)``; nil: nothing to share).
-    func register(_ listener: any KeyChangeListener, path: String?) {
-        guard let path else { return }
-        members.withLock { table in
-            // Drop members that are gone, so the table does not grow forever.
-            table.removeAll { $0.listener == nil }
-            table.append(Member(listener: listener, path: path))
-        }
-    }
-
-    /// Tells every other live listener whose path leads to the file `rekeyed` (the file `source` just
-    /// rekeyed, from ``FMDatabase/rekeyedFileIdentity(path:)``) that it is under `provider`'s key.
-    func announce(_ provider: any KeyProvider, rekeyed: FileIdentity?, from source: AnyObject) {
-        guard let rekeyed else { return }
-        let others = members.withLock { table in
-            table.compactMap { member in member.listener.map { ($0, member.path) } }.filter { $0.0 !== source }
-        }
-        // Looked up outside the lock: stat(2) of each member's path, now.
-        for (listener, memberPath) in others where FileIdentity(path: memberPath) == rekeyed {
-            listener.adoptKeyProvider(provider)
-        }
-    }
-}
-
-/// Why a keyed queue or pool connection is replaced: what checking found, never what one result code
-/// suggested (SQLCipher 4.7 and later report the first failed page read as code 26 and every later
-/// read of that connection as code 7, "out of memory", for the connection's whole life).
-enum KeyCheckFailure: Sendable, Equatable {
-    /// The file is under a key this connection does not hold: a fresh connection keyed as this one was
-    /// cannot read it either. It was rekeyed, or its data key rotated, elsewhere.
-    case anotherKey
-    /// This connection cannot read the file (result code `code`) although its key was not shown to be
-    /// wrong: a fresh connection with its key reads the file, or could not tell (a lock, an I/O error).
-    case unreadable(code: Int32)
-    /// The file this connection opened is no longer the one at its path (`SQLITE_FCNTL_HAS_MOVED`: renamed
-    /// over by a restore, an export or a migration in place, renamed away, or removed): what it would read
-    /// and write is not the database at the path any more. Every connection opened before is replaced.
-    case replaced
-}
-
+/// The key check of a keyed queue's or pool's connection: whether it still reads the file under its key, and
+/// why it must be replaced when it does not (``KeyCheckFailure``).
 extension FMDatabase {
     /// The primary result codes with which a statement can meet a page that does not decrypt under the
     /// connection's key: 26 (SQLCipher 3.x to 4.6, and the first failed read on 4.7 and later), 7 (every
     /// later read of that connection on 4.7 and later), and an I/O error or corruption (a damaged read).
     /// Meeting one of them is only the cue to check (`keyCheckFailure()`); it says nothing by itself.
     static func mayMeanAnotherKey(_ code: Int32) -> Bool {
-        switch code & 0xFF {
-        case SQLITE_NOTADB, SQLITE_NOMEM, SQLITE_IOERR, SQLITE_CORRUPT: return true
+        switch FMResultCode(rawValue: code) {
+        case .notADatabase, .outOfMemory, .ioError, .corrupt: return true
         default: return false
         }
     }
@@ -173,15 +79,16 @@ extension FMDatabase {
                 return nil
             }
         }
-        switch code & 0xFF {
-        case SQLITE_ROW:
+        let result = FMResultCode(rawValue: code)
+        switch result {
+        case FMResultCode(rawValue: SQLITE_ROW):
             if confirmedAt != 0 { keyConfirmedAt = confirmedAt }
             return nil
-        case SQLITE_BUSY, SQLITE_LOCKED, SQLITE_INTERRUPT:
+        case .busy, .locked, .interrupted:
             return nil
         default:
             // This connection cannot read page 1. Whether its key still opens the file is asked of the file.
-            let failure: KeyCheckFailure = probeOwnKey() ? .unreadable(code: code & 0xFF) : .anotherKey
+            let failure: KeyCheckFailure = probeOwnKey() ? .unreadable(code: result.primary.rawValue) : .anotherKey
             keyCheckFailed = failure
             return failure
         }
@@ -241,7 +148,7 @@ extension FMDatabase {
     /// ``mayMeanAnotherKey(_:)``, or `SQLITE_READONLY`: what a write meets in a file that was replaced at its path
     /// after the connection opened it (`SQLITE_READONLY_DBMOVED`). Only the cue to check, as there.
     static func mayMeanKeyOrFileChanged(_ code: Int32) -> Bool {
-        mayMeanAnotherKey(code) || code & 0xFF == SQLITE_READONLY
+        mayMeanAnotherKey(code) || FMResultCode.readOnly ~= FMResultCode(rawValue: code)
     }
 
     /// The error a block gets when its connection was found unable to read the file under its key: the
@@ -270,4 +177,17 @@ extension FMDatabase {
                 + "connection was closed, and the next one is opened with the key provider asked again.",
             marks: [.connectionReplaced])
     }
+
+    /// Runs `body`, a queue's or pool's transaction on this connection, with its BEGIN serving as the
+    /// connection's key check when `beginChecksKey` (immediate and exclusive transactions: see `record`).
+    func withBeginAsKeyCheck<T>(_ beginChecksKey: Bool, _ body: () throws -> T) rethrows -> T {
+        beginProbesKey = beginChecksKey
+        defer { beginProbesKey = false }
+        return try body()
+    }
+
+    /// How many BEGINs a queue or pool transaction makes when each meets the file under a key changed
+    /// elsewhere (before its block runs): one for an idle connection still under an old key, and one for
+    /// each key change that lands while BEGIN waits for the write lock.
+    static let transactionAttemptsAcrossKeyChanges = 4
 }
