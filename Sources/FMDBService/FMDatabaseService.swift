@@ -6,7 +6,7 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// A keyed ``FMDB/FMDatabasePool`` as a swift-service-lifecycle `Service`: ``run()`` opens the pool, serves
+/// A keyed `FMDatabasePool` as a swift-service-lifecycle `Service`: ``run()`` opens the pool, serves
 /// until graceful shutdown, lets running calls end and closes every connection; SIGHUP (or
 /// ``reloadKey()``) reads the key source again and hands the pool the new key.
 ///

@@ -23,13 +23,16 @@ func rawProvider(_ byte: UInt8) throws -> RawKeyProvider { try RawKeyProvider(ke
 func hexKey(_ byte: UInt8) -> String { String(repeating: String(format: "%02x", byte), count: 32) }
 
 extension FMDBCipherTestCase {
-    /// A keyed database `name` (key `byte`) with table `t` holding one row.
+    /// A keyed database `name` (key `byte`), by default with table `t` holding one row.
     @discardableResult
-    func makeServiceDatabase(_ name: String = "app.db", key byte: UInt8) throws -> String {
-        try makeKeyedDatabase(name, provider: rawProvider(byte)) { db in
+    func makeServiceDatabase(
+        _ name: String = "app.db", key byte: UInt8,
+        _ fill: (FMDatabase) throws -> Void = { db in
             try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
             try db.execute("INSERT INTO t (v) VALUES ('first')")
         }
+    ) throws -> String {
+        try makeKeyedDatabase(name, provider: rawProvider(byte), fill)
     }
 
     /// Runs `service` in a `ServiceGroup` beside a driver running `body`; the driver's end shuts the group
