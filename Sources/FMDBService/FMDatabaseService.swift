@@ -31,7 +31,7 @@ import UnixSignals
 /// metric or a label of the service.
 ///
 /// Sendable: its mutable state is behind one mutex; the pool is Sendable.
-public final class FMDatabaseService: Service, Sendable {
+public final class FMDatabaseService: Service, Sendable, CustomStringConvertible {
     /// The database file.
     public let path: String
     /// How the pool opens and sets up its connections (its `keyProvider` is replaced by the key source's).
@@ -45,6 +45,9 @@ public final class FMDatabaseService: Service, Sendable {
     private let logger: Logger
     private let metrics: ServiceMetrics
     private let state = Mutex(State())
+
+    /// The service and its file, as logs show it (a `ServiceGroup` names its services this way).
+    public var description: String { "FMDatabaseService(\(shownPath))" }
 
     // MARK: - Making a service
 
@@ -439,6 +442,13 @@ public final class FMDatabaseService: Service, Sendable {
 
     /// The pool, once open (waiting for it before), counted in flight; the error that keeps a call from it.
     private func admit() async throws -> FMDatabasePool {
+        // The usual case, without a continuation: the pool is open.
+        let open = state.withLock { state -> FMDatabasePool? in
+            guard case .running(let pool) = state.phase else { return nil }
+            state.inFlight += 1
+            return pool
+        }
+        if let open { return open }
         let id = state.withLock { $0.nextID() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {

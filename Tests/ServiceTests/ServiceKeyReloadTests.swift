@@ -113,3 +113,22 @@ final class ServiceKeyReloadTests: FMDBCipherTestCase {
         }
     }
 }
+
+/// SIGHUP when the key source fails: the service keeps serving with the key it has.
+final class ServiceSignalFailureTests: FMDBCipherTestCase {
+    func testAFailedSIGHUPReloadKeepsServing() async throws {
+        let path = try makeServiceDatabase(key: 1)
+        let keyFile = self.path("db.key")
+        try writeKeyFile(keyFile, key: 1)
+        let service = FMDatabaseService(path: path, keyFile: keyFile, holding: .rawKey)  // SIGHUP on by default.
+        try await runGroup(service) {
+            _ = try await service.checkHealth()
+            try writeKeyFile(keyFile, key: 6)  // Not the file's key.
+            XCTAssertEqual(kill(getpid(), SIGHUP), 0)
+            await eventually("the failed SIGHUP reload is counted") { service.statistics.reloadsFailed == 1 }
+            XCTAssertEqual(service.statistics.reloadsSucceeded, 0)
+            let health = try await service.checkHealth()
+            XCTAssertGreaterThanOrEqual(health.schemaObjects, 1, "the old key still serves")
+        }
+    }
+}

@@ -260,3 +260,29 @@ final class ServiceLifecycleTests: FMDBCipherTestCase {
         }
     }
 }
+
+/// `run()` outside a service group: cancelling its task stops it, as a graceful shutdown does but without
+/// waiting for running calls.
+final class ServiceCancellationTests: FMDBCipherTestCase {
+    func testCancellingRunClosesThePool() async throws {
+        let path = try makeServiceDatabase(key: 1)
+        let service = FMDatabaseService(
+            path: path, options: FMDatabaseServiceOptions(reloadsKeyOnSIGHUP: false)
+        ) { try rawProvider(1) }
+        XCTAssertTrue(service.description.contains("app.db"), service.description)
+        let running = Task { try await service.run() }
+        let pool = try await service.withPool { $0 }
+        _ = try await service.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+        XCTAssertEqual(service.statistics.phase, .running)
+        running.cancel()
+        try await running.value
+        XCTAssertEqual(service.statistics.phase, .stopped)
+        XCTAssertEqual(pool.countOfOpenDatabases, 0)
+        do {
+            _ = try await service.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+            XCTFail("a call after run() ended ran")
+        } catch let error as FMDatabaseServiceError {
+            XCTAssertEqual(error.code, .shutDown)
+        }
+    }
+}
