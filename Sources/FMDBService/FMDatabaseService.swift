@@ -223,8 +223,14 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
                     }
                 }
             }
-            // Returns at graceful shutdown, or throws when the task is cancelled: either way, stop.
+            // Returns at graceful shutdown, or throws when the task is cancelled: either way, stop. New calls
+            // are refused from now on, also while a reload SIGHUP started ends (the group waits for it).
             try? await gracefulShutdown()
+            let running = state.withLock { state in
+                state.phase = .draining(pool)
+                return state.inFlight
+            }
+            log("graceful shutdown: \(running) calls still running")
             group.cancelAll()
         }
         await drain(pool)
@@ -246,13 +252,9 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
             code: error.extendedCode, message: "The database service could not open \(shownPath): \(error.message)")
     }
 
-    /// Refuses new calls, waits for the running ones (bounded), interrupts what still runs, closes the pool.
+    /// Waits for the running calls (bounded), interrupts what still runs, closes the pool. New calls are
+    /// refused already (phase `draining`).
     private func drain(_ pool: FMDatabasePool) async {
-        let running = state.withLock { state in
-            state.phase = .draining(pool)
-            return state.inFlight
-        }
-        log("graceful shutdown: \(running) calls still running")
         let deadline = ContinuousClock.now + options.drainTimeout
         await waitForCalls(until: deadline)
         let interrupted = state.withLock { state in

@@ -50,6 +50,7 @@ final class ServiceKeyReloadTests: FMDBCipherTestCase {
         try writeKeyFile(keyFile, key: 1)
         let service = keyFileService(path, keyFile: keyFile)
         try await runGroup(service) {
+            _ = try await service.checkHealth()  // Open before the key file changes.
             try writeKeyFile(keyFile, key: 3)  // A key that does not open the file.
             do {
                 try await service.reloadKey()

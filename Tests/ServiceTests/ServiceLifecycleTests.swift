@@ -66,13 +66,14 @@ final class ServiceLifecycleTests: FMDBCipherTestCase {
                     started.withLock { $0 = true }
                     usleep(300_000)
                     try db.execute("INSERT INTO t (v) VALUES ('late')")
+                    finished.withLock { $0 = true }
                 }
-                finished.withLock { $0 = true }
             }
             await eventually("the block started") { started.withLock { $0 } }
             // The driver returns now: graceful shutdown begins while the block runs.
         }
         XCTAssertTrue(finished.withLock { $0 }, "run() returned only after the running block ended")
+        XCTAssertEqual(service.statistics.callsInFlight, 0, "and after its call ended")
         let rows = try FMDatabaseQueue(path: path, keyProvider: rawProvider(1)).inDatabase { db in
             db.int(forQuery: "SELECT count(*) FROM t WHERE v = 'late'")
         }
