@@ -116,8 +116,8 @@ let package = Package(
             dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
-        // The service layer (FMDBService) under a real ServiceGroup, with its metrics: in this process, also
-        // run under AddressSanitizer (no child process).
+        // The service layer (FMDBService) under a real ServiceGroup, with its metrics: tasks and Dispatch threads
+        // at once, also run under ThreadSanitizer; in this process, so also under AddressSanitizer.
         .testTarget(
             name: "ServiceTests",
             dependencies: [

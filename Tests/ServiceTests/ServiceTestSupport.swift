@@ -90,7 +90,7 @@ func eventually(
 func resultCode(_ error: any Error) -> Int32? { (error as? FMDatabaseError)?.resultCode }
 
 /// Log lines with their metadata, for tests that check what the service logs and what it never logs.
-final class MetadataLogCapture: Sendable {
+struct MetadataLogCapture: Sendable {
     struct Line: Sendable {
         let level: Logger.Level
         let message: String
