@@ -236,20 +236,36 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
         await drain(pool)
     }
 
-    /// Opens the pool with the key source's provider (on a Dispatch thread: it reads files and derives keys).
+    /// Opens the pool with the key source's provider and runs `afterOpening` (on a Dispatch thread: it reads
+    /// files, derives keys, migrates).
     private func openPool() throws -> FMDatabasePool {
         var configuration = self.configuration
         configuration.keyProvider = try keySource()
         configuration.logger[metadataKey: "db.file"] = .string(shownPath)
         let flags = SQLITE_OPEN_READWRITE | (options.createsMissingDatabase ? SQLITE_OPEN_CREATE : 0)
-        return try FMDatabasePool(path: path, flags: flags, configuration: configuration)
+        let pool = try FMDatabasePool(path: path, flags: flags, configuration: configuration)
+        guard let afterOpening = options.afterOpening else { return pool }
+        do {
+            try afterOpening(pool)
+        } catch {
+            pool.releaseAllDatabases()
+            throw SetUpFailed(error: error)
+        }
+        return pool
+    }
+
+    /// What `afterOpening` threw (the pool did open).
+    private struct SetUpFailed: Error {
+        let error: any Error
     }
 
     /// `run()`'s error for what opening threw: an `FMDatabaseError` keeps its code and says which file.
     private func startError(_ error: any Error) -> any Error {
-        guard let error = error as? FMDatabaseError else { return error }
+        let setUp = error as? SetUpFailed
+        guard let cause = (setUp?.error ?? error) as? FMDatabaseError else { return setUp?.error ?? error }
+        let what = setUp == nil ? "could not open" : "could not set up (afterOpening)"
         return FMDatabaseError(
-            code: error.extendedCode, message: "The database service could not open \(shownPath): \(error.message)")
+            code: cause.extendedCode, message: "The database service \(what) \(shownPath): \(cause.message)")
     }
 
     /// Waits for the running calls (bounded), interrupts what still runs, closes the pool. New calls are
@@ -324,12 +340,13 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
         }
     }
 
-    /// Runs `body` with the pool itself, for what the service does not forward (a migration, a rekey,
-    /// `FMDatabasePool.inDatabase`): it counts as a running call, so shutdown waits for it. Do not keep the
-    /// pool past `body`; its blocks are not interrupted at the drain timeout.
+    /// Runs `body` with the pool itself, for what the service does not forward (an async rekey, the pool's
+    /// statistics): it counts as a running call, so shutdown waits for it. Do not keep the pool past `body`;
+    /// its blocks are not interrupted at the drain timeout, and a blocking call on it (`inDatabase`, a
+    /// migration) blocks the task's thread: run migrations in ``FMDatabaseServiceOptions/afterOpening``.
     ///
     /// ```swift
-    /// try await service.withPool { pool in try await migrator.migrate(pool) }
+    /// try await service.withPool { pool in try await pool.rekey(using: newProvider) }
     /// ```
     ///
     /// - Throws: what `body` throws, `run()`'s error, or ``FMDatabaseServiceError`` once shutdown began.

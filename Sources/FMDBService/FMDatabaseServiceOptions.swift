@@ -1,3 +1,4 @@
+import FMDB
 import Logging
 import Metrics
 
@@ -39,6 +40,14 @@ public struct FMDatabaseServiceOptions: Sendable {
     /// Where the service's metrics go; nil (the default) uses the factory the program bootstrapped
     /// (`MetricsSystem.bootstrap`), read when the service is made.
     public var metricsFactory: (any MetricsFactory)?
+    /// Runs once when `run()` has opened the pool, before any call is served (calls made meanwhile wait):
+    /// schema migrations, a check of the schema. It runs on a Dispatch thread and may block. When it throws,
+    /// the pool is closed and `run()` fails with its error (an `FMDatabaseError` keeps its code). Default nil.
+    ///
+    /// ```swift
+    /// options.afterOpening = { pool in try migrator.migrate(pool) }
+    /// ```
+    public var afterOpening: (@Sendable (FMDatabasePool) throws -> Void)?
 
     /// Options with the defaults given above.
     public init(
@@ -48,7 +57,8 @@ public struct FMDatabaseServiceOptions: Sendable {
         logger: Logger = Logger(label: "fmdb.service"),
         logLevel: Logger.Level = .debug,
         reloadFailureLogLevel: Logger.Level = .debug,
-        metricsFactory: (any MetricsFactory)? = nil
+        metricsFactory: (any MetricsFactory)? = nil,
+        afterOpening: (@Sendable (FMDatabasePool) throws -> Void)? = nil
     ) {
         self.drainTimeout = drainTimeout
         self.reloadsKeyOnSIGHUP = reloadsKeyOnSIGHUP
@@ -57,5 +67,6 @@ public struct FMDatabaseServiceOptions: Sendable {
         self.logLevel = logLevel
         self.reloadFailureLogLevel = reloadFailureLogLevel
         self.metricsFactory = metricsFactory
+        self.afterOpening = afterOpening
     }
 }

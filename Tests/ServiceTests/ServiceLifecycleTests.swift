@@ -287,3 +287,47 @@ final class ServiceCancellationTests: FMDBCipherTestCase {
         }
     }
 }
+
+/// `afterOpening`: migrations before the first call; a failed one fails `run()`.
+final class ServiceSetUpTests: FMDBCipherTestCase {
+    func testMigrationsRunBeforeTheFirstCall() async throws {
+        let path = try makeServiceDatabase(key: 1)
+        var migrator = FMDatabaseMigrator()
+        migrator.registerMigration("createNotes") { db in
+            usleep(50_000)  // A call made meanwhile must wait for it.
+            try db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        }
+        let frozen = migrator
+        var options = FMDatabaseServiceOptions(reloadsKeyOnSIGHUP: false)
+        options.afterOpening = { pool in try frozen.migrate(pool) }
+        let service = FMDatabaseService(path: path, options: options) { try rawProvider(1) }
+        let early = Task { try await service.perform { db in db.int(forQuery: "SELECT count(*) FROM notes") } }
+        try await runGroup(service) {
+            let rows = try await early.value
+            XCTAssertEqual(rows, 0, "the notes table existed when the first call ran")
+            let applied = try await service.withPool { pool in try frozen.appliedMigrations(pool) }
+            XCTAssertEqual(applied, ["createNotes"])
+        }
+    }
+
+    func testAFailedSetUpFailsRunWithItsCode() async throws {
+        let path = try makeServiceDatabase(key: 1)
+        var options = FMDatabaseServiceOptions(reloadsKeyOnSIGHUP: false)
+        options.afterOpening = { pool in try pool.inDatabase { db in try db.execute("SELECT * FROM missing") } }
+        let service = FMDatabaseService(path: path, options: options) { try rawProvider(1) }
+        let early = Task { try await service.perform { db in db.int(forQuery: "SELECT count(*) FROM t") } }
+        do {
+            try await service.run()
+            XCTFail("run() served although its set-up failed")
+        } catch {
+            XCTAssertEqual(resultCode(error), SQLITE_ERROR, "\(error)")
+            XCTAssertTrue("\(error)".contains("set up"), "\(error)")
+        }
+        do {
+            _ = try await early.value
+            XCTFail("a call ran although the set-up failed")
+        } catch {
+            XCTAssertEqual(resultCode(error), SQLITE_ERROR, "\(error)")
+        }
+    }
+}
