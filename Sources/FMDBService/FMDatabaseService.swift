@@ -240,7 +240,7 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
     /// files, derives keys, migrates).
     private func openPool() throws -> FMDatabasePool {
         var configuration = self.configuration
-        configuration.keyProvider = try keySource()
+        configuration.keyProvider = try makeKeyProvider()
         configuration.logger[metadataKey: "db.file"] = .string(shownPath)
         let flags = SQLITE_OPEN_READWRITE | (options.createsMissingDatabase ? SQLITE_OPEN_CREATE : 0)
         let pool = try FMDatabasePool(path: path, flags: flags, configuration: configuration)
@@ -252,6 +252,12 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
             throw SetUpFailed(error: error)
         }
         return pool
+    }
+
+    /// The key source's provider; wrapped so that the pool reads the source again at a key change, when the
+    /// options say so. On a Dispatch thread.
+    private func makeKeyProvider() throws -> any KeyProvider {
+        options.readsKeySourceOnKeyChange ? try ReloadableKeyProvider(keySource) : try keySource()
     }
 
     /// What `afterOpening` threw (the pool did open).
@@ -399,7 +405,7 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
     public func reloadKey() async throws {
         try await serve { pool, _ in
             do {
-                try await Self.blocking { try pool.replaceKeyProvider(self.keySource()) }
+                try await Self.blocking { try pool.replaceKeyProvider(self.makeKeyProvider()) }
             } catch {
                 state.withLock { $0.reloadsFailed += 1 }
                 metrics.reloaded(succeeded: false)

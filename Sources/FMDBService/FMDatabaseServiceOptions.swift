@@ -22,6 +22,12 @@ public struct FMDatabaseServiceOptions: Sendable {
     /// `ExecReload=/bin/kill -HUP $MAINPID`). Default true. Set false when the program handles SIGHUP itself:
     /// there can be one handler per signal; call ``FMDatabaseService/reloadKey()`` from it.
     public var reloadsKeyOnSIGHUP: Bool
+    /// Whether the pool reads the key source again by itself when a connection meets the file under a key it
+    /// does not hold (an operator's rekey): the key source's provider is wrapped in a `ReloadableKeyProvider`.
+    /// Default true: after `fmdb-cipher rekey`, with the new key written to the key file first, the service
+    /// goes on without a reload. Set false for a source that can be read once only (an environment variable
+    /// unset after reading): a key change then waits for ``FMDatabaseService/reloadKey()``.
+    public var readsKeySourceOnKeyChange: Bool
     /// Whether `run()` creates the database when no file is at the path. Default false: a service that finds
     /// no database fails to start (code 14, `SQLITE_CANTOPEN`) instead of serving an empty new one (a wrong
     /// path, a volume not mounted). Set true for a service that makes its own database on first start.
@@ -53,6 +59,7 @@ public struct FMDatabaseServiceOptions: Sendable {
     public init(
         drainTimeout: Duration = .seconds(10),
         reloadsKeyOnSIGHUP: Bool = true,
+        readsKeySourceOnKeyChange: Bool = true,
         createsMissingDatabase: Bool = false,
         logger: Logger = Logger(label: "fmdb.service"),
         logLevel: Logger.Level = .debug,
@@ -62,6 +69,7 @@ public struct FMDatabaseServiceOptions: Sendable {
     ) {
         self.drainTimeout = drainTimeout
         self.reloadsKeyOnSIGHUP = reloadsKeyOnSIGHUP
+        self.readsKeySourceOnKeyChange = readsKeySourceOnKeyChange
         self.createsMissingDatabase = createsMissingDatabase
         self.logger = logger
         self.logLevel = logLevel

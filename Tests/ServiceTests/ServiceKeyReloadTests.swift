@@ -8,12 +8,34 @@ import XCTest
 
 /// Key reloads (explicit and on SIGHUP) after an operator's rekey, and the health check.
 final class ServiceKeyReloadTests: FMDBCipherTestCase {
+    /// A service on `keyFile` that reads it only at start and at a reload (the pool does not read it again
+    /// by itself at a key change), so that only a reload can pick up an operator's rekey.
     private func keyFileService(
         _ path: String, keyFile: String, reloadsKeyOnSIGHUP: Bool = false
     ) -> FMDatabaseService {
         FMDatabaseService(
             path: path, keyFile: keyFile, holding: .rawKey,
-            options: FMDatabaseServiceOptions(reloadsKeyOnSIGHUP: reloadsKeyOnSIGHUP))
+            options: FMDatabaseServiceOptions(
+                reloadsKeyOnSIGHUP: reloadsKeyOnSIGHUP, readsKeySourceOnKeyChange: false))
+    }
+
+    func testByDefaultThePoolReadsTheKeyFileAgainAtAKeyChange() async throws {
+        let path = try makeServiceDatabase(key: 1)
+        let keyFile = self.path("db.key")
+        try writeKeyFile(keyFile, key: 1)
+        let service = FMDatabaseService(
+            path: path, keyFile: keyFile, holding: .rawKey,
+            options: FMDatabaseServiceOptions(reloadsKeyOnSIGHUP: false))
+        try await runGroup(service) {
+            _ = try await service.checkHealth()
+            try writeKeyFile(keyFile, key: 2)  // The operator's order: the new key first, then the rekey.
+            try rekeyAsAnOperator(path, from: 1, to: 2)
+            try await Task.sleep(for: .milliseconds(2))  // Past the key check interval.
+            let health = try await service.checkHealth()
+            XCTAssertGreaterThanOrEqual(health.schemaObjects, 1, "the pool read the new key by itself")
+            XCTAssertEqual(service.statistics.reloadsSucceeded, 0, "without a reload")
+            XCTAssertGreaterThanOrEqual(service.statistics.pool.keyChangesSeen, 1)
+        }
     }
 
     func testReloadHandsThePoolTheKeyAnOperatorRekeyedTo() async throws {
