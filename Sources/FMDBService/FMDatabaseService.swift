@@ -26,8 +26,9 @@ import UnixSignals
 /// begins, new calls fail with ``FMDatabaseServiceError/Code-swift.enum/shutDown``; calls already made
 /// run to their end, for at most ``FMDatabaseServiceOptions/drainTimeout``.
 ///
-/// The key source is a closure that makes a key provider: it runs at start and at each reload, on a
-/// Dispatch thread (reading a file or a credential blocks). Keys never reach a log line, an error, a
+/// The key source is a closure that makes a key provider: it runs at start, at each reload and (unless
+/// ``FMDatabaseServiceOptions/readsKeySourceOnKeyChange`` is off) when the pool meets the file under another
+/// key, on a Dispatch thread (reading a file or a credential blocks). Keys never reach a log line, an error, a
 /// metric or a label of the service.
 ///
 /// Sendable: its mutable state is behind one mutex; the pool is Sendable.
@@ -87,8 +88,8 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
     }
 
     /// A service whose key is in a file (32 raw bytes or 64 hexadecimal digits for `.rawKey`; one trailing
-    /// newline is dropped), read at start and again at each reload: an operator writes the new key there,
-    /// runs the rekey, then reloads the service (SIGHUP).
+    /// newline is dropped), read at start, at each reload and when the pool meets the file under another key:
+    /// an operator writes the new key there, then runs the rekey.
     ///
     /// ```swift
     /// let service = FMDatabaseService(path: "/var/lib/app/app.db", keyFile: "/etc/app/db.key", holding: .rawKey)
