@@ -52,8 +52,8 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
 
     // MARK: - Making a service
 
-    /// A service for the keyed database at `path`, whose key provider `keySource` makes, at start and at
-    /// each reload.
+    /// A service for the keyed database at `path`, whose key provider `keySource` makes, at start, at each
+    /// reload and at a key change the pool meets.
     ///
     /// ```swift
     /// let service = FMDatabaseService(path: "/var/lib/app/app.db") {
