@@ -331,3 +331,41 @@ final class ServiceSetUpTests: FMDBCipherTestCase {
         }
     }
 }
+
+/// Many calls at once through a small pool, then shutdown: every call ends, every write is in the file.
+final class ServiceLoadTests: FMDBCipherTestCase {
+    func testManyConcurrentCallsEndAndTheirWritesStay() async throws {
+        let path = try makeServiceDatabase(key: 1)
+        var configuration = FMDatabaseConfiguration()
+        configuration.maximumNumberOfDatabasesToCreate = 4
+        configuration.busyTimeout = 10
+        configuration.prepareDatabase = { db in try db.executeQuery("PRAGMA journal_mode = WAL", values: nil).close() }
+        let service = FMDatabaseService(
+            path: path, configuration: configuration, options: FMDatabaseServiceOptions(reloadsKeyOnSIGHUP: false)
+        ) { try rawProvider(1) }
+        let writes = 200
+        try await runGroup(service) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<writes {
+                    group.addTask {
+                        try await service.performTransaction { db in
+                            try db.execute("INSERT INTO t (v) VALUES (?)", "w\(index)")
+                        }
+                        _ = try await service.perform { db in db.int(forQuery: "SELECT count(*) FROM t") }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let statistics = service.statistics
+            XCTAssertLessThanOrEqual(statistics.pool.openConnections, 4)
+            XCTAssertEqual(statistics.calls, 2 * writes)
+            XCTAssertEqual(statistics.failedCalls, [:])
+        }
+        XCTAssertEqual(service.statistics.callsInFlight, 0)
+        XCTAssertEqual(service.statistics.pool.openConnections, 0)
+        let rows = try FMDatabaseQueue(path: path, keyProvider: rawProvider(1)).inDatabase { db in
+            db.int(forQuery: "SELECT count(*) FROM t")
+        }
+        XCTAssertEqual(rows, Int32(writes + 1))
+    }
+}
