@@ -6,6 +6,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FMDB", targets: ["FMDB"]),
+        // FMDB as a swift-service-lifecycle service with swift-metrics statistics: its own product, so that
+        // a program that imports FMDB alone gains no dependency.
+        .library(name: "FMDBService", targets: ["FMDBService"]),
         .executable(name: "fmdb-cipher", targets: ["fmdb-cipher"]),
         // The crypto provider alone, for Benchmarks' bench-c (raw C with the library's provider).
         .library(name: "CFMDBCrypto", targets: ["CFMDBCrypto"]),
@@ -13,6 +16,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // FMDBService only: the Service protocol, graceful shutdown and SIGHUP; the metrics API.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         // `swift package generate-documentation` (Scripts/docs); a plugin only: nothing links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -42,6 +48,18 @@ let package = Package(
                 "CSQLCipher",
                 "COpenSSL",
                 "CFMDBCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // The service layer over FMDB's pool: run until graceful shutdown, reload the key, statistics, metrics.
+        .target(
+            name: "FMDBService",
+            dependencies: [
+                "FMDB",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
@@ -96,6 +114,18 @@ let package = Package(
         .testTarget(
             name: "ToolTests",
             dependencies: ["FMDB", "TestSupport", "CFMDBCryptoSelfTest", "fmdb-cipher", "fmdb-test-helper"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // The service layer (FMDBService) under a real ServiceGroup, with its metrics: tasks and Dispatch threads
+        // at once, also run under ThreadSanitizer; in this process, so also under AddressSanitizer.
+        .testTarget(
+            name: "ServiceTests",
+            dependencies: [
+                "FMDB", "FMDBService", "TestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

@@ -57,6 +57,7 @@ public final class FMDatabase {
     /// What the key check found when this connection failed it (it is then replaced, and never read again
     /// under its key: SQLCipher 4.7 and later keep a failed page read for the connection's life).
     var keyCheckFailed: KeyCheckFailure?
+    var keyCheckCounters: StatisticsCounters?  // The pool's, counting key checks (FMDatabaseStatistics.swift).
     /// Set by `FMDatabasePool` while a block uses this connection.
     public var checkedOut = false
     /// Who may use the connection (QueueAndPool/FMDatabase+Lending.swift marks it): `notLent` when no

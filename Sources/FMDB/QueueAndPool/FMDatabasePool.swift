@@ -79,6 +79,7 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     /// The connections: idle ones, the count checked out and being opened, the limit, the waits for it, a
     /// rekey's pause and the generation (Core/BoundedPool.swift). Its statistics are the pool's.
     let connections = BoundedPool<PooledConnection>()
+    let statisticsCounters = StatisticsCounters()  // Key checks and changes (FMDatabaseStatistics.swift).
     /// The writer affinity `takeIdle` applies (under `connections`' lock), `openNew` and key changes set: a leaf
     /// lock, taken inside either lock and around none.
     let affinity = Protected(WriterAffinity())
@@ -320,6 +321,7 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         case .create(let permit): lease = try openNew(with: permit, forWrite: forWrite, delegate: delegate)
         }
         let db = lease.element.database
+        db.keyCheckCounters = statisticsCounters
         db.checkedOut = true
         if !lease.element.announced { delegate?.databasePool(self, didAddDatabase: db) }
         return lease
@@ -331,6 +333,7 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         _ lease: Lease, checksKey: Bool, forWrite: Bool, delegate: (any FMDatabasePoolDelegate)?
     ) throws -> Lease {
         let db = lease.element.database
+        db.keyCheckCounters = statisticsCounters  // Before its first check (the init's connection).
         if checksKey, locked({ state.keyProvider != nil }), let failure = db.keyCheckFailureBeforeBlock() {
             // This connection cannot read the file under its key any more (rekeyed elsewhere since it last
             // read it, or unreadable): it is dropped whatever code SQLCipher reports on it, and a new connection

@@ -65,6 +65,7 @@ extension FMDatabase {
         }
         // Kept in the connection's statement cache whatever `shouldCacheStatements` says (only the FMDB
         // query paths look there when it is false, and never for this SQL); finalized when the connection closes.
+        keyCheckCounters?.countKeyCheck()
         let code: Int32
         if let cached = statementCache.take(Self.keyCheckSQL) {
             code = Self.step(cached)

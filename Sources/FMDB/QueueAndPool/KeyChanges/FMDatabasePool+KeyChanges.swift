@@ -133,6 +133,7 @@ extension FMDatabasePool: KeyChangeListener {
     /// longer read the file is dropped alone. Either way the provider is asked to read its source again
     /// (``KeyProvider/reloadKey()``) before the next connection opens.
     func keyChanged(_ failure: KeyCheckFailure) {
+        statisticsCounters.countKeyChange()
         let provider: (any KeyProvider)?
         switch failure {
         case .anotherKey, .replaced:
