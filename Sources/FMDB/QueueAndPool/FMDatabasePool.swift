@@ -58,7 +58,8 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
 
     struct State {
         var keyProvider: (any KeyProvider)?
-        /// A rekey is waiting for the connections or running: a `replaceKeyProvider` waits for it.
+        /// A rekey has its turn (every connection was checked in; checkouts wait) and runs: a
+        /// `replaceKeyProvider` waits for it.
         var rekeying = false
         /// A `replaceKeyProvider` is checking its provider: a rekey waits for it (and it for a rekey).
         var replacingKey = false

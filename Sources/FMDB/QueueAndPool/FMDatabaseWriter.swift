@@ -123,7 +123,7 @@ public protocol FMDatabaseWriter: AnyObject, Sendable {
 
     /// Changes the key with SQLCipher's rekey, safely (``FMDatabase/rekeySafely(using:busyTimeout:)``), and
     /// every connection with it: the queue rekeys on its queue (outside any block and any transaction); the
-    /// pool waits until every connection is checked in (new checkouts wait meanwhile), rekeys on one of them,
+    /// pool waits for a moment when every connection is checked in (new checkouts then wait), rekeys on one,
     /// and closes the others so later ones open with the new key. The busy timeout is at least 5 seconds (or
     /// the connections' `maxBusyRetryTimeInterval` when longer; ``rekey(using:busyTimeout:)`` sets it). Which
     /// key opens the file afterwards is checked on a fresh connection, and the WAL is checkpointed (TRUNCATE)

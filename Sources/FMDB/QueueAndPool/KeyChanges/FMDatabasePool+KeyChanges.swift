@@ -11,9 +11,10 @@ extension FMDatabasePool: KeyChangeListener {
         try rekey(using: provider, busyTimeout: Optional(busyTimeout))
     }
 
-    /// `FMDatabaseWriter.rekey(using:busyTimeout:)`: waits until every connection is checked in (new checkouts
-    /// wait meanwhile), rekeys on one of them outside any transaction, and closes every other one so later
-    /// ones open with the new key. Nil `busyTimeout`: `FMDatabase.sharedRekeyBusyTimeout`.
+    /// `FMDatabaseWriter.rekey(using:busyTimeout:)`: waits for a moment when every connection is checked in
+    /// (from then on new checkouts wait until it is done), rekeys on one of them outside any transaction, and
+    /// closes every other one so later ones open with the new key. Nil `busyTimeout`:
+    /// `FMDatabase.sharedRekeyBusyTimeout`.
     private func rekey(using provider: any KeyProvider, busyTimeout: TimeInterval?) throws -> FMRekeyOutcome {
         try provider.checkRekeySettings(against: locked { state.keyProvider })
         if connections.isHeldByCurrentThread {
@@ -38,11 +39,14 @@ extension FMDatabasePool: KeyChangeListener {
         let idle = (pooled ?? []).map(\.database)
         var resumed = false
         defer {
-            if !resumed { connections.resume() }
+            if !resumed { for left in connections.resume() { left.database.closeAsOwner() } }
             locked { state.rekeying = false }
             condition.broadcast()
         }
         let oldProvider = locked { state.keyProvider }
+        // Checked again against the provider as it is now: another key change may have replaced it while this
+        // rekey waited for its turn.
+        try provider.checkRekeySettings(against: oldProvider)
         // A rekey changes the key, never the settings the file was written with (a plaintext header, its salt,
         // the algorithms): the new provider keeps those of the provider it replaces (checked above).
         let provider = provider.keepingFileSettings(of: oldProvider)
@@ -72,13 +76,15 @@ extension FMDatabasePool: KeyChangeListener {
         if setUpAfterRekey(db, connectionBefore: connectionBefore) { announced = false }
         let rekeyed = db.rekeyedFileIdentity(path: keyPath)
         db.takeBack()  // Before it is back in `checkedIn`, where another thread may check it out.
-        locked {
+        let left = locked {
             state.keyProvider = provider
             state.keyEpoch += 1
-            connections.resume(
+            return connections.resume(
                 newGeneration: true, idle: db.isOpen ? [PooledConnection(database: db, announced: announced)] : [])
         }
         resumed = true
+        // None while paused today (nothing is checked out or opened meanwhile); closed rather than leaked if so.
+        for connection in left { connection.database.closeAsOwner() }
         KeyChangeRegistry.shared.announce(provider, rekeyed: rekeyed, from: self)
         return outcome
     }
