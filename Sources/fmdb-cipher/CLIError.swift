@@ -75,7 +75,7 @@ struct CLIError: Error, CustomStringConvertible {
                     + "fmdb-cipher source tree: Scripts/install --sqlcipher 4", code: Exit.unsupportedFormat)
         case .format:
             return CLIError(message, code: Exit.unsupportedFormat)
-        case .cannotOpen, FMResultCode(rawValue: SQLITE_PERM), .authorization:
+        case .cannotOpen, .permission, .authorization:
             return CLIError(message, code: Exit.noInput)
         case .busy, .locked:
             return CLIError(message + " (another process is using the database; try again)", code: Exit.busy)

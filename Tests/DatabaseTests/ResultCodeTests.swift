@@ -49,6 +49,9 @@ final class ResultCodeTests: FMDBCipherTestCase {
         XCTAssertEqual(FMResultCode(bridged)?.rawValue, SQLITE_IOERR | (4 << 8))
         XCTAssertTrue(FMResultCode.ioError ~= bridged)
         XCTAssertEqual(FMDatabaseError(code: SQLITE_NOTADB).resultCodeValue, .notADatabase)
+        XCTAssertEqual(FMResultCode.permission.rawValue, SQLITE_PERM)
+        XCTAssertTrue(FMResultCode.permission ~= FMDatabaseError(code: SQLITE_PERM))
+        XCTAssertFalse(FMResultCode.permission ~= FMDatabaseError(code: SQLITE_AUTH))
     }
 
     func testADamagedKeySlotFileIsMarkedAndAWrongSecretIsNot() throws {

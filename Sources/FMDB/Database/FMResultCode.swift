@@ -38,6 +38,9 @@ public struct FMResultCode: RawRepresentable, Hashable, Sendable, CustomStringCo
 
     /// `SQLITE_ERROR`: a generic error (an SQL error, a missing table).
     public static let error = FMResultCode(rawValue: SQLITE_ERROR)
+    /// `SQLITE_PERM`: access denied; here also a key or key slot file others may read or write, and a key slot
+    /// unlock over its work budget.
+    public static let permission = FMResultCode(rawValue: SQLITE_PERM)
     /// `SQLITE_BUSY`: another connection holds a lock.
     public static let busy = FMResultCode(rawValue: SQLITE_BUSY)
     /// `SQLITE_LOCKED`: a conflict inside this connection's shared cache.

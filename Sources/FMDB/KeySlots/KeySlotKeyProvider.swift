@@ -207,7 +207,7 @@ public final class KeySlotKeyProvider: KeyProvider {
             opened = try KeySlots.unlock(
                 bytes, secret: validated, slotID: slotID, databaseSalt: salt, slotPath: slotPath)
         } catch let error as FMDatabaseError
-            where error.hasCode(.notADatabase, .corrupt, FMResultCode(rawValue: SQLITE_PERM))
+            where error.hasCode(.notADatabase, .corrupt, .permission)
         {
             // The slot file's own answer (no slot accepts the secret, another database's file, a damaged
             // file, over the work budget): the same bytes answer the same, so it is kept for them.

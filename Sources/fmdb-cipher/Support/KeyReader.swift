@@ -66,7 +66,7 @@ final class KeyReader {
             }
         } catch let error as FMDatabaseError {
             switch FMResultCode(rawValue: error.extendedCode) {
-            case .cannotOpen, FMResultCode(rawValue: SQLITE_PERM): throw CLIError(error.message, code: Exit.noInput)
+            case .cannotOpen, .permission: throw CLIError(error.message, code: Exit.noInput)
             case .misuse: throw CLIError.usage(error.message)
             default: throw error
             }
