@@ -61,8 +61,8 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
     /// ```
     ///
     /// - Parameters:
-    ///   - path: The database file (a `file:` URI when `configuration`'s open flags allow it is shown in logs
-    ///     without its query).
+    ///   - path: The database file, opened read-write (and created when
+    ///     ``FMDatabaseServiceOptions/createsMissingDatabase``); a plain path, not a `file:` URI.
     ///   - configuration: The pool's settings: pool size, busy timeout, connection set-up, logger. Its
     ///     `keyProvider` is not used: `keySource` supplies it.
     ///   - options: How the service runs.
@@ -219,12 +219,14 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
                 group.addTask {
                     for await _ in signals {
                         self.log("SIGHUP: reloading the key")
-                        try? await self.reloadKey()
+                        // Not awaited here: a slow key source must not hold `run()` at shutdown. The reload is
+                        // a call like any other, so the drain bounds it.
+                        Task { try? await self.reloadKey() }
                     }
                 }
             }
             // Returns at graceful shutdown, or throws when the task is cancelled: either way, stop. New calls
-            // are refused from now on, also while a reload SIGHUP started ends (the group waits for it).
+            // are refused from now on.
             try? await gracefulShutdown()
             let running = state.withLock { state in
                 state.phase = .draining(pool)
@@ -274,32 +276,42 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
             code: cause.extendedCode, message: "The database service \(what) \(shownPath): \(cause.message)")
     }
 
-    /// Waits for the running calls (bounded), interrupts what still runs, closes the pool. New calls are
-    /// refused already (phase `draining`).
+    /// Waits for the running calls (bounded), cancels what still runs, waits for it to end, closes the pool.
+    /// New calls are refused already (phase `draining`).
+    ///
+    /// Past the drain timeout each call still in flight is cancelled as its task would be: the statement it
+    /// runs and every later one fail with `SQLITE_INTERRUPT` (a transaction rolls back), and a call still
+    /// waiting for a connection stops waiting. `run()` then waits for those calls to end, so that no block
+    /// writes after it returns, unless its own task is cancelled (the service group's
+    /// `maximumGracefulShutdownDuration`): it then returns at once, and the connections of calls still running
+    /// (a block busy between statements, a key source that hangs) close as they end.
     private func drain(_ pool: FMDatabasePool) async {
-        let deadline = ContinuousClock.now + options.drainTimeout
-        await waitForCalls(until: deadline)
-        let interrupted = state.withLock { state in
-            guard state.inFlight > 0 else { return 0 }
-            // Under the lock: a registered block has not ended, so its connection is open and checked out.
-            for block in state.running.values { block.interrupt() }
-            state.callsInterrupted += state.running.count
-            return state.running.count
+        await waitForCalls(until: ContinuousClock.now + options.drainTimeout)
+        let cancellers = state.withLock { state in
+            // From now on a call admitted before but not yet registered is cancelled as it registers.
+            state.cancelsCalls = true
+            state.callsInterrupted += state.cancellers.count
+            return Array(state.cancellers.values)
         }
-        if interrupted > 0 {
-            metrics.interrupted(interrupted)
-            log("drain timeout: \(interrupted) running blocks interrupted")
-            await waitForCalls(until: ContinuousClock.now + .seconds(1))
+        if !cancellers.isEmpty {
+            metrics.interrupted(cancellers.count)
+            log("drain timeout: \(cancellers.count) calls cancelled")
+            for cancel in cancellers { cancel() }
+            await waitForCalls(until: nil)
         }
         state.withLock { $0.phase = .stopped(pool) }
+        // Closes the idle connections; one still checked out (`run()` cancelled) is closed at its check-in.
         pool.releaseAllDatabases()
         metrics.update(pool.statistics, limit: pool.maximumNumberOfDatabasesToCreate)
-        log("closed: \(pool.countOfOpenDatabases) connections still open")
+        let left = state.withLock { $0.inFlight }
+        log("closed: \(pool.countOfOpenDatabases) connections still open, \(left) calls still running")
     }
 
-    /// Waits until no call is in flight, `deadline` passes, or the task is cancelled.
-    private func waitForCalls(until deadline: ContinuousClock.Instant) async {
-        while state.withLock({ $0.inFlight }) > 0, ContinuousClock.now < deadline, !Task.isCancelled {
+    /// Waits until no call is in flight, `deadline` (nil: none) passes, or the task is cancelled.
+    private func waitForCalls(until deadline: ContinuousClock.Instant?) async {
+        while state.withLock({ $0.inFlight }) > 0, deadline.map({ ContinuousClock.now < $0 }) ?? true,
+            !Task.isCancelled
+        {
             try? await Task.sleep(for: .milliseconds(5))
         }
     }
@@ -347,16 +359,19 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
     }
 
     /// Runs `body` with the pool itself, for what the service does not forward (an async rekey, the pool's
-    /// statistics): it counts as a running call, so shutdown waits for it. Do not keep the pool past `body`;
-    /// its blocks are not interrupted at the drain timeout, and a blocking call on it (`inDatabase`, a
-    /// migration) blocks the task's thread: run migrations in ``FMDatabaseServiceOptions/afterOpening``.
+    /// statistics): it counts as a running call, so shutdown waits for it, and past the drain timeout its task
+    /// is cancelled (the pool's async forms stop at their next statement). Do not keep the pool past `body`; a
+    /// blocking call on it (`inDatabase`, a migration) blocks the task's thread and is not cancelled: run
+    /// migrations in ``FMDatabaseServiceOptions/afterOpening``.
     ///
     /// ```swift
     /// try await service.withPool { pool in try await pool.rekey(using: newProvider) }
     /// ```
     ///
     /// - Throws: what `body` throws, `run()`'s error, or ``FMDatabaseServiceError`` once shutdown began.
-    public func withPool<T>(_ body: (FMDatabasePool) async throws -> T) async throws -> T {
+    public func withPool<T: Sendable>(
+        _ body: @escaping @Sendable (FMDatabasePool) async throws -> T
+    ) async throws -> T {
         try await serve { pool, _ in try await body(pool) }
     }
 
@@ -403,7 +418,7 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
     /// - Throws: what the key source throws (a key file that cannot be read), code 26 when the new key does
     ///   not open the database, or as ``perform(_:)``.
     public func reloadKey() async throws {
-        try await serve { pool, _ in
+        try await serve { [self] pool, _ in
             do {
                 try await Self.blocking { try pool.replaceKeyProvider(self.makeKeyProvider()) }
             } catch {
@@ -444,8 +459,11 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
 
     // MARK: - Internals
 
-    /// Runs one call: waits for the pool, runs `body`, counts and measures it.
-    private func serve<T>(_ body: (FMDatabasePool, BlockTracker) async throws -> T) async throws -> T {
+    /// Runs one call: waits for the pool, runs `body` in a task the drain can cancel (the caller's
+    /// cancellation is passed on to it), counts and measures it.
+    private func serve<T: Sendable>(
+        _ body: @escaping @Sendable (FMDatabasePool, BlockTracker) async throws -> T
+    ) async throws -> T {
         let requested = ContinuousClock.now
         let pool: FMDatabasePool
         do {
@@ -454,9 +472,22 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
             callEnded(requested: requested, pool: nil, error: error)
             throw error
         }
-        let tracker = BlockTracker(service: self, id: state.withLock { $0.nextID() }, requested: requested)
+        let id = state.withLock { $0.nextID() }
+        let tracker = BlockTracker(service: self, requested: requested)
+        let task = Task { try await body(pool, tracker) }
+        let cancelsNow = state.withLock { state -> Bool in
+            guard !state.cancelsCalls else { return true }
+            state.cancellers[id] = { task.cancel() }
+            return false
+        }
+        if cancelsNow { task.cancel() }
+        defer { _ = state.withLock { $0.cancellers.removeValue(forKey: id) } }
         do {
-            let value = try await body(pool, tracker)
+            let value = try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
             callEnded(requested: requested, pool: pool, error: nil)
             return value
         } catch {
@@ -520,20 +551,11 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
         if let pool { metrics.update(pool.statistics, limit: pool.maximumNumberOfDatabasesToCreate) }
     }
 
-    /// A call's block starts on `database` (on the pool's thread): it can be interrupted at the drain timeout.
-    fileprivate func blockStarted(_ id: Int, _ database: FMDatabase, requested: ContinuousClock.Instant) {
+    /// A call's block starts (on the pool's thread): how long it waited for its connection.
+    fileprivate func blockStarted(requested: ContinuousClock.Instant) {
         let waited = ContinuousClock.now - requested
-        let block = RunningBlock(database: database)
-        state.withLock { state in
-            state.running[id] = block
-            state.waitTime += waited
-        }
+        state.withLock { $0.waitTime += waited }
         metrics.waited(waited)
-    }
-
-    /// A call's block ended: it is no longer interrupted at the drain timeout.
-    fileprivate func blockEnded(_ id: Int) {
-        _ = state.withLock { $0.running.removeValue(forKey: id) }
     }
 
     private func log(_ message: @autoclosure () -> Logger.Message) {
@@ -586,8 +608,10 @@ extension FMDatabaseService {
         var lastID = 0
         /// Calls admitted to the pool and not ended.
         var inFlight = 0
-        /// Blocks running now, by call id.
-        var running: [Int: RunningBlock] = [:]
+        /// How to cancel each call admitted to the pool and not ended, by call id (see `drain`).
+        var cancellers: [Int: @Sendable () -> Void] = [:]
+        /// The drain timeout passed: a call registering now is cancelled at once.
+        var cancelsCalls = false
         var calls = 0
         var failedCalls: [FMErrorDisposition: Int] = [:]
         var waitTime = Duration.zero
@@ -602,34 +626,18 @@ extension FMDatabaseService {
     }
 }
 
-/// A block running on a connection, which the drain timeout may interrupt from another thread.
-///
-/// @unchecked Sendable: only `interrupt()` is called from another thread, which SQLite allows
-/// (`sqlite3_interrupt` is safe from any thread while the connection is open), and only while the block is
-/// registered: its connection is checked out, so the pool does not close it meanwhile.
-private struct RunningBlock: @unchecked Sendable {
-    let database: FMDatabase
-
-    func interrupt() {
-        database.interrupt()
-    }
-}
-
-/// One call's hooks around its block: registers it while it runs, measures its wait.
+/// One call's hook around its block: measures its wait for a connection.
 private final class BlockTracker: Sendable {
     private let service: FMDatabaseService
-    private let id: Int
     private let requested: ContinuousClock.Instant
 
-    init(service: FMDatabaseService, id: Int, requested: ContinuousClock.Instant) {
+    init(service: FMDatabaseService, requested: ContinuousClock.Instant) {
         self.service = service
-        self.id = id
         self.requested = requested
     }
 
     func run<T>(_ database: FMDatabase, _ block: () throws -> T) rethrows -> T {
-        service.blockStarted(id, database, requested: requested)
-        defer { service.blockEnded(id) }
+        service.blockStarted(requested: requested)
         return try block()
     }
 }

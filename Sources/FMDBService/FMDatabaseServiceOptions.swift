@@ -15,8 +15,13 @@ import Metrics
 /// ```
 public struct FMDatabaseServiceOptions: Sendable {
     /// How long `run()` waits, after graceful shutdown began, for the calls still running to end. Past it,
-    /// the statements they run are interrupted (they fail with `SQLITE_INTERRUPT`, and their transactions
-    /// roll back), and the pool is closed. Default 10 seconds.
+    /// each is cancelled as its task would be: the statement it runs and every later one fail with
+    /// `SQLITE_INTERRUPT` (its transaction rolls back) and the call throws `CancellationError`
+    /// (`FMErrorDisposition.cancelled`); a call waiting for a connection stops waiting;
+    /// `run()` waits for them to end, then closes the pool. Default 10 seconds. A block busy between
+    /// statements ends only when it reaches its next one: the service group's
+    /// `maximumGracefulShutdownDuration` bounds that wait (`run()` then returns at once, and such a block's
+    /// connection closes when it ends).
     public var drainTimeout: Duration
     /// Whether `run()` reloads the key when the process gets SIGHUP (`systemctl reload` with
     /// `ExecReload=/bin/kill -HUP $MAINPID`). Default true. Set false when the program handles SIGHUP itself:

@@ -33,7 +33,8 @@ public struct FMDatabaseServiceStatistics: Sendable, Hashable {
     /// Calls (`perform`, `performTransaction`, `withPool`, `checkHealth`, `reloadKey`) that ended, whatever
     /// their outcome.
     public var calls: Int
-    /// Calls running now, or waiting for the pool or a connection.
+    /// Calls admitted to the open pool and not ended: running, or waiting for a connection (calls made before
+    /// `run()` opened the pool count once it has).
     public var callsInFlight: Int
     /// Calls that threw, by what can be done about their error (`FMErrorDisposition`).
     public var failedCalls: [FMErrorDisposition: Int]
