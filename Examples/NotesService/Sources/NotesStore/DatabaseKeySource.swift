@@ -1,0 +1,41 @@
+import FMDB
+import Foundation
+
+/// Where the service reads its database key: 32 raw bytes or 64 hexadecimal digits, never from the command
+/// line or the environment's values (`ps` and `/proc/PID/environ` show both).
+public enum DatabaseKeySource: Sendable {
+    /// A file only the service's user may read (0600 or 0400). The pool reads it again by itself whenever it
+    /// finds the database under another key (an operator's plain `fmdb-cipher rekey` after writing the new key
+    /// here), and at each reload.
+    case file(path: String)
+    /// A systemd credential, `$CREDENTIALS_DIRECTORY/NAME` (`LoadCredential=NAME:...`): a fixed key that
+    /// systemd writes when it starts the service and not again until a restart. A reload reads it again.
+    case credential(name: String)
+
+    /// The source the environment names: `NOTES_KEY_FILE`, else the credential `NOTES_KEY_CREDENTIAL`
+    /// (default `notes-db-key`) when systemd set `CREDENTIALS_DIRECTORY`; nil when neither is there.
+    public init?(environment: [String: String]) {
+        if let path = environment["NOTES_KEY_FILE"], !path.isEmpty {
+            self = .file(path: path)
+        } else if environment["CREDENTIALS_DIRECTORY"] != nil {
+            self = .credential(name: environment["NOTES_KEY_CREDENTIAL"] ?? "notes-db-key")
+        } else {
+            return nil
+        }
+    }
+
+    /// A provider for the key the source holds now. A key file's provider reads the file again when the pool
+    /// meets the database under another key; a credential's holds the key it read.
+    public func makeKeyProvider(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> any KeyProvider
+    {
+        switch self {
+        case .file(let path):
+            return try ReloadableKeyProvider {
+                try RawKeyProvider(material: KeyMaterial.read(from: .file(path: path), describedAs: "database key"))
+            }
+        case .credential(let name):
+            return try SystemdCredentialKeyProvider(credential: name, usage: .rawKey, environment: environment)
+        }
+    }
+}

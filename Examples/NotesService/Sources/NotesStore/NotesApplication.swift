@@ -1,0 +1,55 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// What the service is told at start, from its environment (systemd's `Environment=`): never a key.
+public struct NotesConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var store: NotesStore.Settings
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, store: NotesStore.Settings) {
+        self.host = host
+        self.port = port
+        self.store = store
+    }
+
+    /// `NOTES_DATABASE` (default `notes.db`), `NOTES_HOST` (127.0.0.1), `NOTES_PORT` (8080), `NOTES_POOL_SIZE`
+    /// (8) and the key source (`DatabaseKeySource(environment:)`).
+    public init(environment: [String: String]) throws {
+        guard let keySource = DatabaseKeySource(environment: environment) else {
+            throw ConfigurationError(
+                "no database key: set NOTES_KEY_FILE to a key file, or run under systemd with LoadCredential=")
+        }
+        guard let port = Int(environment["NOTES_PORT"] ?? "8080"),
+            let poolSize = Int(environment["NOTES_POOL_SIZE"] ?? "8"),
+            poolSize > 0
+        else {
+            throw ConfigurationError("NOTES_PORT and NOTES_POOL_SIZE are numbers")
+        }
+        self.init(
+            host: environment["NOTES_HOST"] ?? "127.0.0.1", port: port,
+            store: NotesStore.Settings(
+                path: environment["NOTES_DATABASE"] ?? "notes.db", keySource: keySource, poolSize: poolSize,
+                environment: environment))
+    }
+}
+
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The application: the HTTP server and the database service in one service group. Opening the store (the key,
+/// the migrations) happens here, so a wrong key or a missing credential stops the start with its error.
+public func buildApplication(
+    configuration: NotesConfiguration, logger: Logger
+) throws -> (application: some ApplicationProtocol, store: NotesStore) {
+    let store = try NotesStore(settings: configuration.store, logger: logger)
+    let application = Application(
+        router: makeRouter(store: store, logger: logger),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "notes"),
+        services: [NotesDatabaseService(store: store, logger: logger)],
+        logger: logger)
+    return (application, store)
+}
