@@ -13,6 +13,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // GET /metrics: the database service's swift-metrics in Prometheus' text format.
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // The store and the HTTP routes, a library so that the tests run them in their own process.
@@ -20,9 +23,12 @@ let package = Package(
             name: "NotesStore",
             dependencies: [
                 .product(name: "FMDB", package: "FMDBCipher"),
+                .product(name: "FMDBService", package: "FMDBCipher"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
@@ -36,6 +42,7 @@ let package = Package(
             dependencies: [
                 "NotesStore",
                 .product(name: "FMDB", package: "FMDBCipher"),
+                .product(name: "FMDBService", package: "FMDBCipher"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]

@@ -12,7 +12,7 @@ struct NotesServiceMain {
             ProcessInfo.processInfo.environment["NOTES_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .info
         do {
             let configuration = try NotesConfiguration(environment: ProcessInfo.processInfo.environment)
-            let (application, _) = try buildApplication(configuration: configuration, logger: logger)
+            let (application, _) = buildApplication(configuration: configuration, logger: logger)
             try await application.runService()
         } catch {
             logger.critical("notes service stopped", metadata: ["error": "\(error)"])

@@ -29,4 +29,6 @@ public struct Health: Codable, Sendable, ResponseCodable {
     public var openConnections: Int
     /// Connections in use by running requests.
     public var connectionsInUse: Int
+    /// Key reloads (SIGHUP) that handed the pool a new key since the start.
+    public var keyReloads: Int
 }

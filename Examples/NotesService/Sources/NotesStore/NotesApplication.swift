@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 
 /// What the service is told at start, from its environment (systemd's `Environment=`): never a key.
 public struct NotesConfiguration: Sendable {
@@ -22,8 +23,7 @@ public struct NotesConfiguration: Sendable {
                 "no database key: set NOTES_KEY_FILE to a key file, or run under systemd with LoadCredential=")
         }
         guard let port = Int(environment["NOTES_PORT"] ?? "8080"),
-            let poolSize = Int(environment["NOTES_POOL_SIZE"] ?? "8"),
-            poolSize > 0
+            let poolSize = Int(environment["NOTES_POOL_SIZE"] ?? "8"), poolSize > 0
         else {
             throw ConfigurationError("NOTES_PORT and NOTES_POOL_SIZE are numbers")
         }
@@ -40,16 +40,24 @@ public struct ConfigurationError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The application: the HTTP server and the database service in one service group. Opening the store (the key,
-/// the migrations) happens here, so a wrong key or a missing credential stops the start with its error.
+/// The application: the database service and the HTTP server in one service group. The group starts the
+/// database service, which opens the pool (a wrong key, an unreadable key file or credential fails the start
+/// with its error); the server migrates the database before it listens. At SIGTERM the group stops the server
+/// first, then the database service, which waits for running calls and closes the pool.
 public func buildApplication(
     configuration: NotesConfiguration, logger: Logger
-) throws -> (application: some ApplicationProtocol, store: NotesStore) {
-    let store = try NotesStore(settings: configuration.store, logger: logger)
-    let application = Application(
-        router: makeRouter(store: store, logger: logger),
+) -> (application: some ApplicationProtocol, store: NotesStore) {
+    // The database service's metrics (OpenTelemetry's db.client.* names), served at GET /metrics.
+    let metrics = PrometheusCollectorRegistry()
+    let store = NotesStore(
+        settings: configuration.store, logger: logger, metricsFactory: PrometheusMetricsFactory(registry: metrics))
+    let router = makeRouter(store: store, logger: logger)
+    router.get("metrics") { _, _ in metrics.emitToString() }
+    var application = Application(
+        router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "notes"),
-        services: [NotesDatabaseService(store: store, logger: logger)],
+        services: [store.database],
         logger: logger)
+    application.beforeServerStarts { try await store.prepare() }
     return (application, store)
 }

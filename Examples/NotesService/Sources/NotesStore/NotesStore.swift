@@ -1,8 +1,12 @@
 import FMDB
+import FMDBService
 import Foundation
 import Logging
+import Metrics
 
-/// The notes table in an encrypted database, through a keyed `FMDatabasePool`.
+/// The notes table in an encrypted database, through FMDBService's `FMDatabaseService`: a keyed pool that is a
+/// service of the application's service group. It opens the pool when the group starts it, reloads the key
+/// on SIGHUP (`systemctl reload`), and at graceful shutdown lets running calls end and closes the pool.
 ///
 /// Writes run in immediate transactions (they take the write lock at BEGIN, so a rekey never meets one half
 /// done, and one whose BEGIN met a changed key begins again on a new connection by itself); reads run with
@@ -10,7 +14,7 @@ import Logging
 public final class NotesStore: Sendable {
     /// How the store opens its database.
     public struct Settings: Sendable {
-        /// The database file.
+        /// The database file; made at the first start.
         public var path: String
         /// Where the key comes from, at start and at each reload.
         public var keySource: DatabaseKeySource
@@ -19,49 +23,60 @@ public final class NotesStore: Sendable {
         /// How long a statement waits for a lock another connection or process holds (a rekey holds the
         /// write lock for its whole transaction) before it fails with `SQLITE_BUSY` (default 5 s).
         public var busyTimeout: TimeInterval
+        /// How long graceful shutdown waits for running requests' database calls (default 10 s).
+        public var drainTimeout: Duration
         /// The environment a credential's directory is looked up in.
         public var environment: [String: String]
 
         public init(
             path: String, keySource: DatabaseKeySource, poolSize: Int = 8, busyTimeout: TimeInterval = 5,
-            environment: [String: String] = ProcessInfo.processInfo.environment
+            drainTimeout: Duration = .seconds(10), environment: [String: String] = ProcessInfo.processInfo.environment
         ) {
             self.path = path
             self.keySource = keySource
             self.poolSize = poolSize
             self.busyTimeout = busyTimeout
+            self.drainTimeout = drainTimeout
             self.environment = environment
         }
     }
 
-    /// The pool; public for operators' in-process actions (`rekey(using:)`) and for tests.
-    public let pool: FMDatabasePool
-    public let settings: Settings
+    /// The database service: a member of the service group, and the way to the pool for operators' in-process
+    /// actions (`withPool { try await $0.rekey(using:) }`) and tests.
+    public let database: FMDatabaseService
     private let logger: Logger
 
-    /// Opens (or creates) the database with the key the source holds, switches it to WAL and applies the
-    /// migrations. Throws a clear error for a wrong key (code 26), an unreadable key or a failed migration.
-    public init(settings: Settings, logger: Logger) throws {
-        var configuration = FMDatabaseConfiguration(
-            keyProvider: try settings.keySource.makeKeyProvider(environment: settings.environment))
+    /// A store whose database opens when `database` runs; nothing is read or opened here.
+    public init(settings: Settings, logger: Logger, metricsFactory: (any MetricsFactory)? = nil) {
+        var configuration = FMDatabaseConfiguration()
         configuration.logger = logger
-        configuration.logsErrors = false  // Errors are thrown and answered below.
+        configuration.logsErrors = false  // Errors are thrown and answered (StoreErrorResponse.swift).
         configuration.busyTimeout = settings.busyTimeout
         configuration.maximumNumberOfDatabasesToCreate = settings.poolSize
         // A pool transaction waits this long for its turn behind the others before it fails as transient.
         configuration.transactionQueueTimeout = settings.busyTimeout
-        pool = try FMDatabasePool(path: settings.path, configuration: configuration)
-        self.settings = settings
-        self.logger = logger
-        // WAL: readers do not wait for the writer, and the writer does not wait for readers. The mode is
-        // kept in the file, so this is done once, not per connection.
-        try pool.inDatabase { db in
-            let mode = try db.fetchOne(String.self, "PRAGMA journal_mode = WAL")
-            if mode != "wal" {
-                logger.warning("the database did not switch to WAL", metadata: ["mode": "\(mode ?? "")"])
-            }
+        var options = FMDatabaseServiceOptions(
+            drainTimeout: settings.drainTimeout, createsMissingDatabase: true, logger: logger,
+            metricsFactory: metricsFactory)
+        options.reloadFailureLogLevel = .warning  // The journal shows a reload that kept the old key.
+        let keySource = settings.keySource
+        let environment = settings.environment
+        database = FMDatabaseService(path: settings.path, configuration: configuration, options: options) {
+            try keySource.makeKeyProvider(environment: environment)
         }
-        try Self.migrator.migrate(pool)
+        self.logger = logger
+    }
+
+    /// Switches the database to WAL and applies the migrations: before the HTTP server starts (it waits for the
+    /// database service to open the pool).
+    public func prepare() async throws {
+        try await database.withPool { pool in
+            // WAL: readers do not wait for the writer, and the writer does not wait for readers. The mode is
+            // kept in the file, so this is done once, not per connection.
+            let mode = try await pool.perform { db in try db.fetchOne(String.self, "PRAGMA journal_mode = WAL") }
+            if mode != "wal" { logger.warning("the database did not switch to WAL: \(mode ?? "no answer")") }
+            try Self.migrator.migrate(pool)  // Blocks this thread: once, before the server serves.
+        }
     }
 
     /// The schema, in order; a migration that shipped is never renamed or changed.
@@ -85,7 +100,7 @@ public final class NotesStore: Sendable {
 
     public func create(_ new: NewNote) async throws -> Note {
         try await withRetries {
-            try await self.pool.performTransaction(.immediate) { db in
+            try await self.database.performTransaction(.immediate) { db in
                 let created = Date()
                 try db.execute(
                     "INSERT INTO notes (title, body, created) VALUES (?, ?, ?)", new.title, new.body, created)
@@ -96,7 +111,7 @@ public final class NotesStore: Sendable {
 
     public func note(id: Int64) async throws -> Note? {
         try await withRetries {
-            try await self.pool.perform { db in
+            try await self.database.perform { db in
                 try db.fetchOne(Note.self, "SELECT * FROM notes WHERE id = ?", values: [id])
             }
         }
@@ -105,7 +120,7 @@ public final class NotesStore: Sendable {
     /// The notes with an id above `after`, oldest first, at most `limit`.
     public func notes(after: Int64, limit: Int) async throws -> [Note] {
         try await withRetries {
-            try await self.pool.perform { db in
+            try await self.database.perform { db in
                 try db.fetchAll(
                     Note.self, "SELECT * FROM notes WHERE id > ? ORDER BY id LIMIT ?", values: [after, limit])
             }
@@ -115,7 +130,7 @@ public final class NotesStore: Sendable {
     /// Whether a note was there to delete.
     public func delete(id: Int64) async throws -> Bool {
         try await withRetries {
-            try await self.pool.performTransaction(.immediate) { db in
+            try await self.database.performTransaction(.immediate) { db in
                 try db.execute("DELETE FROM notes WHERE id = ?", id)
                 return db.changes > 0
             }
@@ -124,40 +139,20 @@ public final class NotesStore: Sendable {
 
     // MARK: - Operations
 
-    /// Proves the key still opens the file: a read of the schema on a pooled connection, which the pool checks
-    /// against the file first. It takes no write lock.
+    /// Proves the key in use still opens the file (a read on a pooled connection after its key check, without
+    /// the write lock), with the pool's numbers.
     public func checkHealth() async throws -> Health {
-        try await withRetries {
-            _ = try await self.pool.perform { db in try db.fetchOne(Int.self, "SELECT count(*) FROM sqlite_master") }
-        }
+        _ = try await withRetries { try await self.database.checkHealth() }
+        let statistics = database.statistics
         return Health(
-            status: "ok", openConnections: pool.countOfOpenDatabases, connectionsInUse: pool.countOfCheckedOutDatabases)
-    }
-
-    /// Reads the key source again and hands the pool the new provider (SIGHUP, `systemctl reload`). A key that
-    /// does not open the database is refused, and the pool keeps the key it has.
-    public func reloadKey() async throws {
-        do {
-            let provider = try settings.keySource.makeKeyProvider(environment: settings.environment)
-            try await pool.replaceKeyProvider(provider)
-            logger.info("database key reloaded")
-        } catch {
-            logger.error("database key not reloaded; the old one stays in use", metadata: ["error": "\(error)"])
-            throw error
-        }
-    }
-
-    /// Closes the idle connections; a connection still in use closes when its block returns. Called once the
-    /// HTTP server has stopped, so no request holds one then.
-    public func close() {
-        pool.releaseAllDatabases()
-        logger.debug("database connections closed")
+            status: "ok", openConnections: statistics.pool.openConnections,
+            connectionsInUse: statistics.pool.checkedOutConnections, keyReloads: statistics.reloadsSucceeded)
     }
 
     // MARK: - Errors
 
     /// Runs `operation` again once when its block met a key changed elsewhere (the library replaced the
-    /// connection); any other error is the caller's: `StoreError.httpStatus` answers it.
+    /// connection); any other error is the caller's: `httpError(for:logger:)` answers it.
     func withRetries<T: Sendable>(_ operation: () async throws -> T) async throws -> T {
         do {
             return try await operation()

@@ -1,4 +1,5 @@
 import FMDB
+import FMDBService
 import Hummingbird
 import Logging
 
@@ -8,9 +9,12 @@ import Logging
 ///   `Retry-After`: the same request may succeed in a moment.
 /// - connectionReplaced (the request met a key change twice in a row; the store ran it again once already):
 ///   503 with `Retry-After` too.
-/// - cancelled (the client went away, the server is stopping): 503.
+/// - cancelled (the client went away, the server is stopping), or the database service is shutting down: 503.
 /// - permanent: 500, with the error logged and not shown (it names the file, never a key).
 func httpError(for error: any Error, logger: Logger) -> HTTPError {
+    if let error = error as? FMDatabaseServiceError, error.code == .shutDown {
+        return HTTPError(.serviceUnavailable, headers: [.retryAfter: "1"], message: "shutting down")
+    }
     let disposition = FMErrorDisposition(error)
     switch disposition {
     case .transient, .connectionReplaced, .cancelled:

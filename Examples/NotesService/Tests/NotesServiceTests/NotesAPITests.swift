@@ -15,7 +15,7 @@ final class NotesAPITests: XCTestCase {
         try writeKeyFile(randomHexKey(), to: keyPath)
         let configuration = NotesConfiguration(
             store: NotesStore.Settings(path: directory.database, keySource: .file(path: keyPath)))
-        let (application, _) = try buildApplication(configuration: configuration, logger: testLogger())
+        let (application, _) = buildApplication(configuration: configuration, logger: testLogger())
 
         try await application.test(.live) { client in
             let health = try await client.execute(uri: "/health", method: .get)
@@ -47,6 +47,13 @@ final class NotesAPITests: XCTestCase {
             XCTAssertEqual(readAfterDelete, .notFound)
             let deletedAgain = try await client.execute(uri: location, method: .delete).status
             XCTAssertEqual(deletedAgain, .notFound)
+
+            // The database service's metrics, under OpenTelemetry's names, in Prometheus' text format.
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            XCTAssertEqual(metrics.status, .ok)
+            let text = String(buffer: metrics.body)
+            XCTAssertTrue(text.contains("db_client_operation_duration"), text)
+            XCTAssertTrue(text.contains(#"db_system_name="sqlite""#), text)
         }
     }
 
@@ -56,7 +63,7 @@ final class NotesAPITests: XCTestCase {
         try writeKeyFile(randomHexKey(), to: keyPath)
         let configuration = NotesConfiguration(
             store: NotesStore.Settings(path: directory.database, keySource: .file(path: keyPath)))
-        let (application, store) = try buildApplication(configuration: configuration, logger: testLogger())
+        let (application, store) = buildApplication(configuration: configuration, logger: testLogger())
 
         try await application.test(.live) { client in
             let json: HTTPFields = [.contentType: "application/json"]
@@ -70,9 +77,11 @@ final class NotesAPITests: XCTestCase {
             XCTAssertEqual(notANumber, .badRequest)
             let missing = try await client.execute(uri: "/notes/42", method: .get).status
             XCTAssertEqual(missing, .notFound)
+            let count = try await store.database.perform { db in
+                try db.fetchOne(Int.self, "SELECT count(*) FROM notes")
+            }
+            XCTAssertEqual(count, 0)
         }
-        let count = try await store.pool.perform { db in try db.fetchOne(Int.self, "SELECT count(*) FROM notes") }
-        XCTAssertEqual(count, 0)
     }
 
     /// The database is encrypted with the key file's key: another key does not open it, the right one does.
@@ -81,10 +90,15 @@ final class NotesAPITests: XCTestCase {
         let key = randomHexKey()
         let keyPath = directory.path + "/db.key"
         try writeKeyFile(key, to: keyPath)
-        let settings = NotesStore.Settings(path: directory.database, keySource: .file(path: keyPath))
-        let store = try NotesStore(settings: settings, logger: testLogger())
-        _ = try await store.create(NewNote(title: "secret", body: "kept"))
-        store.close()
+        let configuration = NotesConfiguration(
+            store: NotesStore.Settings(path: directory.database, keySource: .file(path: keyPath)))
+        let (application, _) = buildApplication(configuration: configuration, logger: testLogger())
+        try await application.test(.live) { client in
+            let created = try await client.execute(
+                uri: "/notes", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"title":"secret","body":"kept"}"#))
+            XCTAssertEqual(created.status, .created)
+        }
 
         XCTAssertThrowsError(
             try FMDatabaseQueue(
@@ -95,24 +109,48 @@ final class NotesAPITests: XCTestCase {
             path: directory.database, configuration: FMDatabaseConfiguration(keyProvider: rawKeyProvider(key)))
         let titles = try queue.inDatabase { db in try db.fetchAll(String.self, "SELECT title FROM notes") }
         XCTAssertEqual(titles, ["secret"])
-        // The migrations ran once and were recorded.
+        // The migrations ran once and were recorded; the database is in WAL mode.
         let applied = try queue.inDatabase { db in
             try db.fetchAll(String.self, "SELECT identifier FROM fmdb_migrations")
         }
         XCTAssertEqual(applied, ["createNotes"])
+        let mode = try queue.inDatabase { db in try db.fetchOne(String.self, "PRAGMA journal_mode") }
+        XCTAssertEqual(mode, "wal")
     }
 
-    /// A start with a key that does not open the database fails with a clear error, and nothing is served.
-    func testAStartWithAWrongKeyFails() throws {
+    /// A start with a key that does not open the database fails with the database's error (code 26), which
+    /// the service group reports; nothing is served.
+    func testAStartWithAWrongKeyFails() async throws {
         let directory = try TestDirectory()
         let keyPath = directory.path + "/db.key"
         try writeKeyFile(randomHexKey(), to: keyPath)
-        let settings = NotesStore.Settings(path: directory.database, keySource: .file(path: keyPath))
-        try NotesStore(settings: settings, logger: testLogger()).close()
-        try writeKeyFile(randomHexKey(), to: keyPath)
-        XCTAssertThrowsError(try NotesStore(settings: settings, logger: testLogger())) { error in
-            XCTAssertEqual((error as? FMDatabaseError)?.resultCode, SQLITE_NOTADB, "\(error)")
+        let configuration = NotesConfiguration(
+            port: 0, store: NotesStore.Settings(path: directory.database, keySource: .file(path: keyPath)))
+        try await buildApplication(configuration: configuration, logger: testLogger()).application.test(.live) {
+            client in
+            let health = try await client.execute(uri: "/health", method: .get)
+            XCTAssertEqual(health.status, .ok)
         }
+        try writeKeyFile(randomHexKey(), to: keyPath)
+        let (application, _) = buildApplication(configuration: configuration, logger: testLogger())
+        let outcome = await withTaskGroup(of: String.self) { group in
+            group.addTask {
+                do {
+                    try await application.run()
+                    return "run() returned"
+                } catch {
+                    return "\((error as? FMDatabaseError)?.resultCode ?? -1) \(error)"
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return "run() still running after 30 s"
+            }
+            let first = await group.next() ?? ""
+            group.cancelAll()
+            return first
+        }
+        XCTAssertTrue(outcome.hasPrefix("\(SQLITE_NOTADB) "), outcome)
     }
 
     private struct Title: Decodable { var title: String }

@@ -5,14 +5,15 @@ import HummingbirdTesting
 import NotesStore
 import XCTest
 
-/// A load run (8 clients, up to 250 rounds each, at most 45 s) on the live server through each operator action
-/// of the "Running a service" article that a running service takes, in the article's order of steps. Each
-/// checks: no failed request but those the article names for that action, no acknowledged write lost (every
-/// 201 is in the database, as posted, when it is opened again with the final key), the old key no longer
-/// opens the file, and the server's resident memory grew less than `memoryGrowthBound` from warm-up to end.
+/// A load run (8 clients, 250 rounds each: 4,200 requests, at most 45 s) on the live server through each
+/// operator action of the "Running a service" article that a running service takes, in the article's order of
+/// steps. Each checks: no failed request but those the article names for that action, no acknowledged write
+/// lost (every 201 is in the database, as posted, when it is opened again with the final key), the old key no
+/// longer opens the file, and the server's resident memory grew less than `memoryGrowthBound` from warm-up to
+/// end.
 final class OperatorActionLoadTests: XCTestCase {
     /// The resident memory the process may gain between the warm-up and the end of a run.
-    let memoryGrowthBound = 64 * 1024 * 1024
+    let memoryGrowthBound = 32 * 1024 * 1024
 
     /// A plain `fmdb-cipher rekey`, the new key written to the service's key file before it: the service's
     /// reloadable provider reads the file again when it meets the new key. No request may fail.
@@ -52,7 +53,7 @@ final class OperatorActionLoadTests: XCTestCase {
             // The key source now holds the new key (here the test's credential directory; under systemd, a
             // key file the reload reads: see the article), and the operator reloads.
             try writeKeyFile(newKey, to: credentials + "/notes-db-key", mode: 0o400)
-            try await store.reloadKey()
+            try await store.database.reloadKey()
         }
         try check(outcome, finalKey: newKey, oldKey: oldKey) { record in
             // The documented failures: a 500 for a request that overlapped the time between the rekey and the
@@ -75,14 +76,15 @@ final class OperatorActionLoadTests: XCTestCase {
         let settings = NotesStore.Settings(
             path: directory.database, keySource: .credential(name: "notes-db-key"),
             environment: ["CREDENTIALS_DIRECTORY": credentials])
-        let (application, store) = try buildApplication(
+        let (application, store) = buildApplication(
             configuration: NotesConfiguration(store: settings), logger: testLogger())
         try await application.test(.live) { client in
             let healthBefore = try await client.execute(uri: "/health", method: .get).status
             XCTAssertEqual(healthBefore, .ok)
             try rekeyWithTheTool(
                 directory, oldKeyFile: directory.path + "/old.key", newKeyFile: directory.path + "/new.key")
-            store.pool.releaseAllDatabases()  // No connection left that passed its key check under the old key.
+            // No connection left that passed its key check under the old key.
+            try await store.database.withPool { pool in pool.releaseAllDatabases() }
             let healthAfterRekey = try await client.execute(uri: "/health", method: .get).status
             XCTAssertEqual(healthAfterRekey, .internalServerError)
             try writeKeyFile(newKey, to: credentials + "/notes-db-key", mode: 0o400)
@@ -101,7 +103,9 @@ final class OperatorActionLoadTests: XCTestCase {
         try writeKeyFile(oldKey, to: keyPath)
         let outcome = try await runUnderLoad(directory: directory, keySource: .file(path: keyPath)) { store, _ in
             try writeKeyFile(newKey, to: keyPath)
-            let outcome = try await store.pool.rekey(using: rawKeyProvider(newKey))
+            let outcome = try await store.database.withPool { pool in
+                try await pool.rekey(using: rawKeyProvider(newKey))
+            }
             XCTAssertEqual(outcome, .done)
         }
         try check(outcome, finalKey: newKey, oldKey: oldKey, allowedFailures: { _ in false })
@@ -129,20 +133,17 @@ final class OperatorActionLoadTests: XCTestCase {
     ) async throws -> Outcome {
         let settings = NotesStore.Settings(
             path: directory.database, keySource: keySource, environment: environment)
-        let (application, store) = try buildApplication(
+        let (application, store) = buildApplication(
             configuration: NotesConfiguration(store: settings), logger: testLogger())
-        try await store.pool.performTransaction(.immediate) { db in
-            let body = String(repeating: "seed ", count: 400)
-            for index in 0..<2_000 {
-                try db.execute(
-                    "INSERT INTO notes (title, body, created) VALUES (?, ?, ?)", "seed \(index)", body, Date())
-            }
-        }
-        let seeded = Set(try await store.notes(after: 0, limit: 500).map(\.id))
-        XCTAssertEqual(seeded.count, 500)
-
         let outcome = try await application.test(.live) { client in
             let port = try XCTUnwrap(client.port)
+            try await store.database.performTransaction(.immediate) { db in
+                let body = String(repeating: "seed ", count: 400)
+                for index in 0..<2_000 {
+                    try db.execute(
+                        "INSERT INTO notes (title, body, created) VALUES (?, ?, ?)", "seed \(index)", body, Date())
+                }
+            }
             let load = LoadRun(port: port, deadline: .now + .seconds(45))
             async let report = load.run()
             while load.completedRounds.load(ordering: .relaxed) < load.clients * load.rounds / 4 {
