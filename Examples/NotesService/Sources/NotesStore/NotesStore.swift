@@ -58,7 +58,9 @@ public final class NotesStore: Sendable {
         var options = FMDatabaseServiceOptions(
             drainTimeout: settings.drainTimeout, createsMissingDatabase: true, logger: logger,
             metricsFactory: metricsFactory)
-        options.reloadFailureLogLevel = .warning  // The journal shows a reload that kept the old key.
+        // The journal shows the service's start, reloads and shutdown, and a reload that kept the old key.
+        options.logLevel = .info
+        options.reloadFailureLogLevel = .warning
         let keySource = settings.keySource
         let environment = settings.environment
         database = FMDatabaseService(path: settings.path, configuration: configuration, options: options) {

@@ -124,9 +124,9 @@ final class OperatorActionLoadTests: XCTestCase {
         var name: String
     }
 
-    /// Seeds the database (about 4 MB, so that a rekey has pages to re-encrypt), starts the live server and the
-    /// load, runs `action` once a quarter of the rounds are done, and returns what the clients saw once the
-    /// load ended and the server stopped.
+    /// Starts the live server, seeds the database (about 17 MB, so that a rekey has pages to re-encrypt for a
+    /// while), starts the load, runs `action` once a quarter of the rounds are done, and returns what the
+    /// clients saw once the load ended and the server stopped.
     func runUnderLoad(
         directory: TestDirectory, keySource: DatabaseKeySource, environment: [String: String] = [:],
         name: String = #function, action: @escaping @Sendable (NotesStore, Int) async throws -> Void
@@ -139,7 +139,7 @@ final class OperatorActionLoadTests: XCTestCase {
             let port = try XCTUnwrap(client.port)
             try await store.database.performTransaction(.immediate) { db in
                 let body = String(repeating: "seed ", count: 400)
-                for index in 0..<2_000 {
+                for index in 0..<8_000 {
                     try db.execute(
                         "INSERT INTO notes (title, body, created) VALUES (?, ?, ?)", "seed \(index)", body, Date())
                 }
@@ -211,9 +211,15 @@ final class OperatorActionLoadTests: XCTestCase {
             retried; action \(milliseconds(outcome.actionEnded - outcome.actionStarted)) ms; POST p50/p99 before \
             \(milliseconds(percentile(before, 0.5)))/\(milliseconds(percentile(before, 0.99))) ms (\(before.count)), \
             during \(milliseconds(percentile(during, 0.5)))/\(milliseconds(percentile(during, 0.99))) ms \
-            (\(during.count)); RSS \(outcome.memoryAtWarmUp / 1_048_576) -> \(outcome.memoryAtEnd / 1_048_576) MiB
+            (\(during.count)); RSS \(outcome.memoryAtWarmUp / 1_048_576) -> \(outcome.memoryAtEnd / 1_048_576) MiB; \
+            database \(fileSize(outcome.database) / 1_048_576) MiB
             """)
     }
+}
+
+/// The size of the file at `path` in bytes, 0 when it cannot be read.
+func fileSize(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
 }
 
 func percentile(_ records: [RequestRecord], _ fraction: Double) -> Duration {
