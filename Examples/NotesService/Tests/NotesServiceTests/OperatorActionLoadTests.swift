@@ -165,6 +165,10 @@ final class OperatorActionLoadTests: XCTestCase {
                 memoryAtWarmUp: memoryAtWarmUp, memoryAtEnd: try residentMemory(), database: directory.database,
                 name: name)
         }
+        // Graceful shutdown ended with the server: the database service closed every connection.
+        let statistics = store.database.statistics
+        XCTAssertEqual(statistics.phase, .stopped)
+        XCTAssertEqual(statistics.pool.openConnections, 0)
         return outcome
     }
 
