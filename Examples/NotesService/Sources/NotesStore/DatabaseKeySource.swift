@@ -24,18 +24,25 @@ public enum DatabaseKeySource: Sendable {
         }
     }
 
-    /// A provider for the key the source holds now. A key file's provider reads the file again when the pool
-    /// meets the database under another key; a credential's holds the key it read.
+    /// A provider for the key the source holds now. (The database service wraps a key file's in a
+    /// `ReloadableKeyProvider`, so that the pool reads the file again when it meets the database under another
+    /// key: `readsKeySourceOnKeyChange`.)
     public func makeKeyProvider(environment: [String: String] = ProcessInfo.processInfo.environment) throws
         -> any KeyProvider
     {
         switch self {
         case .file(let path):
-            return try ReloadableKeyProvider {
-                try RawKeyProvider(material: KeyMaterial.read(from: .file(path: path), describedAs: "database key"))
-            }
+            return try RawKeyProvider(
+                material: KeyMaterial.read(from: .file(path: path), describedAs: "database key"))
         case .credential(let name):
             return try SystemdCredentialKeyProvider(credential: name, usage: .rawKey, environment: environment)
         }
+    }
+
+    /// Whether reading the source again can find a new key while the service runs: a key file can; a
+    /// credential cannot (systemd writes it at start only).
+    var changesWhileRunning: Bool {
+        if case .file = self { return true }
+        return false
     }
 }

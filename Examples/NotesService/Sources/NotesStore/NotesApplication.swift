@@ -41,9 +41,9 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 }
 
 /// The application: the database service and the HTTP server in one service group. The group starts the
-/// database service, which opens the pool (a wrong key, an unreadable key file or credential fails the start
-/// with its error); the server migrates the database before it listens. At SIGTERM the group stops the server
-/// first, then the database service, which waits for running calls and closes the pool.
+/// database service, which opens and migrates the database (a wrong key, an unreadable key file or credential,
+/// a failed migration fails the start with its error); requests wait for it. At SIGTERM the group stops the
+/// server first, then the database service, which waits for running calls and closes the pool.
 public func buildApplication(
     configuration: NotesConfiguration, logger: Logger
 ) -> (application: some ApplicationProtocol, store: NotesStore) {
@@ -53,11 +53,10 @@ public func buildApplication(
         settings: configuration.store, logger: logger, metricsFactory: PrometheusMetricsFactory(registry: metrics))
     let router = makeRouter(store: store, logger: logger)
     router.get("metrics") { _, _ in metrics.emitToString() }
-    var application = Application(
+    let application = Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "notes"),
         services: [store.database],
         logger: logger)
-    application.beforeServerStarts { try await store.prepare() }
     return (application, store)
 }

@@ -5,8 +5,9 @@ import Logging
 import Metrics
 
 /// The notes table in an encrypted database, through FMDBService's `FMDatabaseService`: a keyed pool that is a
-/// service of the application's service group. It opens the pool when the group starts it, reloads the key
-/// on SIGHUP (`systemctl reload`), and at graceful shutdown lets running calls end and closes the pool.
+/// service of the application's service group. It opens the pool when the group starts it (and migrates it
+/// before serving), reloads the key on SIGHUP (`systemctl reload`), and at graceful shutdown lets running
+/// calls end and closes the pool.
 ///
 /// Writes run in immediate transactions (they take the write lock at BEGIN, so a rekey never meets one half
 /// done, and one whose BEGIN met a changed key begins again on a new connection by itself); reads run with
@@ -58,27 +59,26 @@ public final class NotesStore: Sendable {
         var options = FMDatabaseServiceOptions(
             drainTimeout: settings.drainTimeout, createsMissingDatabase: true, logger: logger,
             metricsFactory: metricsFactory)
+        // A key file is read again when the pool meets the database under another key (a plain rekey with
+        // the new key written there first); a credential holds the key systemd wrote at start.
+        options.readsKeySourceOnKeyChange = settings.keySource.changesWhileRunning
         // The journal shows the service's start, reloads and shutdown, and a reload that kept the old key.
         options.logLevel = .info
         options.reloadFailureLogLevel = .warning
+        // Once the pool is open and before any call is served; a failure fails the start.
+        options.afterOpening = { pool in
+            // WAL: readers do not wait for the writer, and the writer does not wait for readers. The mode is
+            // kept in the file, so this is done once, not per connection.
+            let mode = try pool.inDatabase { db in try db.fetchOne(String.self, "PRAGMA journal_mode = WAL") }
+            if mode != "wal" { logger.warning("the database did not switch to WAL: \(mode ?? "no answer")") }
+            try Self.migrator.migrate(pool)
+        }
         let keySource = settings.keySource
         let environment = settings.environment
         database = FMDatabaseService(path: settings.path, configuration: configuration, options: options) {
             try keySource.makeKeyProvider(environment: environment)
         }
         self.logger = logger
-    }
-
-    /// Switches the database to WAL and applies the migrations: before the HTTP server starts (it waits for the
-    /// database service to open the pool).
-    public func prepare() async throws {
-        try await database.withPool { pool in
-            // WAL: readers do not wait for the writer, and the writer does not wait for readers. The mode is
-            // kept in the file, so this is done once, not per connection.
-            let mode = try await pool.perform { db in try db.fetchOne(String.self, "PRAGMA journal_mode = WAL") }
-            if mode != "wal" { logger.warning("the database did not switch to WAL: \(mode ?? "no answer")") }
-            try Self.migrator.migrate(pool)  // Blocks this thread: once, before the server serves.
-        }
     }
 
     /// The schema, in order; a migration that shipped is never renamed or changed.
