@@ -16,11 +16,14 @@ public struct NotesConfiguration: Sendable {
     }
 
     /// `NOTES_DATABASE` (default `notes.db`), `NOTES_HOST` (127.0.0.1), `NOTES_PORT` (8080), `NOTES_POOL_SIZE`
-    /// (8) and the key source (`DatabaseKeySource(environment:)`).
+    /// (8), the key source (`DatabaseKeySource(environment:)`) and what it opens, `NOTES_KEY_KIND` (`raw`).
     public init(environment: [String: String]) throws {
         guard let keySource = DatabaseKeySource(environment: environment) else {
             throw ConfigurationError(
                 "no database key: set NOTES_KEY_FILE to a key file, or run under systemd with LoadCredential=")
+        }
+        guard let keyKind = DatabaseKeyKind(rawValue: environment["NOTES_KEY_KIND"] ?? "raw") else {
+            throw ConfigurationError("NOTES_KEY_KIND is raw (the database's key) or slot-raw (a key slot's secret)")
         }
         guard let port = Int(environment["NOTES_PORT"] ?? "8080"),
             let poolSize = Int(environment["NOTES_POOL_SIZE"] ?? "8"), poolSize > 0
@@ -30,8 +33,8 @@ public struct NotesConfiguration: Sendable {
         self.init(
             host: environment["NOTES_HOST"] ?? "127.0.0.1", port: port,
             store: NotesStore.Settings(
-                path: environment["NOTES_DATABASE"] ?? "notes.db", keySource: keySource, poolSize: poolSize,
-                environment: environment))
+                path: environment["NOTES_DATABASE"] ?? "notes.db", keySource: keySource, keyKind: keyKind,
+                poolSize: poolSize, environment: environment))
     }
 }
 

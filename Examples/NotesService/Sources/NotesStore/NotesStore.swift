@@ -19,6 +19,8 @@ public final class NotesStore: Sendable {
         public var path: String
         /// Where the key comes from, at start and at each reload.
         public var keySource: DatabaseKeySource
+        /// What the key opens: the database, or a key slot of it.
+        public var keyKind: DatabaseKeyKind
         /// The most connections the pool opens: requests beyond it wait for one (default 8).
         public var poolSize: Int
         /// How long a statement waits for a lock another connection or process holds (a rekey holds the
@@ -30,11 +32,13 @@ public final class NotesStore: Sendable {
         public var environment: [String: String]
 
         public init(
-            path: String, keySource: DatabaseKeySource, poolSize: Int = 8, busyTimeout: TimeInterval = 5,
-            drainTimeout: Duration = .seconds(10), environment: [String: String] = ProcessInfo.processInfo.environment
+            path: String, keySource: DatabaseKeySource, keyKind: DatabaseKeyKind = .rawKey, poolSize: Int = 8,
+            busyTimeout: TimeInterval = 5, drainTimeout: Duration = .seconds(10),
+            environment: [String: String] = ProcessInfo.processInfo.environment
         ) {
             self.path = path
             self.keySource = keySource
+            self.keyKind = keyKind
             self.poolSize = poolSize
             self.busyTimeout = busyTimeout
             self.drainTimeout = drainTimeout
@@ -74,9 +78,10 @@ public final class NotesStore: Sendable {
             try Self.migrator.migrate(pool)
         }
         let keySource = settings.keySource
+        let keyKind = settings.keyKind
         let environment = settings.environment
         database = FMDatabaseService(path: settings.path, configuration: configuration, options: options) {
-            try keySource.makeKeyProvider(environment: environment)
+            try keySource.makeKeyProvider(kind: keyKind, environment: environment)
         }
         self.logger = logger
     }

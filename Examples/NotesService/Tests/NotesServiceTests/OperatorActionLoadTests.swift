@@ -30,7 +30,7 @@ final class OperatorActionLoadTests: XCTestCase {
             try writeKeyFile(newKey, to: keyPath)
             try rekeyWithTheTool(directory, oldKeyFile: directory.path + "/old.key", newKeyFile: keyPath)
         }
-        try check(outcome, finalKey: newKey, oldKey: oldKey, allowedFailures: { _ in false })
+        try check(outcome, final: rawKeyProvider(newKey), old: rawKeyProvider(oldKey), allowedFailures: { _ in false })
     }
 
     /// A plain rekey of a service with a fixed key (a systemd credential): requests that need a new connection
@@ -55,7 +55,7 @@ final class OperatorActionLoadTests: XCTestCase {
             try writeKeyFile(newKey, to: credentials + "/notes-db-key", mode: 0o400)
             try await store.database.reloadKey()
         }
-        try check(outcome, finalKey: newKey, oldKey: oldKey) { record in
+        try check(outcome, final: rawKeyProvider(newKey), old: rawKeyProvider(oldKey)) { record in
             // The documented failures: a 500 for a request that overlapped the time between the rekey and the
             // reload's end.
             record.status == 500 && record.ended >= outcome.actionStarted && record.started <= outcome.actionEnded
@@ -108,7 +108,41 @@ final class OperatorActionLoadTests: XCTestCase {
             }
             XCTAssertEqual(outcome, .done)
         }
-        try check(outcome, finalKey: newKey, oldKey: oldKey, allowedFailures: { _ in false })
+        try check(outcome, final: rawKeyProvider(newKey), old: rawKeyProvider(oldKey), allowedFailures: { _ in false })
+    }
+
+    /// A slotted database: `fmdb-cipher keys change` of the service's slot, the service given its new secret
+    /// and reloaded, then `rekey --data-key`, in the article's order. No request may fail.
+    func testSlotChangeThenDataKeyRotation() async throws {
+        let directory = try TestDirectory()
+        let oldSecret = randomHexKey()
+        let newSecret = randomHexKey()
+        let keyPath = directory.path + "/db.key"
+        try writeKeyFile(oldSecret, to: keyPath)
+        // The operator's copies of the secrets.
+        try writeKeyFile(oldSecret, to: directory.path + "/old.secret")
+        try writeKeyFile(newSecret, to: directory.path + "/new.secret")
+        try runToolToTheEnd(["keys", "init", directory.database, "--kdf", "slot-raw", "--key-file", keyPath])
+        let outcome = try await runUnderLoad(
+            directory: directory, keySource: .file(path: keyPath), keyKind: .slotRawKey
+        ) { store, _ in
+            // 1. The service's slot gets its new secret; the service keeps serving with the data key it holds.
+            try runToolToTheEnd([
+                "keys", "change", directory.database, "--kdf", "slot-raw", "--key-file", directory.path + "/old.secret",
+                "--new-kdf", "slot-raw", "--new-key-file", directory.path + "/new.secret",
+            ])
+            // 2. The service is given its new secret and reloaded.
+            try writeKeyFile(newSecret, to: keyPath)
+            try await store.database.reloadKey()
+            // 3. Only then the data key is rotated.
+            try runToolToTheEnd([
+                "rekey", "--data-key", directory.database, "--kdf", "slot-raw", "--key-file",
+                directory.path + "/new.secret", "--busy-timeout", "10", "--quiet",
+            ])
+        }
+        try check(
+            outcome, final: KeySlotKeyProvider(secret: .rawKey(Data(hex: newSecret))),
+            old: KeySlotKeyProvider(secret: .rawKey(Data(hex: oldSecret))), allowedFailures: { _ in false })
     }
 
     // MARK: - The run
@@ -128,11 +162,12 @@ final class OperatorActionLoadTests: XCTestCase {
     /// while), starts the load, runs `action` once a quarter of the rounds are done, and returns what the
     /// clients saw once the load ended and the server stopped.
     func runUnderLoad(
-        directory: TestDirectory, keySource: DatabaseKeySource, environment: [String: String] = [:],
+        directory: TestDirectory, keySource: DatabaseKeySource, keyKind: DatabaseKeyKind = .rawKey,
+        environment: [String: String] = [:],
         name: String = #function, action: @escaping @Sendable (NotesStore, Int) async throws -> Void
     ) async throws -> Outcome {
         let settings = NotesStore.Settings(
-            path: directory.database, keySource: keySource, environment: environment)
+            path: directory.database, keySource: keySource, keyKind: keyKind, environment: environment)
         let (application, store) = buildApplication(
             configuration: NotesConfiguration(store: settings), logger: testLogger())
         let outcome = try await application.test(.live) { client in
@@ -144,6 +179,8 @@ final class OperatorActionLoadTests: XCTestCase {
                         "INSERT INTO notes (title, body, created) VALUES (?, ?, ?)", "seed \(index)", body, Date())
                 }
             }
+            // The seed's pages into the file now, so that no write of the run pays for checkpointing them.
+            try await store.database.perform { db in try db.checkpoint(.truncate) }
             let load = LoadRun(port: port, deadline: .now + .seconds(45))
             async let report = load.run()
             while load.completedRounds.load(ordering: .relaxed) < load.clients * load.rounds / 4 {
@@ -174,7 +211,7 @@ final class OperatorActionLoadTests: XCTestCase {
 
     /// The checks every run passes, and its numbers on standard output (the article quotes them).
     func check(
-        _ outcome: Outcome, finalKey: String, oldKey: String, allowedFailures: (RequestRecord) -> Bool
+        _ outcome: Outcome, final: any KeyProvider, old: any KeyProvider, allowedFailures: (RequestRecord) -> Bool
     ) throws {
         let records = outcome.report.records
         let failures = records.filter { !$0.succeeded && !allowedFailures($0) }
@@ -186,7 +223,7 @@ final class OperatorActionLoadTests: XCTestCase {
 
         // Every acknowledged note, as posted, with the final key; the old key no longer opens the file.
         let queue = try FMDatabaseQueue(
-            path: outcome.database, configuration: FMDatabaseConfiguration(keyProvider: rawKeyProvider(finalKey)))
+            path: outcome.database, configuration: FMDatabaseConfiguration(keyProvider: final))
         let stored = try queue.inDatabase { db in
             try db.fetchAll(Note.self, "SELECT * FROM notes WHERE title NOT LIKE 'seed %'")
         }
@@ -195,8 +232,7 @@ final class OperatorActionLoadTests: XCTestCase {
         XCTAssertEqual(lost.count, 0, "acknowledged writes lost or changed: \(lost.prefix(5).map(\.id))")
         queue.close()
         XCTAssertThrowsError(
-            try FMDatabaseQueue(
-                path: outcome.database, configuration: FMDatabaseConfiguration(keyProvider: rawKeyProvider(oldKey))))
+            try FMDatabaseQueue(path: outcome.database, configuration: FMDatabaseConfiguration(keyProvider: old)))
 
         let growth = outcome.memoryAtEnd - outcome.memoryAtWarmUp
         XCTAssertLessThan(growth, memoryGrowthBound, "resident memory grew \(growth / 1024) KiB")
@@ -241,20 +277,25 @@ func milliseconds(_ duration: Duration) -> String {
 /// `fmdb-cipher rekey` as an operator's script runs it: a few attempts while the service holds the write
 /// lock past the busy timeout (exit 75: nothing changed).
 func rekeyWithTheTool(_ directory: TestDirectory, oldKeyFile: String, newKeyFile: String) throws {
-    for attempt in 1...5 {
-        let (status, errors) = try runTool([
-            "rekey", directory.database, "--kdf", "raw", "--key-file", oldKeyFile, "--new-kdf", "raw",
-            "--new-key-file", newKeyFile, "--busy-timeout", "10", "--quiet",
-        ])
-        if status == 0 { return }
-        XCTAssertEqual(status, 75, "fmdb-cipher rekey: \(errors)")
-        if status != 75 || attempt == 5 { throw ToolFailed(status: status, errors: errors) }
-    }
+    try runToolToTheEnd([
+        "rekey", directory.database, "--kdf", "raw", "--key-file", oldKeyFile, "--new-kdf", "raw",
+        "--new-key-file", newKeyFile, "--busy-timeout", "10", "--quiet",
+    ])
 }
 
 struct ToolFailed: Error {
     var status: Int32
     var errors: String
+}
+
+/// Runs the tool as an operator's script does: again while it exits 75 (busy: nothing changed), a few times.
+func runToolToTheEnd(_ arguments: [String]) throws {
+    for attempt in 1...5 {
+        let (status, errors) = try runTool(arguments)
+        if status == 0 { return }
+        XCTAssertEqual(status, 75, "fmdb-cipher \(arguments.first ?? ""): \(errors)")
+        if status != 75 || attempt == 5 { throw ToolFailed(status: status, errors: errors) }
+    }
 }
 
 /// Polls /health until it answers 200 (the reload took), for at most 10 s.
@@ -266,6 +307,18 @@ func waitUntilHealthy(port: Int) async throws {
             try await Task.sleep(for: .milliseconds(10))
         }
         XCTFail("the service did not become healthy after the reload")
+    }
+}
+
+extension Data {
+    /// The bytes of 64 hexadecimal digits (the tests' keys).
+    init(hex: String) {
+        var bytes: [UInt8] = []
+        var digits = hex.utf8.makeIterator()
+        while let high = digits.next(), let low = digits.next() {
+            bytes.append(UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) ?? 0)
+        }
+        self.init(bytes)
     }
 }
 
