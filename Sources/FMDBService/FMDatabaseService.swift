@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import Metrics
 import ServiceLifecycle
-import Synchronization
 import UnixSignals
 
 /// A keyed `FMDatabasePool` as a swift-service-lifecycle `Service`: ``run()`` opens the pool, serves
@@ -31,7 +30,7 @@ import UnixSignals
 /// key, on a Dispatch thread (reading a file or a credential blocks). Keys never reach a log line, an error, a
 /// metric or a label of the service.
 ///
-/// Sendable: its mutable state is behind one mutex; the pool is Sendable.
+/// Sendable: its mutable state is behind one lock; the pool is Sendable.
 public final class FMDatabaseService: Service, Sendable, CustomStringConvertible {
     /// The database file.
     public let path: String
@@ -45,7 +44,7 @@ public final class FMDatabaseService: Service, Sendable, CustomStringConvertible
     private let shownPath: String
     private let logger: Logger
     private let metrics: ServiceMetrics
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The service and its file, as logs show it (a `ServiceGroup` names its services this way).
     public var description: String { "FMDatabaseService(\(shownPath))" }

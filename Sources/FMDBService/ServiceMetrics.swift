@@ -1,14 +1,13 @@
 import FMDB
 import Foundation
 import Metrics
-import Synchronization
 
 /// The service's metrics, under OpenTelemetry's database names where one exists (`db.client.*`, with
 /// `db.system.name = sqlite`) and `fmdb.*` names for the rest. Labels hold the database's file name (as logs
 /// show it) and fixed words, never a key or SQL.
 ///
 /// Sendable: the metric objects are thread-safe (swift-metrics' handlers are), and the last totals seen are
-/// behind a mutex.
+/// behind a lock.
 final class ServiceMetrics: Sendable {
     private let succeeded: Metrics.Timer
     private let failedDurations: [FMErrorDisposition: Metrics.Timer]
@@ -24,7 +23,7 @@ final class ServiceMetrics: Sendable {
     private let reloadsFailed: Counter
     private let interrupted: Counter
     /// The pool's totals at the last update, for the counters' increments.
-    private let lastTotals = Mutex<(keyChecks: Int, keyChanges: Int)>((0, 0))
+    private let lastTotals = Locked<(keyChecks: Int, keyChanges: Int)>((0, 0))
 
     static let dispositions: [FMErrorDisposition] = [.transient, .connectionReplaced, .cancelled, .permanent]
 
