@@ -69,7 +69,8 @@ struct MissingTool: Error, CustomStringConvertible {
     }
 }
 
-/// Runs the tool with `arguments` (never a key: keys go in files), and returns its exit status and standard error.
+/// Runs the tool with `arguments` (never a key: keys go in files), and returns its exit status (128 + N when
+/// signal N killed it, as a shell says) and standard error.
 func runTool(_ arguments: [String]) throws -> (status: Int32, errorOutput: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: try cipherTool())
@@ -80,7 +81,12 @@ func runTool(_ arguments: [String]) throws -> (status: Int32, errorOutput: Strin
     try process.run()
     let output = errors.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    var errorOutput = String(decoding: output, as: UTF8.self)
+    if process.terminationReason == .uncaughtSignal {
+        errorOutput += "(the tool was killed by signal \(process.terminationStatus))"
+        return (128 + process.terminationStatus, errorOutput)
+    }
+    return (process.terminationStatus, errorOutput)
 }
 
 /// A logger for the service under test: warnings and above, so a test's output shows what went wrong.
