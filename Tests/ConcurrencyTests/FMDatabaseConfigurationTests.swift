@@ -62,4 +62,15 @@ final class FMDatabaseConfigurationTests: FMDBCipherTestCase {
             path: directory.path("plain.db"), configuration: FMDatabaseConfiguration(busyTimeout: 1))
         XCTAssertEqual(plain.inDatabase { $0.maxBusyRetryTimeInterval }, 1)
     }
+
+    /// No busy timeout configured: FMDB's 2 seconds, and what a block sets on its connection stays.
+    func testWithoutABusyTimeoutTheConnectionsKeepFMDBsDefaultAndWhatABlockSets() throws {
+        XCTAssertNil(FMDatabaseConfiguration().busyTimeout)
+        let queue = try FMDatabaseQueue(
+            path: directory.path("default.db"),
+            configuration: FMDatabaseConfiguration(keyProvider: PassphraseKeyProvider("default")))
+        XCTAssertEqual(queue.inDatabase { $0.maxBusyRetryTimeInterval }, 2)
+        queue.inDatabase { $0.maxBusyRetryTimeInterval = 9 }
+        XCTAssertEqual(queue.inDatabase { $0.maxBusyRetryTimeInterval }, 9)
+    }
 }

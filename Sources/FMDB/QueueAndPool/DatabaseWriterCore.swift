@@ -8,6 +8,8 @@ protocol DatabaseWriterCore: FMDatabaseWriter {
     /// Sets up each new connection after it is keyed, before any block gets it (the configuration's
     /// `connectionSetUp`; immutable).
     var prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? { get }
+    /// The busy timeout each connection gets as it opens, before its key check (nil: FMDB's default).
+    var busyTimeout: TimeInterval? { get }
 
     /// Keeps `error` for `lastError`.
     func storeLastError(_ error: FMDatabaseError)
@@ -46,7 +48,7 @@ extension DatabaseWriterCore {
     func openConnection(keyProvider: (any KeyProvider)?) throws -> FMDatabase {
         try FMDatabase.openShared(
             path: path, flags: openFlags, vfs: vfsName, keyProvider: keyProvider, logger: logger,
-            logsErrors: logsErrors,
+            logsErrors: logsErrors, busyTimeout: busyTimeout,
             prepare: { try self.prepareDatabase?($0) })
     }
 

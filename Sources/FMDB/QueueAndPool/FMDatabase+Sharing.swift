@@ -18,6 +18,7 @@ extension FMDatabase {
         keyProvider: (any KeyProvider)?,
         logger: Logger,
         logsErrors: Bool = true,
+        busyTimeout: TimeInterval? = nil,
         prepare: (FMDatabase) throws -> Void = { _ in }
     ) throws -> FMDatabase {
         var created = CreatedFiles(databasePath: path)
@@ -30,6 +31,8 @@ extension FMDatabase {
         let db = FMDatabase(path: path)
         db.logger = logger
         db.logsErrors = logsErrors
+        // Applied at the open: the key check waits as long.
+        if let busyTimeout { db.maxBusyRetryTimeInterval = busyTimeout }
         do {
             // The throwing open: the caller gets its error (the queue or pool logs it when nobody else does).
             try db.recording { try db.openConnection(flags: multiThreadFlags(flags), vfs: vfs) }

@@ -28,10 +28,11 @@ public struct FMDatabaseConfiguration: Sendable {
     /// error. It runs on the thread that opens the connection, outside the pool's lock; it must not call the
     /// queue or pool.
     public var prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
-    /// Each connection's ``FMDatabase/maxBusyRetryTimeInterval``, set before `prepareDatabase` runs: how long a
-    /// statement waits for a lock another connection or process holds before it fails with `SQLITE_BUSY`.
-    /// Default 2 seconds, as FMDB; 0 does not wait.
-    public var busyTimeout: TimeInterval
+    /// Each connection's ``FMDatabase/maxBusyRetryTimeInterval``, set as it opens (its key check waits as
+    /// long) and again before `prepareDatabase` runs: how long a statement waits for a lock another connection
+    /// or process holds before it fails with `SQLITE_BUSY`; 0 does not wait. Nil (the default): FMDB's 2
+    /// seconds, and a value a block sets on its connection stays with it.
+    public var busyTimeout: TimeInterval?
     /// For a pool, the most connections it opens at once; 0 (the default) means no limit. A queue has one
     /// connection and ignores it.
     public var maximumNumberOfDatabasesToCreate: Int
@@ -45,7 +46,7 @@ public struct FMDatabaseConfiguration: Sendable {
         keyProvider: (any KeyProvider)? = nil,
         logger: Logger = Logger(label: "fmdb"),
         logsErrors: Bool = true,
-        busyTimeout: TimeInterval = 2,
+        busyTimeout: TimeInterval? = nil,
         maximumNumberOfDatabasesToCreate: Int = 0,
         transactionQueueTimeout: TimeInterval? = nil,
         prepareDatabase: (@Sendable (FMDatabase) throws -> Void)? = nil
@@ -64,7 +65,7 @@ public struct FMDatabaseConfiguration: Sendable {
         let busyTimeout = busyTimeout
         let prepareDatabase = prepareDatabase
         return { db in
-            db.maxBusyRetryTimeInterval = busyTimeout
+            if let busyTimeout { db.maxBusyRetryTimeInterval = busyTimeout }
             try prepareDatabase?(db)
         }
     }

@@ -94,6 +94,8 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
     private weak var delegateStorage: (any FMDatabasePoolDelegate)?
     /// Runs on every new connection after keying, before any block gets it (immutable).
     let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    /// The configuration's busy timeout, set on each connection as it opens (nil: FMDB's default).
+    let busyTimeout: TimeInterval?
 
     // MARK: - Initializers
 
@@ -227,6 +229,7 @@ public final class FMDatabasePool: FMDatabaseWriter, @unchecked Sendable {
         self.logsErrors = configuration.logsErrors
         self.writeGate = WriteGate.shared(forPath: path)
         self.prepareDatabase = configuration.connectionSetUp
+        self.busyTimeout = configuration.busyTimeout
         self.queueTimeout = configuration.transactionQueueTimeout
         connections.limit = configuration.maximumNumberOfDatabasesToCreate
     }

@@ -46,6 +46,8 @@ public final class FMDatabaseQueue: FMDatabaseWriter, @unchecked Sendable {
     var keyProvider: (any KeyProvider)?
     /// Runs on the connection each time the queue opens it, after keying, before any block (immutable).
     let prepareDatabase: (@Sendable (FMDatabase) throws -> Void)?
+    /// The configuration's busy timeout, set on each connection as it opens (nil: FMDB's default).
+    let busyTimeout: TimeInterval?
     private let lastErrorBox = Protected<FMDatabaseError?>(nil)
     /// A provider handed over by a rekey through another queue or pool on the same file, taken up by
     /// the next call on the queue (`Protected`: set from any thread).
@@ -196,6 +198,7 @@ public final class FMDatabaseQueue: FMDatabaseWriter, @unchecked Sendable {
         self.dispatchQueue = DispatchQueue(label: "fmdb.\(UUID().uuidString)")
         self.keyProvider = configuration.keyProvider
         self.prepareDatabase = configuration.connectionSetUp
+        self.busyTimeout = configuration.busyTimeout
         dispatchQueue.setSpecific(key: queueKey, value: ObjectIdentifier(self))
     }
 
